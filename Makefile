@@ -1,0 +1,34 @@
+# Every target creates .venv on a fresh machine and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-slow bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch is pinned explicitly before the package: an unpinned torch would pull a multi-GB CUDA build.
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	MPLBACKEND=Agg $(PY) -m skattn.cli demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m slow
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_benchmarks.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,270 @@
+"""Optimisation of the ERM objective ``Σ_μ ℓ_μ + λ · penalty`` (THEORY.md §2).
+
+:func:`train` runs Adam (full batch or minibatch) or torch's L-BFGS with a strong-Wolfe
+line search on a module of :mod:`skattn.nn.modules`, stopping when the relative change
+of the objective stays below ``tol`` for ``n_iter_no_change`` consecutive iterations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+from tqdm.auto import tqdm
+
+__all__ = ["TrainingDivergedError", "TrainingResult", "train", "SOLVERS"]
+
+SOLVERS = ("adam", "lbfgs")
+
+# Line-search evaluations allowed per L-BFGS iteration (torch's own default).
+_LBFGS_MAX_LS = 25
+_LBFGS_HISTORY = 20
+
+
+class TrainingDivergedError(ValueError, ArithmeticError):
+    """The objective became NaN or infinite during training.
+
+    The parameters are restored to the last iterate with a finite objective before this is
+    raised; ``result`` holds the :class:`TrainingResult` up to that iterate.
+    """
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class TrainingResult:
+    """Outcome of :func:`train`.
+
+    Attributes
+    ----------
+    objective_history : ndarray of shape (n_iter,)
+        Objective ``Σ_μ ℓ_μ + λ·penalty`` (a sum over the full training set) after each
+        iteration (an iteration is one step for full-batch Adam and L-BFGS, one epoch for
+        minibatch Adam).
+    initial_objective : float
+        Objective at the initial parameters.
+    objective : float
+        Final objective.
+    data_loss : float
+        Final ``Σ_μ ℓ_μ``.
+    n_samples : int
+    n_iter : int
+        Number of iterations run.
+    converged : bool
+        True when the stopping rule on the relative objective change was met.
+    solver : str
+    n_evaluations : int
+        Objective-and-gradient evaluations over the full data set (minibatch steps count
+        as fractions).
+    """
+
+    objective_history: np.ndarray
+    initial_objective: float
+    objective: float
+    data_loss: float
+    n_samples: int
+    n_iter: int
+    converged: bool
+    solver: str
+    n_evaluations: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def train_error(self):
+        """Mean per-sample loss ``(1/n) Σ_μ ℓ_μ``."""
+        return self.data_loss / self.n_samples
+
+
+def _snapshot(params):
+    return [p.detach().clone() for p in params]
+
+
+def _restore(params, snapshot):
+    with torch.no_grad():
+        for p, s in zip(params, snapshot):
+            p.copy_(s)
+
+
+def _divergence_message(solver, it, lr, dtype):
+    hints = []
+    if solver == "adam":
+        hints.append(f"lower learning_rate_init (currently {lr:g})")
+    if dtype != torch.float64:
+        hints.append("use dtype='float64'")
+    hints.append("increase reg_lambda")
+    if solver == "adam":
+        hints.append("or try solver='lbfgs'")
+    else:
+        hints.append("or try solver='adam' with a small learning_rate_init")
+    return (f"Training diverged at iteration {it}: the objective became NaN or infinite. "
+            f"The parameters were restored to the last iterate with a finite objective. "
+            f"To fix it: {', '.join(hints)}.")
+
+
+def train(module, X, y, *, reg_lambda=0.0, solver="adam", learning_rate_init=0.05,
+          max_iter=2000, tol=1e-6, n_iter_no_change=10, batch_size=None,
+          random_state=None, verbose=0, _decay=None):
+    """Minimise ``Σ_μ ℓ_μ + reg_lambda · module.penalty()`` in place.
+
+    Parameters
+    ----------
+    module : FactoredAttention or DirectAttention
+        Its parameters are the starting point and are updated in place.
+    X : Tensor of shape (n_samples, n_tokens, n_features)
+    y : Tensor of shape (n_samples, n_tokens, n_tokens or n_features)
+        On the module's device and dtype.
+    reg_lambda : float, default=0.0
+        λ ≥ 0 (weight decay on the sum objective).
+    solver : {"adam", "lbfgs"}, default="adam"
+    learning_rate_init : float, default=0.05
+        Adam's step size (ignored by L-BFGS, which uses a unit initial step and a
+        strong-Wolfe line search).
+    max_iter : int, default=2000
+        Maximum number of iterations (epochs for minibatch Adam).
+    tol : float, default=1e-6
+        Stop when ``|L_k − L_{k−1}| / |L_{k−1}| < tol`` for ``n_iter_no_change``
+        consecutive iterations.
+    n_iter_no_change : int, default=10
+    batch_size : int or None, default=None
+        Minibatch size for Adam (None: full batch). The data term of a minibatch is scaled
+        by ``n / batch`` so each step targets the full-sum objective. L-BFGS always uses
+        the full batch.
+    random_state : int, RandomState or None
+        Seeds the minibatch order.
+    verbose : int, default=0
+        If > 0, show a tqdm progress bar with the current objective / d².
+
+    Returns
+    -------
+    result : TrainingResult
+
+    Raises
+    ------
+    TrainingDivergedError
+        If the objective becomes NaN or infinite; the module keeps the last parameters
+        with a finite objective.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}.")
+    params = [p for p in module.parameters() if p.requires_grad]
+    n = X.shape[0]
+    d = module.n_features
+    lam = float(reg_lambda)
+    full_batch = solver == "lbfgs" or batch_size is None or batch_size >= n
+    rng = check_random_state(random_state)
+    n_evals = 0.0
+
+    def full_objective(with_grad):
+        nonlocal n_evals
+        n_evals += 1
+        if with_grad:
+            for p in params:
+                p.grad = None
+            L = module.objective(X, y, lam)
+            L.backward()
+            return L.item()
+        with torch.no_grad():
+            return module.objective(X, y, lam).item()
+
+    history = []
+    converged = False
+    no_change = 0
+    last_good = _snapshot(params)
+
+    def diverged(it):
+        _restore(params, last_good)
+        with torch.no_grad():
+            data = module.data_loss(X, y).item()
+        hist = np.asarray(history, dtype=float)
+        res = TrainingResult(hist, initial, hist[-1] if len(hist) else initial, data, n,
+                             len(hist), False, solver, n_evals)
+        return TrainingDivergedError(
+            _divergence_message(solver, it, learning_rate_init, X.dtype), res)
+
+    if solver == "adam":
+        opt = torch.optim.Adam(params, lr=learning_rate_init)
+        initial = full_objective(with_grad=full_batch)
+    else:
+        opt = torch.optim.LBFGS(params, lr=1.0, max_iter=1, max_eval=1 + _LBFGS_MAX_LS,
+                                history_size=_LBFGS_HISTORY, line_search_fn="strong_wolfe",
+                                tolerance_grad=0.0, tolerance_change=0.0)
+        cache = {}
+
+        def closure():
+            # The line search's last trial is usually the accepted point, which the next
+            # step re-evaluates first: reuse it instead of a second forward/backward.
+            if cache and all(torch.equal(p, c) for p, c in zip(params, cache["x"])):
+                for p, g in zip(params, cache["g"]):
+                    p.grad = g.clone()
+                return cache["L"]
+            for p in params:
+                p.grad = None
+            L = module.objective(X, y, lam)
+            L.backward()
+            cache["x"] = _snapshot(params)
+            cache["g"] = [p.grad.detach().clone() for p in params]
+            cache["L"] = L.detach()
+            nonlocal n_evals
+            n_evals += 1
+            return cache["L"]
+
+        initial = float(closure())
+    if not math.isfinite(initial):
+        raise TrainingDivergedError(
+            "The objective is NaN or infinite at the initial parameters. To fix it: lower "
+            "init_scale, use dtype='float64', or check the scale of X and y.")
+
+    bar = tqdm(total=max_iter, disable=verbose <= 0, desc=f"{solver}", leave=verbose > 1,
+               dynamic_ncols=True)
+    prev = initial
+    it = 0
+    try:
+        for it in range(1, max_iter + 1):
+            if solver == "adam" and full_batch:
+                opt.step()
+                L = full_objective(with_grad=True)
+            elif solver == "adam":
+                perm = rng.permutation(n)
+                for start in range(0, n, batch_size):
+                    idx = torch.as_tensor(perm[start:start + batch_size], device=X.device)
+                    opt.zero_grad(set_to_none=True)
+                    obj = module.objective(X[idx], y[idx], lam, data_scale=n / len(idx))
+                    if not math.isfinite(obj.item()):
+                        raise diverged(it)
+                    obj.backward()
+                    opt.step()
+                    n_evals += len(idx) / n
+                L = full_objective(with_grad=False)
+            else:
+                opt.step(closure)
+                L = float(closure())
+            if not math.isfinite(L):
+                raise diverged(it)
+            last_good = _snapshot(params)
+            history.append(L)
+            rel = abs(prev - L) / max(abs(prev), np.finfo(float).tiny)
+            if _decay is not None and solver == "adam" and L > prev:
+                for g in opt.param_groups:
+                    g["lr"] *= _decay
+            prev = L
+            no_change = no_change + 1 if rel < tol else 0
+            bar.update(1)
+            if verbose > 0:
+                bar.set_postfix({"objective/d²": f"{L / d ** 2:.6g}", "rel.change": f"{rel:.1e}"},
+                                refresh=False)
+            if no_change >= n_iter_no_change:
+                converged = True
+                break
+    finally:
+        bar.close()
+
+    final = history[-1] if history else initial
+    with torch.no_grad():
+        data = module.data_loss(X, y).item()
+    return TrainingResult(np.asarray(history, dtype=float), initial, final, data, n, len(history),
+                          converged, solver, n_evals)

@@ -1,0 +1,169 @@
+"""Prior side of state evolution (THEORY.md §4 and §5): the spectral denoisers.
+
+Each denoiser maps the conjugate parameters ``(m̂, q̂, Σ̂)`` to the overlaps
+``(m, q, Σ)`` of the estimate ``Ŝ`` with the target:
+
+- :class:`FactoredDenoiser` — weight decay on ``W`` is a trace penalty on ``S``:
+  ``Ŝ = ReLU(m̂ S0 + √q̂ Z − 2λ̃ I)/Σ̂`` (eigenvalue-wise, the ``p`` largest kept), in the
+  d → ∞ continuum (free convolution) or at finite d with fixed GOE draws;
+- :class:`DirectDenoiser` — the Frobenius (ridge) baseline ``Ŝ = (m̂ S0 + √q̂ Z)/(Σ̂ + 4λ)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from .._validation import check_scalar_range
+from .laws import DiscreteLaw, SpectralLaw
+from .spectral import free_convolution
+
+__all__ = ["PriorState", "FactoredDenoiser", "DirectDenoiser", "goe_matrix"]
+
+
+@dataclass
+class PriorState:
+    """What the prior side returns, with the spectral parameters behind it."""
+
+    m: float
+    q: float
+    sigma: float
+    eta: float = np.nan      #: m̂/Σ̂, scale of the learned spectrum
+    delta: float = np.nan    #: √q̂/m̂, width of the semicircle noise
+    epsilon: float = np.nan  #: 2λ̃/m̂ (or the rank-constraint threshold if larger)
+    trace: float = np.nan    #: Tr Ŝ / d
+    eigenvalues: np.ndarray | None = None  #: finite-d spectrum of Ŝ (finite-d mode only)
+
+
+def goe_matrix(n_features, random_state=None):
+    """GOE(d): symmetric, off-diagonal variance 1/d, diagonal variance 2/d (semicircle on [−2, 2])."""
+    rng = check_random_state(random_state)
+    g = rng.standard_normal((n_features, n_features))
+    return (g + g.T) / np.sqrt(2 * n_features)
+
+
+class FactoredDenoiser:
+    """Spectral soft threshold of factored (tied) attention.
+
+    Parameters
+    ----------
+    law : SpectralLaw
+        Spectral law of the target S0 (continuum mode) — or, in finite-d mode, the law
+        whose atoms are the eigenvalues of the fixed d×d target.
+    width_ratio : float
+        κ = p/d. Below 1 the rank constraint keeps the p largest eigenvalues (finite-d only).
+    reg_lambda : float
+        λ ≥ 0 of the objective ``Σ ℓ + λ‖W‖²_F``; the trace penalty is ``λ̃ = √κ λ``.
+    n_features : int or None
+        None: the d → ∞ continuum. An integer d: the finite-d deterministic version
+        ``M = m̂ S0 + √q̂ Z − 2λ̃ I`` with one fixed GOE draw Z (seeded by ``random_state``).
+    target_matrix : ndarray of shape (d, d), optional
+        The fixed target in finite-d mode (only its eigenvalues matter, by rotation
+        invariance of the GOE); by default ``diag(law atoms)``.
+    """
+
+    def __init__(self, law, *, width_ratio=1.0, reg_lambda=0.0, n_features=None,
+                 target_eigenvalues=None, random_state=0):
+        if not isinstance(law, SpectralLaw):
+            raise TypeError(f"law must be a SpectralLaw, got {type(law).__name__}.")
+        self.law = law
+        self.width_ratio = check_scalar_range(width_ratio, "width_ratio", low=0,
+                                              low_inclusive=False)
+        self.reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
+        self.n_features = n_features
+        if n_features is None:
+            if self.width_ratio < 1:
+                raise ValueError(
+                    "width_ratio < 1 (the rank constraint) needs the finite-d state "
+                    "evolution: pass n_features (an integer d)."
+                )
+            self._eig0 = None
+        else:
+            d = check_scalar_range(n_features, "n_features", low=2, integer=True)
+            if target_eigenvalues is None:
+                if not isinstance(law, DiscreteLaw) or law.n_atoms != d:
+                    raise ValueError("finite-d mode needs target_eigenvalues of length "
+                                     "n_features (or a DiscreteLaw with d atoms).")
+                target_eigenvalues = law.eigenvalues
+            eig0 = np.asarray(target_eigenvalues, dtype=float)
+            if eig0.shape != (d,):
+                raise ValueError(f"target_eigenvalues must have shape ({d},), got {eig0.shape}.")
+            self._eig0 = eig0
+            self._Z = goe_matrix(d, random_state)
+            self._rank = max(1, int(round(self.width_ratio * d)))
+
+    @property
+    def reg_trace(self):
+        """λ̃ = √κ λ, the trace penalty equivalent to weight decay on W."""
+        return np.sqrt(self.width_ratio) * self.reg_lambda
+
+    def __call__(self, m_hat, q_hat, sigma_hat):
+        """Return a :class:`PriorState` for conjugates ``(m̂, q̂, Σ̂)`` (m̂, Σ̂ > 0)."""
+        if self.n_features is None:
+            return self._continuum(m_hat, q_hat, sigma_hat)
+        return self._finite(m_hat, q_hat, sigma_hat)
+
+    def _continuum(self, m_hat, q_hat, sigma_hat):
+        delta = np.sqrt(max(q_hat, 0.0)) / m_hat
+        eps = 2 * self.reg_trace / m_hat
+        eta = m_hat / sigma_hat
+        mu = free_convolution(self.law, delta)
+        J = mu.J(eps)
+        D = mu.D(eps)
+        q = eta ** 2 * J
+        m = eta * (mu.x_relu_moment(eps) - delta ** 2 * D)
+        sigma = D / sigma_hat
+        trace = eta * mu.relu_moment(eps, 1)
+        return PriorState(m=m, q=q, sigma=sigma, eta=eta, delta=delta, epsilon=eps,
+                          trace=trace)
+
+    def _finite(self, m_hat, q_hat, sigma_hat):
+        d = self.n_features
+        M = np.diag(m_hat * self._eig0) + np.sqrt(max(q_hat, 0.0)) * self._Z
+        M[np.diag_indices(d)] -= 2 * self.reg_trace
+        nu, vec = np.linalg.eigh(M)
+        f = np.maximum(nu, 0.0) / sigma_hat
+        if np.count_nonzero(f) > self._rank:  # rank constraint: keep the p largest
+            f[: d - self._rank] = 0.0
+        # Ŝ = V f Vᵀ; with S0 diagonal, Tr(S0 Ŝ) = Σ_i eig0_i Σ_k V_ik² f_k
+        m = float(np.sum(self._eig0[:, None] * vec ** 2 * f[None, :]) / d)
+        q = float(np.sum(f ** 2) / d)
+        diff_nu = nu[:, None] - nu[None, :]
+        diff_f = f[:, None] - f[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dd = np.where(np.abs(diff_nu) > 1e-300, diff_f / diff_nu, 0.0)
+        np.fill_diagonal(dd, 0.0)
+        sigma = float(np.sum(dd) / d ** 2 + 2 * np.count_nonzero(f) / (sigma_hat * d ** 2))
+        eps = 2 * self.reg_trace / m_hat
+        return PriorState(m=m, q=q, sigma=sigma, eta=m_hat / sigma_hat,
+                          delta=np.sqrt(max(q_hat, 0.0)) / m_hat, epsilon=eps,
+                          trace=float(np.sum(f) / d), eigenvalues=np.sort(f))
+
+
+class DirectDenoiser:
+    """Ridge denoiser of direct (Frobenius) attention, THEORY.md §5.
+
+    ``Ŝ = (m̂ S0 + √q̂ Z)/(Σ̂ + 4λ)``: ``m = m̂ Q0/(Σ̂+4λ)``, ``q = (m̂² Q0 + q̂)/(Σ̂+4λ)²``,
+    ``Σ = 1/(Σ̂+4λ)``.
+    """
+
+    def __init__(self, law, *, reg_lambda=0.0):
+        if not isinstance(law, SpectralLaw):
+            raise TypeError(f"law must be a SpectralLaw, got {type(law).__name__}.")
+        self.law = law
+        self.reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
+        self.Q0 = law.second_moment()
+
+    def __call__(self, m_hat, q_hat, sigma_hat):
+        a = sigma_hat + 4 * self.reg_lambda
+        return PriorState(m=m_hat * self.Q0 / a, q=(m_hat ** 2 * self.Q0 + q_hat) / a ** 2,
+                          sigma=1.0 / a, eta=m_hat / a,
+                          delta=np.sqrt(max(q_hat, 0.0)) / m_hat if m_hat > 0 else np.inf,
+                          epsilon=0.0, trace=m_hat * law_mean(self.law) / a)
+
+
+def law_mean(law):
+    """``∫ x μ(dx)``."""
+    return law.moment(1)

@@ -1,0 +1,433 @@
+"""The state-evolution solver of THEORY.md §4 (factored) and §5 (direct), and its result.
+
+The fixed point of ``(m, q, Σ) → prior(output(m, q, Σ))`` is found by a few damped
+iterations followed by Powell's hybrid root finder (scipy) on the three order parameters,
+with a fallback to damped iteration and continuation in λ. Gaussian expectations use fixed
+quasi-Monte Carlo nodes (common random numbers), so the map is smooth and root-findable.
+Nothing is returned silently wrong: the residual of the fixed-point equations is checked,
+and ``converged=False`` comes with a message.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from .._validation import check_choice, check_scalar_range
+from .channels import GaussianNodes, channel_for, output_side, test_error
+from .denoisers import DirectDenoiser, FactoredDenoiser
+from .laws import DiscreteLaw, SpectralLaw
+from .spectral import free_convolution
+
+__all__ = ["StateEvolutionResult", "solve_state_evolution", "state_evolution_curve",
+           "resolve_target_law"]
+
+PARAMETRIZATIONS = ("factored", "direct")
+
+
+@dataclass
+class StateEvolutionResult:
+    """Fixed point of the state evolution and the predictions derived from it.
+
+    Like :class:`scipy.optimize.OptimizeResult`, it carries ``converged``, ``n_iter`` and a
+    ``message``. Order parameters: ``m = Tr(S0 Ŝ)/d``, ``q = Tr Ŝ²/d``, ``sigma`` (Σ) and
+    their conjugates (with the paper's factor 2). ``eta``, ``delta``, ``epsilon`` give the
+    learned spectrum: ``S ≈ eta · ReLU(S0 + delta Z − epsilon I)`` (factored).
+    """
+
+    alpha: float
+    m: float
+    q: float
+    sigma: float
+    m_hat: float
+    q_hat: float
+    sigma_hat: float
+    Q0: float
+    test_error: float
+    train_error: float
+    train_objective: float
+    eta: float
+    delta: float
+    epsilon: float
+    converged: bool
+    n_iter: int
+    message: str
+    residual: float = np.nan
+    parametrization: str = "factored"
+    params: dict = field(default_factory=dict)
+    law: SpectralLaw | None = field(default=None, repr=False)
+    finite_eigenvalues: np.ndarray | None = field(default=None, repr=False)
+
+    # ---- derived quantities -------------------------------------------------------------
+    @property
+    def s_error(self):
+        """``‖Ŝ − S0‖²_F / d = Q0 − 2m + q``."""
+        return self.Q0 - 2 * self.m + self.q
+
+    @property
+    def trace(self):
+        """``Tr Ŝ / d``."""
+        return self.params.get("trace", np.nan)
+
+    def _convolved(self):
+        if self.law is None:
+            raise ValueError("this result carries no spectral law.")
+        return free_convolution(self.law, self.delta)
+
+    @property
+    def atom_mass(self):
+        """Mass of the atom at zero of the learned spectrum (rank collapse)."""
+        if self.finite_eigenvalues is not None:
+            return float(np.mean(self.finite_eigenvalues <= 0))
+        if self.parametrization == "direct":
+            return 0.0
+        return float(self._convolved().mass_below(self.epsilon))
+
+    def spectrum_density(self, s):
+        """Density of the non-zero part of the learned spectrum at ``s`` (the atom excluded).
+
+        ``ρ_S(s) = ρ_δ(ε + s/η)/η`` for the factored model (``ρ_δ(s/η)/η`` direct).
+        """
+        s = np.asarray(s, dtype=float)
+        mu = self._convolved()
+        if self.parametrization == "direct":
+            return mu.density(s / self.eta) / abs(self.eta)
+        out = np.zeros_like(s)
+        pos = s > 0
+        out[pos] = mu.density(self.epsilon + s[pos] / self.eta) / self.eta
+        return out
+
+    def spectrum_support(self):
+        """Intervals of the non-zero part of the learned spectrum."""
+        mu = self._convolved()
+        if self.parametrization == "direct":
+            return [(self.eta * a, self.eta * b) for a, b in mu.intervals]
+        return [(self.eta * max(a - self.epsilon, 0.0), self.eta * (b - self.epsilon))
+                for a, b in mu.intervals if b > self.epsilon]
+
+    def sample_spectrum(self, n_features, random_state=None):
+        """A typical spectrum of the learned ``S`` at size d (quantiles of the predicted law)."""
+        if self.finite_eigenvalues is not None and n_features == self.finite_eigenvalues.size:
+            return np.sort(self.finite_eigenvalues)
+        x = self._convolved().sample_eigenvalues(n_features, random_state=random_state)
+        if self.parametrization == "direct":
+            return np.sort(self.eta * x)
+        return np.sort(self.eta * np.maximum(x - self.epsilon, 0.0))
+
+    def as_dict(self):
+        """The scalar fields as a flat dict (for tables, CSV and JSON)."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (bool, int, float, str, np.floating, np.integer, np.bool_)):
+                out[f.name] = v.item() if hasattr(v, "item") else v
+        out.update({k: v for k, v in self.params.items() if np.isscalar(v)})
+        return out
+
+
+def resolve_target_law(target, n_features=None, random_state=0):
+    """Spectral law (and finite-d eigenvalues) of a target given as Target or SpectralLaw.
+
+    Returns ``(law, eigenvalues)``; ``eigenvalues`` is None in the continuum.
+    """
+    if isinstance(target, SpectralLaw):
+        law = target
+        if n_features is None:
+            return law, None
+        if isinstance(law, DiscreteLaw) and law.n_atoms == n_features:
+            return law, law.eigenvalues
+        raise ValueError("a finite-d state evolution from a SpectralLaw needs a DiscreteLaw "
+                         "with n_features atoms; pass a Target instead.")
+    if not (hasattr(target, "spectral_law") and hasattr(target, "sample")):
+        raise TypeError("target must be a skattn Target (WishartTarget, PowerLawTarget, "
+                        f"SpectrumTarget) or a SpectralLaw, got {type(target).__name__}.")
+    if n_features is None:
+        return target.spectral_law(None), None
+    law = None
+    try:
+        law = target.spectral_law(n_features)
+    except ValueError:
+        pass
+    if isinstance(law, DiscreteLaw) and law.n_atoms == n_features:
+        eig = law.eigenvalues
+    else:  # e.g. Wishart: the eigenvalues of one fixed draw at this d
+        eig = np.linalg.eigvalsh(target.sample(n_features, random_state))
+    eig = np.clip(eig, 0.0, None)
+    return DiscreteLaw(eig), eig
+
+
+def _check_common(alpha, n_tokens, width_ratio, reg_lambda, beta, target_beta, noise,
+                  attention, task, parametrization):
+    alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
+    check_choice(attention, "attention", ("softmax", "linear"))
+    n_tokens = check_scalar_range(n_tokens, "n_tokens", low=2 if attention == "softmax" else 1,
+                                  integer=True)
+    width_ratio = check_scalar_range(width_ratio, "width_ratio", low=0, low_inclusive=False)
+    reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
+    beta = check_scalar_range(beta, "beta", low=0, low_inclusive=False)
+    target_beta = check_scalar_range(target_beta, "target_beta", low=0, low_inclusive=False)
+    noise = check_scalar_range(noise, "noise", low=0)
+    # seq2seq has the same channel as seq2lab in the limit: ‖(σ̂ − σ)x‖²/d → Σ_ab (σ̂ − σ)²
+    check_choice(task, "task", ("seq2lab", "seq2seq"))
+    check_choice(parametrization, "parametrization", PARAMETRIZATIONS)
+    return alpha, n_tokens, width_ratio, reg_lambda, beta, target_beta, noise
+
+
+class _Problem:
+    """The fixed-point map for one parameter set (channel, denoiser, nodes)."""
+
+    def __init__(self, alpha, channel, denoiser, Q0, noise, nodes):
+        self.alpha, self.channel, self.denoiser = alpha, channel, denoiser
+        self.Q0, self.noise, self.nodes = Q0, noise, nodes
+        self.n_calls = 0
+
+    def hats(self, m, q, sigma):
+        out = output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise, sigma=sigma,
+                          alpha=self.alpha, nodes=self.nodes)
+        return out
+
+    def step(self, m, q, sigma):
+        self.n_calls += 1
+        out = self.hats(m, q, sigma)
+        prior = self.denoiser(_get(out, "m_hat"), _get(out, "q_hat"), _get(out, "sigma_hat"))
+        return out, prior
+
+    # variables x = (m/√Q0, log q, log Σ): q, Σ > 0; |m| ≤ √(q Q0) is enforced by clipping
+    def to_x(self, m, q, sigma):
+        return np.array([m / np.sqrt(self.Q0), np.log(max(q, 1e-300)),
+                         np.log(max(sigma, 1e-300))])
+
+    def from_x(self, x):
+        q = float(np.exp(np.clip(x[1], -700, 700)))
+        sigma = float(np.exp(np.clip(x[2], -700, 700)))
+        bound = np.sqrt(q * self.Q0) * (1 - 1e-12)
+        m = float(np.clip(x[0] * np.sqrt(self.Q0), -bound, bound))
+        return m, q, sigma
+
+    def residual(self, x):
+        """``G(x) − x`` in the transformed variables (None where the map is undefined)."""
+        m, q, sigma = self.from_x(x)
+        try:
+            with np.errstate(all="ignore"):
+                _, prior = self.step(m, q, sigma)
+        except (ValueError, FloatingPointError, np.linalg.LinAlgError):
+            return None
+        if not all(np.isfinite([prior.m, prior.q, prior.sigma])) or prior.q <= 0 \
+                or prior.sigma <= 0:
+            return None
+        return self.to_x(prior.m, prior.q, prior.sigma) - x
+
+
+def _anderson(residual, x, *, tol, max_iter, damping, depth=4):
+    """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
+
+    An accelerated step that lands where the map is undefined, or that multiplies the
+    residual by more than 4, is replaced by a plain damped step and the history is cleared.
+    Returns ``(x, |r|_max, converged)`` for the best iterate seen.
+    """
+    xs, rs = [], []
+    r = residual(x)
+    if r is None:
+        return x, np.inf, False
+    best_x, best_norm = x, float(np.max(np.abs(r)))
+    n_eval = 1
+    while best_norm >= tol and n_eval < max_iter:
+        norm = float(np.max(np.abs(r)))
+        xs.append(x)
+        rs.append(r)
+        del xs[:-depth - 1], rs[:-depth - 1]
+        plain = x + damping * r
+        x_new = plain
+        if len(xs) > 1:
+            dX = np.diff(np.array(xs), axis=0).T
+            dR = np.diff(np.array(rs), axis=0).T
+            gamma = np.linalg.lstsq(dR, r, rcond=None)[0]
+            x_new = plain - (dX + damping * dR) @ gamma
+        r_new = residual(x_new)
+        n_eval += 1
+        if len(xs) > 1 and (r_new is None or float(np.max(np.abs(r_new))) > 4 * norm):
+            xs, rs = [], []
+            x_new = plain
+            r_new = residual(x_new)
+            n_eval += 1
+        if r_new is None:  # even the damped step is undefined: shrink it
+            x_new = x + 0.1 * damping * r
+            r_new = residual(x_new)
+            n_eval += 1
+            if r_new is None:
+                break
+        x, r = x_new, r_new
+        new_norm = float(np.max(np.abs(r)))
+        if new_norm < best_norm:
+            best_x, best_norm = x, new_norm
+    return best_x, best_norm, best_norm < tol
+
+
+def _get(obj, name):
+    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.0,
+                          beta=1.0, target_beta=1.0, noise=0.0, attention="softmax",
+                          task="seq2lab", parametrization="factored", n_features=None,
+                          n_nodes=8192, tol=1e-7, max_iter=400, damping=0.5, init=None,
+                          random_state=0):
+    """Solve the state evolution of factored (or direct) ERM at one point.
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio α = n/d² > 0.
+    n_tokens : int
+        Sequence length T (≥ 2 for softmax, ≥ 1 for linear attention).
+    reg_lambda : float
+        λ ≥ 0 in ``Σ_μ ℓ_μ + λ‖W‖²_F`` (or ``λ‖V‖²_F`` for ``parametrization="direct"``).
+    target : Target or SpectralLaw
+        The target family (e.g. ``WishartTarget(0.5)``) or its spectral law.
+    width_ratio : float, default=1.0
+        κ = p/d of the factored model; the trace penalty is ``λ̃ = √κ λ``.
+    beta, target_beta : float, default=1.0
+        Inverse temperatures of the student and of the teacher.
+    noise : float, default=0.0
+        Label noise Δ ≥ 0.
+    attention : {"softmax", "linear"}, default="softmax"
+    task : {"seq2lab", "seq2seq"}, default="seq2lab"
+        Both have the same limit; accepted for symmetry with the estimators.
+    parametrization : {"factored", "direct"}, default="factored"
+    n_features : int or None, default=None
+        None solves the d → ∞ continuum; an integer d solves the finite-d deterministic
+        version with one fixed GOE draw (needed for power-law targets and width_ratio < 1).
+    n_nodes : int, default=8192
+        Quasi-Monte Carlo nodes for the Gaussian expectations (a power of two is best).
+    tol : float, default=1e-7
+        Tolerance on the fixed-point residual (relative, on ``m/√(qQ0)``, ``log q``, ``log Σ``).
+    max_iter : int, default=400
+        Maximum number of evaluations of the fixed-point map.
+    damping : float in (0, 1], default=0.5
+        Weight of the new iterate in damped iterations.
+    init : StateEvolutionResult or tuple (m, q, sigma), optional
+        Warm start.
+    random_state : int, default=0
+        Seeds the quadrature nodes and the finite-d draws (fixed: the map is deterministic).
+
+    Returns
+    -------
+    StateEvolutionResult
+    """
+    (alpha, n_tokens, width_ratio, reg_lambda, beta, target_beta,
+     noise) = _check_common(alpha, n_tokens, width_ratio, reg_lambda, beta, target_beta,
+                            noise, attention, task, parametrization)
+    tol = check_scalar_range(tol, "tol", low=0, low_inclusive=False)
+    max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
+    damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
+    n_nodes = check_scalar_range(n_nodes, "n_nodes", low=16, integer=True)
+    if n_features is not None:
+        n_features = check_scalar_range(n_features, "n_features", low=2, integer=True)
+    law, eig0 = resolve_target_law(target, n_features, random_state)
+    if n_features is None and getattr(target, "finite_size_only", False):
+        raise ValueError(f"{type(target).__name__} has no d → ∞ law: pass n_features.")
+    Q0 = float(np.mean(eig0 ** 2)) if eig0 is not None else law.second_moment()
+
+    channel = channel_for(attention, n_tokens, beta, target_beta)
+    if parametrization == "factored":
+        denoiser = FactoredDenoiser(law, width_ratio=width_ratio, reg_lambda=reg_lambda,
+                                    n_features=n_features, target_eigenvalues=eig0,
+                                    random_state=random_state)
+        reg_trace = np.sqrt(width_ratio) * reg_lambda
+    else:
+        if reg_lambda == 0:
+            raise ValueError("reg_lambda must be > 0 for the direct parametrization "
+                             "(use a small value for the ridgeless limit).")
+        denoiser = DirectDenoiser(law, reg_lambda=reg_lambda)
+        reg_trace = reg_lambda
+    nodes = GaussianNodes(2 * channel.K, n_points=n_nodes, seed=random_state)
+    problem = _Problem(alpha, channel, denoiser, Q0, noise, nodes)
+
+    if init is None:
+        m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
+    elif isinstance(init, StateEvolutionResult):
+        m, q, sigma = init.m, init.q, init.sigma
+    else:
+        m, q, sigma = map(float, init)
+
+    x = problem.to_x(m, q, sigma)
+    x, res_norm, converged = _anderson(problem.residual, x, tol=tol, max_iter=max_iter,
+                                       damping=damping)
+    message = ("converged" if converged else
+               f"fixed-point residual {res_norm:.2e} above tol={tol:.1e} after "
+               f"{problem.n_calls} evaluations; try continuation (warm start from a nearby "
+               "point), more n_nodes or a larger tol")
+
+    m, q, sigma = problem.from_x(x)
+    out, prior = problem.step(m, q, sigma)
+    m_hat, q_hat, sigma_hat = (_get(out, k) for k in ("m_hat", "q_hat", "sigma_hat"))
+    train_error = _get(out, "train_error")
+    e_test = test_error(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes)
+    trace = prior.trace
+    if parametrization == "factored":
+        objective = alpha * train_error + reg_trace * trace
+    else:  # λ‖V‖²_F = λ d ‖S‖²_F → per d²: λ q
+        objective = alpha * train_error + reg_lambda * q
+    values = [m, q, sigma, m_hat, q_hat, sigma_hat, e_test, train_error, objective]
+    if not np.all(np.isfinite(values)):
+        converged = False
+        message = "non-finite values at the fixed point: " + message
+    return StateEvolutionResult(
+        alpha=alpha, m=m, q=q, sigma=sigma, m_hat=m_hat, q_hat=q_hat, sigma_hat=sigma_hat,
+        Q0=Q0, test_error=e_test, train_error=train_error, train_objective=objective,
+        eta=prior.eta, delta=prior.delta, epsilon=prior.epsilon, converged=bool(converged),
+        n_iter=problem.n_calls, message=message, residual=res_norm,
+        parametrization=parametrization,
+        params=dict(n_tokens=n_tokens, reg_lambda=reg_lambda, width_ratio=width_ratio,
+                    beta=beta, target_beta=target_beta, noise=noise, attention=attention,
+                    n_features=n_features, trace=trace),
+        law=law, finite_eigenvalues=prior.eigenvalues)
+
+
+def state_evolution_curve(alphas, *, reg_lambda, n_jobs=None, verbose=0, **kwargs):
+    """State evolution along a curve of α (or of λ), warm-started point to point.
+
+    Parameters
+    ----------
+    alphas : array-like of float
+        The α values (solved in the given order; sort them for the best warm starts).
+    reg_lambda : float or array-like
+        One λ, or one per α (a λ curve at fixed α: pass ``alphas`` constant).
+    n_jobs : int or None
+        With n_jobs > 1 the curve is cut into contiguous chunks solved in parallel
+        (joblib), each warm-started along itself.
+    verbose : int
+        > 0 shows a progress bar.
+    **kwargs
+        Passed to :func:`solve_state_evolution`.
+
+    Returns
+    -------
+    list of StateEvolutionResult
+    """
+    alphas = np.atleast_1d(np.asarray(alphas, dtype=float))
+    lams = np.broadcast_to(np.asarray(reg_lambda, dtype=float), alphas.shape)
+    if alphas.ndim != 1 or alphas.size == 0:
+        raise ValueError(f"alphas must be a non-empty 1-D array, got shape {alphas.shape}.")
+    if n_jobs is not None and n_jobs != 1 and alphas.size > 1:
+        from joblib import Parallel, delayed
+        n_chunks = min(alphas.size, abs(n_jobs) if n_jobs > 0 else alphas.size)
+        chunks = np.array_split(np.arange(alphas.size), n_chunks)
+        parts = Parallel(n_jobs=n_jobs)(
+            delayed(state_evolution_curve)(alphas[c], reg_lambda=lams[c], n_jobs=None,
+                                           **kwargs)
+            for c in chunks)
+        return [r for part in parts for r in part]
+    from tqdm.auto import tqdm
+    results, prev = [], None
+    for a, lam in tqdm(list(zip(alphas, lams)), disable=not verbose, desc="state evolution"):
+        res = solve_state_evolution(a, reg_lambda=lam, init=prev, **kwargs)
+        if not res.converged and prev is not None:  # warm start failed: try cold
+            cold = solve_state_evolution(a, reg_lambda=lam, **kwargs)
+            if cold.converged or cold.residual < res.residual:
+                res = cold
+        results.append(res)
+        prev = res if res.converged else prev
+    return results
