@@ -11,33 +11,45 @@ evolution of THEORY.md §4 needs, at every iteration, the spectral integrals
 Method
 ------
 The Cauchy transform of μ_δ is ``G_δ(z) = G_0(ω(z))`` with the subordination function
-``ω = z − δ² G_0(ω)``. On the real axis we use Biane's parametrisation by ``u = Re ω``:
-with ``ω = u + i v`` and ``s = v²``, the boundary values satisfy
+``ω = z − δ² G_0(ω)``, ``Im ω > 0``. On the real axis we use Biane's description by
+``u = Re ω``: with ``ω = u + i v`` and ``s = v²``, inside the support
 
-``F(u, s) := ∫ μ0(dt) / ((u − t)² + s) = 1 / δ²``   (v > 0 inside the support),
+``F(u, s) := ∫ μ0(dt) / ((u − t)² + s) = 1 / δ²``,
 
 and then ``x(u) = u + δ² Re G_0(ω)``, ``ρ_δ(x) = v / (π δ²)``, ``Re G_δ(x + i0) = Re G_0(ω)``.
 The map ``u ↦ x(u)`` is an increasing homeomorphism from
-``U = {u : ∫ μ0(dt)/(u − t)² > 1/δ²}`` onto the interior of the support of μ_δ, and
+``U = {u : ∫ μ0(dt)/(u − t)² > 1/δ²}`` onto the interior of the support of μ_δ, with
 
-``ρ_δ(x) dx = (2 v / π) (s A² + B²) / A du``,  ``A = ∫ μ0/((u−t)²+s)²``, ``B = ∫ μ0 (u−t)/((u−t)²+s)²``,
+``dx/du = 2 δ² (s A² + B²) / A``,  ``A = ∫ μ0/((u−t)²+s)²``, ``B = ∫ μ0 (u−t)/((u−t)²+s)²``.
 
-so integrals against μ_δ are integrals in ``u`` of explicit quantities. For fixed ``u`` the
-equation for ``s`` is one-dimensional and monotone (``1/F`` is concave increasing in ``s``),
-solved by a safeguarded Newton iteration. The density has square-root edges in ``u`` as in
-``x``; panels touching an edge use the substitution ``u = p + (q − p) t²`` (or
-``u = p + (q − p)(1 − cos π t)/2`` when both ends are edges), which makes the integrand
-smooth, and Gauss–Legendre rules are refined adaptively until the panel integrals of
-``1, x, x², Re G`` agree with those of the two halves.
+For fixed ``u`` the equation for ``s`` is one-dimensional and monotone (``1/F`` is concave
+increasing in ``s``, a complete Bernstein function), solved by a safeguarded Newton
+iteration; for fixed ``x``, ``ω`` solves ``ω + δ² G_0(ω) = x`` (Newton's method from an
+interpolated guess, with the monotone u-bracketed solve as fallback). The solution with
+``Im ω > 0`` is unique, so any convergent iterate is the right one.
 
-The integrands with a kink at ε (``(x − ε)₊``) are integrated exactly by splitting, on the
-fly, the one panel that contains ε at ``u_ε = Re ω(ε)`` (found by a Newton iteration on the
-subordination equation); the other panels are reused.
+*Edges.* Real ``u`` outside supp μ0 with ``δ² ∫ μ0(dt)/(u − t)² = 1``; the edge is
+``x = u + δ² G_0(u)``. Every gap of supp μ0 (between atoms, or between the atom at 0 and
+the Marchenko–Pastur bulk) where the convex function ``∫ μ0/(u − t)²`` dips below ``1/δ²``
+gives a gap of μ_δ, plus the two outer edges. For Wishart targets the edges are the real
+roots of the quartic ``δ² G²(G − √κ0)² − (1 − κ0) G² + 2√κ0 G − κ0 = 0``.
 
-Edges of the support: ``u`` real outside supp μ0 with ``δ² ∫ μ0(dt)/(u − t)² = 1``; each
-gap of supp μ0 (between atoms, or between the atom at 0 and the Marchenko–Pastur bulk)
-where the convex function ``∫ μ0/(u − t)²`` dips below ``1/δ²`` gives a gap of μ_δ.
-For Wishart targets the edges are the real roots of an explicit quartic.
+*Quadrature.* Each support component is covered by panels carrying a 21-point
+Gauss–Kronrod rule, refined adaptively until the embedded 10-point Gauss rule agrees on
+``∫ 1, x, x², Re G`` to ``rtol``. Panels touching an edge use ``y = p + L t²`` (or
+``p + L (1 − cos π t)/2`` when both ends are edges), which makes the square-root edges
+smooth; refinement is graded towards the edges, where the features of the density sit at
+small δ. Panels live in ``x`` for Wishart and generic targets (the Marchenko–Pastur soft
+edges are compressed to a width ``δ⁴`` in ``u``) and in ``u`` for discrete targets (no
+initial guesses needed; panels are also split until they resolve the ripples of
+individual atoms). Components are built lazily: the ε-integrals only need the components
+above ε.
+
+*Kinks.* Integrands ``(x − ε)₊^k`` are integrated exactly by cutting, on the fly, the one
+panel that contains ε at the parameter ``t_ε`` of its own map (so the two parts keep the
+smoothness of the panel); every other panel is reused. ``D`` uses the antisymmetry
+identity ``D = 2 ∫ (f(x) − f(a)) Re G_δ(x + i0) ρ_δ(x) dx`` (``a`` the left end of the
+support, which keeps it valid at a hard edge); for δ = 0 the atoms are handled exactly.
 """
 
 from __future__ import annotations
@@ -294,19 +306,10 @@ class _WishartKernel(_ComplexKernel):
         g, root = self._g(w)
         with np.errstate(divide="ignore", invalid="ignore"):
             gp = g * (self.c * g - 1) / root
-        return g / self.sk, gp / self.kappa
+            return g / self.sk, gp / self.kappa
 
-    def _G_Gp_Gpp_real(self, u):
-        """``G0, G0', G0''`` at real ``u`` outside the support (closed form)."""
-        c = self.c
-        w = np.asarray(u, dtype=float) / self.sk
-        g, root = self._g(w + 0j)
-        g = g.real
-        root = root.real
-        gp = g * (c * g - 1) / root
-        Pg = -root
-        gpp = -(2 * c * w * gp ** 2 + 2 * (2 * c * g - 1) * gp) / Pg
-        return g / self.sk, gp / self.kappa, gpp / self.kappa / self.sk
+    def G0_real(self, u):
+        return self._g(np.asarray(u, dtype=float) / self.sk + 0j)[0].real / self.sk
 
     def edges_u(self, delta):
         k, sk, d2 = self.kappa, self.sk, delta * delta
@@ -334,7 +337,7 @@ class _WishartKernel(_ComplexKernel):
             if self.atom > 0 and w == 0:
                 continue
             u = sk * w
-            g0 = self._G_Gp_Gpp_real(u)[0]
+            g0 = self._g(np.array(w, dtype=complex))[0].real / sk
             if not abs(g0 - G) <= 1e-6 * max(1.0, abs(G)):
                 continue
             us.append(float(u))
@@ -554,7 +557,14 @@ class _SubordinationEvaluator:
         self.delta = delta
         self.d2 = delta * delta
 
-    def solve_s(self, u, s0=None, maxiter=100):
+    def solve_s(self, u, s0=None, maxiter=100, fa=None):
+        """Solve ``F(u, s) = 1/δ²`` for ``s`` (vectorised, safeguarded Newton).
+
+        ``fa(idx, s)``, if given, replaces ``kernel.FA(u[idx], s)``.
+        """
+        if fa is None:
+            def fa(idx, s):
+                return self.kernel.FA(u[idx], s)
         d2 = self.d2
         u = np.asarray(u, dtype=float)
         n = u.size
@@ -572,8 +582,8 @@ class _SubordinationEvaluator:
         for _ in range(maxiter):
             if active.size == 0:
                 break
-            ua, sa = u[active], s[active]
-            F, A = self.kernel.FA(ua, sa)
+            sa = s[active]
+            F, A = fa(active, sa)
             psi = 1.0 / F - d2  # concave increasing in s
             right = psi > 0
             hi[active] = np.where(right, sa, hi[active])
@@ -592,7 +602,9 @@ class _SubordinationEvaluator:
             ok = (prop > la) & (prop < ha)
             fallback = np.where(la > 0, np.sqrt(la * ha), 1e-3 * ha)
             prop = np.where(ok, prop, fallback)
-            conv = (np.abs(prop - sa) <= 1e-14 * sa) | (psi == 0)
+            # a Newton step of relative size 1e-9 leaves an error ~1e-18 (quadratic rate)
+            conv = (ok & (np.abs(prop - sa) <= 1e-9 * sa)) | (psi == 0) | (
+                ha - la <= 1e-15 * ha)
             prop = np.where(psi == 0, sa, prop)
             dead = ha <= floor  # u outside U (round-off at an edge): no mass there
             prop = np.where(dead, 0.0, prop)
@@ -603,9 +615,9 @@ class _SubordinationEvaluator:
     def at_u(self, u, s0=None):
         """``(s, x, ρ, Re G, dx/du)`` at given ``u``."""
         u = np.asarray(u, dtype=float)
-        s = self.solve_s(u, s0)
         R = np.empty_like(u)
         dxdu = np.zeros_like(u)
+        s = self.solve_s(u, s0)
         pos = s > 0
         if np.any(pos):
             F, A, Rp, B = self.kernel.FARB(u[pos], s[pos])
@@ -647,7 +659,8 @@ class _SubordinationEvaluator:
             new = oa - step
             new = new.real + 1j * np.abs(new.imag)
             fin = np.isfinite(new)
-            c = (small_res | (np.abs(step) <= np.maximum(1e-13 * new.imag,
+            # quadratic convergence: a step of 1e-8 Im ω leaves an error ~1e-16 Im ω
+            c = (small_res | (np.abs(step) <= np.maximum(1e-8 * new.imag,
                                                           8 * _EPS * np.abs(new)))) & fin
             om[active] = np.where(fin, new, oa)
             # Re G at the new point to first order (the step is negligible at convergence)
@@ -658,6 +671,11 @@ class _SubordinationEvaluator:
         s = om.imag ** 2
         ok = conv & (om.imag > 0) & (u >= ulo - 1e-12 * np.abs(ulo)) & (
             u <= uhi + 1e-12 * np.abs(uhi))
+        # Im ω is only known to ~eps |ω| from the complex iteration: where it is tiny
+        # (small δ), re-solve F(u, s) = 1/δ² in s at the converged u (relative accuracy)
+        tiny = ok & (om.imag < 1e-6 * np.abs(om))
+        if np.any(tiny):
+            s[tiny] = self.solve_s(u[tiny], s[tiny])
         if not np.all(ok):
             bad = ~ok
             ub, sb = self._invert_bracketed(x[bad], ulo[bad], uhi[bad],
@@ -760,6 +778,7 @@ class ConvolvedLaw:
 
     _GRADE = 0.15
     _MAX_DEPTH = 60
+    _PRESPLIT = (0.1, 0.5, 0.9)
 
     def __init__(self, law, delta, *, rtol=1e-10):
         self.law = law
@@ -787,7 +806,18 @@ class ConvolvedLaw:
             self._kernel = None
             self._space = "x"
             roots = self._init_delta0()
-        self._build(roots)
+        if roots is None:
+            roots = {k: np.zeros(0) for k in _PAN_KEYS}
+            roots.update(sl=np.zeros(0, bool), sr=np.zeros(0, bool))
+        self._roots = roots
+        self.intervals = [(float(a), float(b)) for a, b in zip(roots["xp"], roots["xq"])]
+        self._built = np.zeros(roots["xp"].size, bool)
+        self._parts = []
+        self._pan = _take(roots, slice(0, 0))
+        self._nod = {k: np.zeros((0, 21)) for k in _NODE_KEYS}
+        self._finish()
+        if self.delta == 0:
+            self._ensure()
 
     # -- construction ---------------------------------------------------------------
 
@@ -907,17 +937,55 @@ class ConvolvedLaw:
         ext = (x[m:], u[m:], s[m:], rho[m:]) if extra is not None else None
         return nod, ext
 
-    def _build(self, pan):
-        if pan is None:
-            self._pan = {k: np.zeros(0) for k in _PAN_KEYS}
-            self._pan.update(sl=np.zeros(0, bool), sr=np.zeros(0, bool))
-            self._nod = {k: np.zeros((0, 21)) for k in _NODE_KEYS}
-            self._finish()
+    def _ensure(self, mask=None):
+        """Build the panels of the support components selected by ``mask`` (all if None).
+
+        Components are built on demand: the ε-dependent integrals only need the
+        components above ε.
+        """
+        need = ~self._built if mask is None else (np.asarray(mask, bool) & ~self._built)
+        if not np.any(need):
             return
+        self._parts.append(self._refine(_take(self._roots, need)))
+        self._built |= need
+        pan, nod = _cat([p for p, _ in self._parts]), _cat([n for _, n in self._parts])
+        order = np.argsort(pan["xp"], kind="stable")
+        self._pan, self._nod = _take(pan, order), _take(nod, order)
+        self._finish()
+
+    def _presplit(self, pan):
+        """Split x-space root panels at fixed fractions (saves refinement levels)."""
+        fr = self._PRESPLIT
+        P, n = pan["xp"].size, len(fr) + 1
+        out = {k: np.repeat(v, n) for k, v in pan.items()}
+        L = pan["xq"] - pan["xp"]
+        cuts = pan["xp"][:, None] + L[:, None] * np.asarray(fr)[None, :]
+        xp = np.concatenate([pan["xp"][:, None], cuts], 1).ravel()
+        xq = np.concatenate([cuts, pan["xq"][:, None]], 1).ravel()
+        first = np.tile(np.arange(n) == 0, P)
+        last = np.tile(np.arange(n) == n - 1, P)
+        out["xp"], out["xq"] = xp, xq
+        out["sl"] = pan["sl"].repeat(n) & first
+        out["sr"] = pan["sr"].repeat(n) & last
+        # u and s at the new cuts from the root guess
+        inner = ~first
+        ug, sg = self._root_guess(pan, cuts)
+        tmp = self._ev.at_x(cuts.ravel(), ug.ravel(), sg.ravel(), np.repeat(pan["up"], n - 1),
+                            np.repeat(pan["uq"], n - 1))
+        uc, sc = tmp[0], tmp[1]
+        out["up"][inner], out["sp"][inner] = uc, sc
+        out["uq"][~last], out["sq"][~last] = uc, sc
+        return out
+
+    def _refine(self, pan):
+        """Adaptive Gauss–Kronrod panels on the root panels ``pan`` (sorted by x)."""
+        roots = pan
+        if self.delta > 0 and self._space == "x" and self._PRESPLIT:
+            pan = self._presplit(pan)
         nod, _ = self._eval(pan, None if self.delta == 0 else
-                            self._root_guess(pan, self._nodes_of(pan)[0]))
-        xscale = max(np.max(np.abs(np.concatenate([pan["xp"], pan["xq"]]))), self.delta,
-                     _TINY)
+                            self._root_guess(roots, self._nodes_of(pan)[0]))
+        xscale = max(np.max(np.abs(np.concatenate([self._roots["xp"], self._roots["xq"]]))),
+                     self.delta, _TINY)
         rscale = max(np.max(np.abs(nod["R"])), 1.0 / xscale)
 
         def errors(d):
@@ -970,8 +1038,7 @@ class ConvolvedLaw:
             pan = child
         pan, nod = _cat(fin_p), _cat(fin_n)
         order = np.argsort(pan["xp"], kind="stable")
-        self._pan, self._nod = _take(pan, order), _take(nod, order)
-        self._finish()
+        return _take(pan, order), _take(nod, order)
 
     def _unresolved_atoms(self, pan, nod):
         """Panels holding several atoms whose ripples in the density are not negligible.
@@ -989,13 +1056,11 @@ class ConvolvedLaw:
 
     def _finish(self):
         nod, pan = self._nod, self._pan
-        self.nodes = nod["x"].ravel()
-        self.weights = nod["W"].ravel()
-        self.hilbert_nodes = nod["R"].ravel()
-        self.density_nodes = nod["rho"].ravel()
-        self.n_panels = pan["xp"].size
-        if self.n_panels:
-            tx = np.concatenate([pan["xp"], pan["xq"], self.nodes])
+        self._split_cache.clear()
+        self._table = None
+        P = pan["xp"].size
+        if P:
+            tx = np.concatenate([pan["xp"], pan["xq"], nod["x"].ravel()])
             tu = np.concatenate([pan["up"], pan["uq"], nod["u"].ravel()])
             ts = np.concatenate([pan["sp"], pan["sq"], nod["s"].ravel()])
             o = np.argsort(tx, kind="stable")
@@ -1005,19 +1070,47 @@ class ConvolvedLaw:
         # components: runs of panels sharing an end
         comps = []
         start = 0
-        P = self.n_panels
         for i in range(1, P + 1):
             if i == P or pan["xp"][i] != pan["xq"][i - 1]:
                 comps.append((start, i))
                 start = i
         self._comp_idx = comps
-        self.intervals = [(float(pan["xp"][a]), float(pan["xq"][b - 1])) for a, b in comps]
+
+    @property
+    def nodes(self):
+        """Quadrature nodes of the continuous part (increasing)."""
+        self._ensure()
+        return self._nod["x"].ravel()
+
+    @property
+    def weights(self):
+        """Quadrature weights: ``∫ f ρ_δ dx ≈ Σ weights · f(nodes)`` for smooth ``f``."""
+        self._ensure()
+        return self._nod["W"].ravel()
+
+    @property
+    def density_nodes(self):
+        """``ρ_δ`` at the nodes."""
+        self._ensure()
+        return self._nod["rho"].ravel()
+
+    @property
+    def hilbert_nodes(self):
+        """``Re G_δ(x + i0)`` at the nodes (δ = 0: of the continuous part only)."""
+        self._ensure()
+        return self._nod["R"].ravel()
+
+    @property
+    def n_panels(self):
+        """Number of quadrature panels."""
+        self._ensure()
+        return self._pan["xp"].size
 
     # -- basic properties -------------------------------------------------------------
 
     def __repr__(self):
         return (f"ConvolvedLaw(law={self.law!r}, delta={self.delta!r}, "
-                f"n_intervals={len(self.intervals)}, n_nodes={self.nodes.size})")
+                f"n_intervals={len(self.intervals)})")
 
     def support(self):
         """Smallest interval ``(lo, hi)`` holding the support (atoms included)."""
@@ -1056,11 +1149,15 @@ class ConvolvedLaw:
 
     def _locate(self, x):
         """Index of the panel containing each x (−1 if in none)."""
+        self._ensure()
         pan = self._pan
-        if self.n_panels == 0:
+        P = pan["xp"].size
+        if P == 0:
             return np.full(np.shape(x), -1)
-        k = np.minimum(np.searchsorted(pan["xq"], x, side="left"), self.n_panels - 1)
-        inside = (x > pan["xp"][k]) & (x < pan["xq"][k])
+        k = np.minimum(np.searchsorted(pan["xq"], x, side="left"), P - 1)
+        inside = (x >= pan["xp"][k]) & (x <= pan["xq"][k])
+        # the outer edges of a component belong to the outside (density 0 there)
+        inside &= ~(((x == pan["xp"][k]) & pan["sl"][k]) | ((x == pan["xq"][k]) & pan["sr"][k]))
         return np.where(inside, k, -1)
 
     def _real_outside(self, x):
@@ -1132,8 +1229,10 @@ class ConvolvedLaw:
         if eps in cache:
             cache.move_to_end(eps)
             return cache[eps]
+        self._ensure(self._roots["xq"] > eps)
+        cache = self._split_cache  # (building clears the cache)
         nod, pan = self._nod, self._pan
-        P = self.n_panels
+        P = pan["xp"].size
         keys = ("x", "W", "R")
         if P == 0:
             z = np.zeros(0)
@@ -1164,7 +1263,6 @@ class ConvolvedLaw:
         one = _take(pan, slice(k, k + 1))
         onen = _take(nod, slice(k, k + 1))
         p, q = self._coords(one)
-        ext_t = R["ext"][None, :]
         rho_e = None
         if self.delta == 0 or self._space == "x":
             t_e = float(_panel_inverse(p, q, one["sl"], one["sr"], np.array([[eps]]))[0, 0])
@@ -1197,7 +1295,6 @@ class ConvolvedLaw:
                          np.maximum(_bary(S, te)[:, 0], 0.0))
         elif rho_e is None:
             extra = (np.array([eps]), None, None, None, None)
-        del ext_t
         sd, ext = self._eval_nodes(y, dy, lo, hi, guess, extra)
         if rho_e is None:
             rho_e = float(ext[3][0])
@@ -1237,18 +1334,13 @@ class ConvolvedLaw:
         """``μ_δ((−∞, ε])``: the mass of the atom at zero of ``ReLU(S0 + δZ − ε)``."""
         if np.ndim(eps):
             return np.vectorize(self.mass_below)(eps)
-        _, Wb, _, _, Wa, _, _ = self._split(eps)
-        below, above = np.sum(Wb), np.sum(Wa)
-        cont_mass = 1.0 - (np.sum(self.atoms[:, 1]) if self.atoms.size else 0.0)
-        # the continuous part is renormalised to its exact mass
-        out = cont_mass * below / (below + above) if below + above > 0 else 0.0
-        if self.atoms.size:
-            out += np.sum(self.atoms[self.atoms[:, 0] <= eps, 1])
-        return float(out)
+        return float(min(1.0, max(0.0, 1.0 - self.mass_above(eps))))
 
     def mass_above(self, eps):
         """``μ_δ((ε, ∞)) = 1 − mass_below(ε)``."""
-        return 1.0 - self.mass_below(eps)
+        if np.ndim(eps):
+            return np.vectorize(self.mass_above)(eps)
+        return self.relu_moment(eps, 0)
 
     def D(self, eps):
         """``D(δ, ε) = ∫∫ ((x − ε)₊ − (y − ε)₊)/(x − y) μ_δ(dx) μ_δ(dy)``.
@@ -1261,7 +1353,11 @@ class ConvolvedLaw:
             return np.vectorize(self.D)(eps)
         eps = float(eps)
         xb, Wb, _, xa, Wa, Ra, _ = self._split(eps)
-        out = 2 * np.sum(Wa * (xa - eps) * Ra)
+        # D is unchanged by f → f − c; taking c = f(left end of the continuous part) keeps
+        # the antisymmetry identity valid at a hard edge (μ0 = MP with κ0 = 1 at δ = 0).
+        # (c > 0 only when ε lies left of the whole continuous part: nothing is below.)
+        c = max(self.intervals[0][0] - eps, 0.0) if self.intervals else 0.0
+        out = 2 * np.sum(Wa * (xa - eps - c) * Ra)
         if self.delta > 0 or not self.atoms.size:
             return float(out)
         a, m = self.atoms[:, 0], self.atoms[:, 1]
@@ -1290,10 +1386,12 @@ class ConvolvedLaw:
         """Per-interval ``(CDF − CDF(start), x)`` tables of the continuous part."""
         if self._table is not None:
             return self._table
+        self._ensure()
         nod, pan = self._nod, self._pan
         tables = []
-        if self.n_panels:
-            inner = (nod["W"] / self._rule["wk"]) @ self._rule["S"].T  # ∫ from the panel start to node i
+        if pan["xp"].size:
+            # ∫ from the panel start to each node (spectral integration matrix)
+            inner = (nod["W"] / self._rule["wk"]) @ self._rule["S"].T
             mass = nod["W"].sum(axis=1)
             xs = np.concatenate([pan["xp"][:, None], nod["x"], pan["xq"][:, None]], axis=1)
             zero = np.zeros((mass.size, 1))

@@ -178,14 +178,16 @@ def _check_common(alpha, n_tokens, width_ratio, reg_lambda, beta, target_beta, n
 class _Problem:
     """The fixed-point map for one parameter set (channel, denoiser, nodes)."""
 
-    def __init__(self, alpha, channel, denoiser, Q0, noise, nodes):
+    def __init__(self, alpha, channel, denoiser, Q0, noise, nodes, sigma_hat_form):
+        self.sigma_hat_form = sigma_hat_form
         self.alpha, self.channel, self.denoiser = alpha, channel, denoiser
         self.Q0, self.noise, self.nodes = Q0, noise, nodes
         self.n_calls = 0
 
     def hats(self, m, q, sigma):
         out = output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise, sigma=sigma,
-                          alpha=self.alpha, nodes=self.nodes)
+                          alpha=self.alpha, nodes=self.nodes,
+                          sigma_hat_form=self.sigma_hat_form)
         return out
 
     def step(self, m, q, sigma):
@@ -273,7 +275,7 @@ def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.
                           beta=1.0, target_beta=1.0, noise=0.0, attention="softmax",
                           task="seq2lab", parametrization="factored", n_features=None,
                           n_nodes=8192, tol=1e-7, max_iter=400, damping=0.5, init=None,
-                          random_state=0):
+                          sigma_hat_form="auto", random_state=0):
     """Solve the state evolution of factored (or direct) ERM at one point.
 
     Parameters
@@ -309,6 +311,13 @@ def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.
         Weight of the new iterate in damped iterations.
     init : StateEvolutionResult or tuple (m, q, sigma), optional
         Warm start.
+    sigma_hat_form : {"auto", "stein", "pointwise"}, default="auto"
+        How Σ̂ is averaged. "pointwise" is THEORY.md's ``(2α/Σ) E Tr(I − (I+ΣH)⁻¹)``;
+        "stein" is ``−2α E[gᵀω]/q + (m/q) m̂``, the q-derivative of the averaged Moreau
+        envelope, which stays right when the softmax prox is non-convex and its global
+        minimiser jumps between branches (the pointwise Hessian misses the jumps). "auto"
+        uses "pointwise" for the convex linear channel (exact, lower quadrature noise) and
+        "stein" for softmax.
     random_state : int, default=0
         Seeds the quadrature nodes and the finite-d draws (fixed: the map is deterministic).
 
@@ -343,7 +352,10 @@ def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.
         denoiser = DirectDenoiser(law, reg_lambda=reg_lambda)
         reg_trace = reg_lambda
     nodes = GaussianNodes(2 * channel.K, n_points=n_nodes, seed=random_state)
-    problem = _Problem(alpha, channel, denoiser, Q0, noise, nodes)
+    check_choice(sigma_hat_form, "sigma_hat_form", ("auto", "stein", "pointwise"))
+    if sigma_hat_form == "auto":
+        sigma_hat_form = "pointwise" if attention == "linear" else "stein"
+    problem = _Problem(alpha, channel, denoiser, Q0, noise, nodes, sigma_hat_form)
 
     if init is None:
         m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0

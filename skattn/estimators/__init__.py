@@ -1,0 +1,9 @@
+"""scikit-learn estimators for single-head tied attention (torch backend)."""
+
+from ._base import BaseAttentionRegressor, infer_structure
+from .direct import DirectAttentionRegressor
+from .predictor import AsymptoticPredictor
+from .tied import TiedAttentionRegressor
+
+__all__ = ["TiedAttentionRegressor", "DirectAttentionRegressor", "AsymptoticPredictor", "BaseAttentionRegressor",
+           "infer_structure"]

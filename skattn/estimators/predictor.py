@@ -1,0 +1,234 @@
+"""AsymptoticPredictor: AMP on data plus the exact high-dimensional predictions of SE."""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..amp import amp, seq2seq_to_attention
+from ..theory.channels import channel_for
+from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
+from ._base import BaseAttentionRegressor
+
+__all__ = ["AsymptoticPredictor"]
+
+
+class AsymptoticPredictor(BaseAttentionRegressor):
+    """Factored attention ERM solved by AMP, with its exact asymptotic predictions.
+
+    ``fit`` runs approximate message passing on the data (THEORY.md §9), whose fixed point
+    is the minimiser of the factored objective ``Σ_μ ℓ_μ + λ‖W‖²_F`` (a trace-penalised
+    problem in ``S``), and — when ``target`` is given — solves the state evolution at
+    ``α = n/d²`` to predict the test error, training error and learned spectrum
+    (THEORY.md §4). The data-free methods :meth:`state_evolution` and :meth:`curve`
+    give the same predictions without data.
+
+    Parameters
+    ----------
+    width : int or float, default=1.0
+        Width p of the factor W (int) or κ = p/d (float).
+    reg_lambda : float, default=1e-2
+        Weight decay λ ≥ 0 on W; the trace penalty on S is ``λ̃ = √κ λ``.
+    beta : float, default=1.0
+        Inverse temperature of the student's softmax.
+    attention : {"softmax", "linear"}, default="softmax"
+    task : {"auto", "seq2lab", "seq2seq"}, default="auto"
+    n_tokens : int or None, default=None
+        Token count for flattened X.
+    target : Target or None, default=None
+        The target family assumed by the predictions (e.g. ``WishartTarget(0.5)``).
+    target_beta : float, default=1.0
+        Teacher's inverse temperature β0 assumed by the predictions.
+    noise : float, default=0.0
+        Label noise Δ assumed by the predictions.
+    n_features : int or None, default=None
+        None: predictions in the d → ∞ continuum; an int: the finite-d state evolution
+        (power-law targets, width < d).
+    max_iter : int, default=500
+        AMP iterations.
+    tol : float, default=1e-8
+        AMP stops when the relative change of Ŝ falls below tol.
+    damping : float, default=0.5
+        AMP damping (weight of the new iterate).
+    n_nodes : int, default=8192
+        Quadrature nodes of the state evolution.
+    random_state : int or None, default=None
+        Seeds the quadrature nodes and finite-d draws of the state evolution.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    S_ : ndarray of shape (d, d)
+        The AMP estimate of the ERM minimiser.
+    kkt_residual_ : float
+        Relative KKT residual of factored ERM at ``S_`` (see :func:`skattn.amp.kkt_residual`).
+    converged_ : bool
+    n_iter_ : int
+    state_ : StateEvolutionResult or None
+        Solved at ``α = n/d²`` when ``target`` is given.
+    predicted_test_error_, predicted_train_error_, predicted_train_objective_ : float
+    predicted_spectrum_ : dict
+        ``atom_mass``, ``support`` and ``eigenvalues`` (a typical spectrum at this d).
+    n_features_in_, n_tokens_, task_ : int, int, str
+    """
+
+    _parameter_constraints: dict = {
+        "width": [Interval(Integral, 1, None, closed="left"),
+                  Interval(Real, 0, None, closed="neither")],
+        "reg_lambda": [Interval(Real, 0, None, closed="left")],
+        "beta": [Interval(Real, 0, None, closed="neither")],
+        "attention": [StrOptions({"softmax", "linear"})],
+        "task": [StrOptions({"auto", "seq2lab", "seq2seq"})],
+        "n_tokens": [Interval(Integral, 1, None, closed="left"), None],
+        "target": [None, "no_validation"],
+        "target_beta": [Interval(Real, 0, None, closed="neither")],
+        "noise": [Interval(Real, 0, None, closed="left")],
+        "n_features": [Interval(Integral, 2, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "damping": [Interval(Real, 0, 1, closed="right")],
+        "n_nodes": [Interval(Integral, 16, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, width=1.0, reg_lambda=1e-2, beta=1.0, attention="softmax",
+                 task="auto", n_tokens=None, target=None, target_beta=1.0, noise=0.0,
+                 n_features=None, max_iter=500, tol=1e-8, damping=0.5, n_nodes=8192,
+                 random_state=None, verbose=0):
+        self.width = width
+        self.reg_lambda = reg_lambda
+        self.beta = beta
+        self.attention = attention
+        self.task = task
+        self.n_tokens = n_tokens
+        self.target = target
+        self.target_beta = target_beta
+        self.noise = noise
+        self.n_features = n_features
+        self.max_iter = max_iter
+        self.tol = tol
+        self.damping = damping
+        self.n_nodes = n_nodes
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ----------------------------------------------------------------- helpers
+    def _width_ratio(self, d):
+        if isinstance(self.width, Integral):
+            return self.width / d
+        return float(self.width)
+
+    def _rank(self, d):
+        if isinstance(self.width, Integral):
+            return int(self.width)
+        return max(1, int(round(self.width * d)))
+
+    def _seed(self):
+        rs = self.random_state
+        return 0 if rs is None else (rs if isinstance(rs, Integral) else 0)
+
+    def _se_kwargs(self, n_tokens, width_ratio):
+        if self.target is None:
+            raise ValueError("target must be set (e.g. target=WishartTarget(0.5)) to compute "
+                             "state-evolution predictions.")
+        return dict(n_tokens=n_tokens, reg_lambda=self.reg_lambda, target=self.target,
+                    width_ratio=width_ratio, beta=self.beta, target_beta=self.target_beta,
+                    noise=self.noise, attention=self.attention, n_features=self.n_features,
+                    n_nodes=self.n_nodes, random_state=self._seed())
+
+    # ------------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Run AMP on ``(X, y)`` and, if ``target`` is set, solve SE at ``α = n/d²``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_tokens, n_features) or flattened
+        y : array-like, attention matrices (seq2lab) or output sequences (seq2seq)
+
+        Returns
+        -------
+        self : object
+        """
+        X3, y3, T, d, task, y_ndim = self._validate_fit_data(X, y)
+        if isinstance(self.width, Integral) and self.width > d:
+            raise ValueError(f"width={self.width} exceeds n_features={d}; the rank of S is "
+                             "at most d.")
+        self.n_features_in_, self.n_tokens_, self.task_ = d, T, task
+        self.device_ = "cpu"
+        self._y_ndim = y_ndim
+        A = y3 if task == "seq2lab" else seq2seq_to_attention(X3, y3)
+        channel = channel_for(self.attention, T, self.beta, self.beta)
+        width_ratio = self._width_ratio(d)
+        result = amp(channel, X3, A, reg_trace=np.sqrt(width_ratio) * self.reg_lambda,
+                     rank=self._rank(d), max_iter=self.max_iter, tol=self.tol,
+                     damping=self.damping, verbose=self.verbose)
+        self.S_ = result.S
+        self.kkt_residual_ = result.kkt_residual
+        self.converged_ = result.converged
+        self.n_iter_ = result.n_iter
+        self.amp_result_ = result
+        if not result.converged:
+            warnings.warn(f"AsymptoticPredictor: AMP did not converge ({result.message}); "
+                          "lower damping or raise max_iter.", ConvergenceWarning)
+        self.state_ = None
+        if self.target is not None:
+            alpha = X3.shape[0] / d ** 2
+            state = solve_state_evolution(alpha, **self._se_kwargs(T, width_ratio))
+            self.state_ = state
+            self.predicted_test_error_ = state.test_error
+            self.predicted_train_error_ = state.train_error
+            self.predicted_train_objective_ = state.train_objective
+            self.predicted_spectrum_ = {
+                "atom_mass": state.atom_mass,
+                "support": state.spectrum_support(),
+                "eigenvalues": state.sample_spectrum(d, random_state=self._seed()),
+            }
+            if not state.converged:
+                warnings.warn(f"state evolution did not converge: {state.message}",
+                              ConvergenceWarning)
+        return self
+
+    # --------------------------------------------------------------- data-free
+    def state_evolution(self, alpha, n_tokens, **kwargs):
+        """Solve the state evolution at ``alpha`` with this estimator's parameters.
+
+        Parameters
+        ----------
+        alpha : float
+            n/d².
+        n_tokens : int
+        **kwargs
+            Overrides passed to :func:`skattn.theory.solve_state_evolution`.
+
+        Returns
+        -------
+        StateEvolutionResult
+        """
+        width_ratio = self.width if not isinstance(self.width, Integral) else None
+        if width_ratio is None:
+            if self.n_features is None:
+                raise ValueError("an integer width needs n_features to give κ = p/d.")
+            width_ratio = self.width / self.n_features
+        params = {**self._se_kwargs(n_tokens, width_ratio), **kwargs}
+        return solve_state_evolution(alpha, **params)
+
+    def curve(self, alphas, n_tokens, n_jobs=None, **kwargs):
+        """State evolution along ``alphas`` (warm-started), as a list of results."""
+        width_ratio = self.width if not isinstance(self.width, Integral) else (
+            self.width / self.n_features if self.n_features else None)
+        if width_ratio is None:
+            raise ValueError("an integer width needs n_features to give κ = p/d.")
+        params = {**self._se_kwargs(n_tokens, width_ratio), **kwargs}
+        return state_evolution_curve(alphas, n_jobs=n_jobs, verbose=self.verbose, **params)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
