@@ -85,7 +85,7 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         "attention": [StrOptions({"softmax", "linear"})],
         "task": [StrOptions({"auto", "seq2lab", "seq2seq"})],
         "n_tokens": [Interval(Integral, 1, None, closed="left"), None],
-        "target": [None, "no_validation"],
+        "target": "no_validation",
         "target_beta": [Interval(Real, 0, None, closed="neither")],
         "noise": [Interval(Real, 0, None, closed="left")],
         "n_features": [Interval(Integral, 2, None, closed="left"), None],

@@ -111,7 +111,8 @@ class StateEvolutionResult:
         """A typical spectrum of the learned ``S`` at size d (quantiles of the predicted law)."""
         if self.finite_eigenvalues is not None and n_features == self.finite_eigenvalues.size:
             return np.sort(self.finite_eigenvalues)
-        x = self._convolved().sample_eigenvalues(n_features, random_state=random_state)
+        x = self._convolved().sample_eigenvalues(n_features, random_state=random_state,
+                                                 method="quantile")
         if self.parametrization == "direct":
             return np.sort(self.eta * x)
         return np.sort(self.eta * np.maximum(x - self.epsilon, 0.0))
@@ -222,6 +223,31 @@ class _Problem:
         return self.to_x(prior.m, prior.q, prior.sigma) - x
 
 
+def _robust_fixed_point(problem, x, *, tol, max_iter, damping):
+    """Anderson acceleration, then plain damped iteration with shrinking steps.
+
+    Each stage starts from the best iterate so far and gets a share of the evaluation
+    budget; returns ``(x, |r|_max, converged)``.
+    """
+    best_x, best_norm = x, np.inf
+    stages = [("anderson", damping), ("plain", 0.5 * damping), ("anderson", 0.3 * damping),
+              ("plain", 0.15 * damping)]
+    for kind, step in stages:
+        budget = max_iter - problem.n_calls
+        if budget <= 0:
+            break
+        share = budget if kind == stages[-1][0] and step == stages[-1][1] else \
+            max(budget // 2, 1)
+        depth = 4 if kind == "anderson" else 0
+        x_s, norm, ok = _anderson(problem.residual, best_x, tol=tol, max_iter=share,
+                                  damping=step, depth=depth)
+        if norm < best_norm:
+            best_x, best_norm = x_s, norm
+        if ok:
+            return best_x, best_norm, True
+    return best_x, best_norm, False
+
+
 def _anderson(residual, x, *, tol, max_iter, damping, depth=4):
     """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
 
@@ -239,17 +265,17 @@ def _anderson(residual, x, *, tol, max_iter, damping, depth=4):
         norm = float(np.max(np.abs(r)))
         xs.append(x)
         rs.append(r)
-        del xs[:-depth - 1], rs[:-depth - 1]
+        del xs[:-max(depth, 1) - 1], rs[:-max(depth, 1) - 1]
         plain = x + damping * r
         x_new = plain
-        if len(xs) > 1:
+        if depth > 0 and len(xs) > 1:
             dX = np.diff(np.array(xs), axis=0).T
             dR = np.diff(np.array(rs), axis=0).T
             gamma = np.linalg.lstsq(dR, r, rcond=None)[0]
             x_new = plain - (dX + damping * dR) @ gamma
         r_new = residual(x_new)
         n_eval += 1
-        if len(xs) > 1 and (r_new is None or float(np.max(np.abs(r_new))) > 4 * norm):
+        if depth > 0 and len(xs) > 1 and (r_new is None or float(np.max(np.abs(r_new))) > 4 * norm):
             xs, rs = [], []
             x_new = plain
             r_new = residual(x_new)
@@ -274,7 +300,7 @@ def _get(obj, name):
 def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.0,
                           beta=1.0, target_beta=1.0, noise=0.0, attention="softmax",
                           task="seq2lab", parametrization="factored", n_features=None,
-                          n_nodes=8192, tol=1e-7, max_iter=400, damping=0.5, init=None,
+                          n_nodes=8192, tol=1e-7, max_iter=600, damping=0.5, init=None,
                           sigma_hat_form="auto", random_state=0):
     """Solve the state evolution of factored (or direct) ERM at one point.
 
@@ -305,7 +331,7 @@ def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.
         Quasi-Monte Carlo nodes for the Gaussian expectations (a power of two is best).
     tol : float, default=1e-7
         Tolerance on the fixed-point residual (relative, on ``m/√(qQ0)``, ``log q``, ``log Σ``).
-    max_iter : int, default=400
+    max_iter : int, default=600
         Maximum number of evaluations of the fixed-point map.
     damping : float in (0, 1], default=0.5
         Weight of the new iterate in damped iterations.
@@ -357,23 +383,40 @@ def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.
         sigma_hat_form = "pointwise" if attention == "linear" else "stein"
     problem = _Problem(alpha, channel, denoiser, Q0, noise, nodes, sigma_hat_form)
 
+    # one state-evolution step from the zero estimator (m = q = 0, Σ → 0⁺): the default
+    # start, and the test of the collapsed fixed point S = 0 under a large trace penalty
+    out0, prior0 = problem.step(0.0, 0.0, 1e-10)
     if init is None:
-        m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
+        if prior0.q > 0 and np.isfinite(prior0.sigma) and prior0.sigma > 0:
+            m, q, sigma = prior0.m, prior0.q, prior0.sigma
+        else:
+            m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
     elif isinstance(init, StateEvolutionResult):
         m, q, sigma = init.m, init.q, init.sigma
     else:
         m, q, sigma = map(float, init)
 
     x = problem.to_x(m, q, sigma)
-    x, res_norm, converged = _anderson(problem.residual, x, tol=tol, max_iter=max_iter,
-                                       damping=damping)
+    x, res_norm, converged = _robust_fixed_point(problem, x, tol=tol, max_iter=max_iter,
+                                                 damping=damping)
+    collapsed = False
+    if not converged and prior0.q == 0.0:
+        # a large trace penalty removes every direction: S = 0 (m = q = 0) is the fixed
+        # point, which the log-variables cannot reach
+        collapsed, converged, res_norm = True, True, 0.0
     message = ("converged" if converged else
                f"fixed-point residual {res_norm:.2e} above tol={tol:.1e} after "
                f"{problem.n_calls} evaluations; try continuation (warm start from a nearby "
                "point), more n_nodes or a larger tol")
 
-    m, q, sigma = problem.from_x(x)
-    out, prior = problem.step(m, q, sigma)
+    if collapsed:
+        m, q, sigma = 0.0, 0.0, 0.0
+        out, prior = out0, prior0
+        message = ("converged: collapsed to S = 0 (the trace penalty removes every "
+                   "direction)")
+    else:
+        m, q, sigma = problem.from_x(x)
+        out, prior = problem.step(m, q, sigma)
     m_hat, q_hat, sigma_hat = (_get(out, k) for k in ("m_hat", "q_hat", "sigma_hat"))
     train_error = _get(out, "train_error")
     e_test = test_error(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes)
