@@ -551,8 +551,9 @@ def _run_fits(jobs, n_jobs, progress=None):
                 progress(i + 1, len(jobs), job, out[-1])
         return out
     from joblib import Parallel, delayed
-    res = Parallel(n_jobs=n_jobs)(delayed(_fit_one)(**{**job, "torch_threads": 1})
-                                  for job in jobs)
+    res = Parallel(n_jobs=n_jobs)(
+        delayed(_fit_one)(**{**job, "torch_threads": job.get("torch_threads") or 1})
+        for job in jobs)
     if progress:
         for i, (job, r) in enumerate(zip(jobs, res)):
             progress(i + 1, len(jobs), job, r)
@@ -561,7 +562,7 @@ def _run_fits(jobs, n_jobs, progress=None):
 
 def simulate_rows(groups, alphas, seeds, *, estimators, solver="adam", max_iter=5000,
                   n_test=2000, device="cpu", n_jobs=1, per_seed=False, theory=False,
-                  n_nodes=8192, progress=None):
+                  n_nodes=8192, torch_threads=1, progress=None):
     """Fit estimators on synthetic data for every parameter row, α and seed.
 
     Returns one row per (parameters, α, estimator) with means and standard errors over
@@ -579,6 +580,7 @@ def simulate_rows(groups, alphas, seeds, *, estimators, solver="adam", max_iter=
                 for s in seeds:
                     job = dict(estimator=est, alpha=a, seed=s, solver=solver,
                                max_iter=max_iter, n_test=n_test, device=device,
+                               torch_threads=torch_threads,
                                **{k: v for k, v in params.items() if k != "parametrization"})
                     jobs.append(job)
                     keys.append((tuple(params.items()), a, est))
@@ -601,7 +603,8 @@ def simulate_rows(groups, alphas, seeds, *, estimators, solver="adam", max_iter=
     if per_seed:
         for job, r in zip(jobs, results):
             rows.append({**{k: v for k, v in job.items()
-                            if k not in ("n_test", "device", "max_iter")}, **r})
+                            if k not in ("n_test", "device", "max_iter", "torch_threads")},
+                         **r})
     else:
         order = []
         agg = {}
@@ -613,7 +616,7 @@ def simulate_rows(groups, alphas, seeds, *, estimators, solver="adam", max_iter=
         for key in order:
             job, rs = agg[key]
             row = {k: v for k, v in job.items()
-                   if k not in ("seed", "n_test", "device", "max_iter")}
+                   if k not in ("seed", "n_test", "device", "max_iter", "torch_threads")}
             row["n_samples"] = rs[0]["n_samples"]
             row["n_seeds"] = len(rs)
             for q in ("test_error", "train_error", "train_objective"):
@@ -666,7 +669,8 @@ def cmd_simulate(args):
     rows = simulate_rows(groups, args.alpha, seeds, estimators=args.estimator,
                          solver=args.solver, max_iter=args.max_iter, n_test=args.n_test,
                          device=args.device, n_jobs=args.n_jobs, per_seed=args.per_seed,
-                         theory=args.theory, n_nodes=args.n_nodes, progress=progress)
+                         theory=args.theory, n_nodes=args.n_nodes,
+                         torch_threads=args.threads, progress=progress)
     if not rows:
         raise CLIError("nothing to simulate (the direct estimator ignores --width-ratio "
                        "other than 1)")
@@ -751,9 +755,12 @@ def run_demo(out="out", *, quick=False, solver="adam", n_features=None, n_jobs=1
     for lam in DEMO_LAMBDAS:
         for a in cfg["sim_alphas"]:
             for s in cfg["seeds"]:
+                # one torch thread: these problems are too small for intra-op
+                # parallelism, which only slows them down on a busy machine
                 jobs.append(dict(estimator="tied", n_features=d, alpha=float(a), n_tokens=T,
                                  reg_lambda=lam, target="wishart", kappa0=kappa0, seed=s,
                                  solver=solver, n_test=cfg["n_test"], device="cpu",
+                                 torch_threads=1,
                                  return_eigenvalues=(lam, a) == cfg["spectrum"] and s == 0))
     t0 = time.perf_counter()
 
@@ -1071,6 +1078,8 @@ def build_parser():
     g.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     g.add_argument("--n-jobs", type=_nonzero_int, default=1,
                    help="parallel fits (joblib processes; default: 1)")
+    g.add_argument("--threads", type=_positive_int, default=1,
+                   help="torch threads per fit (default: 1, fastest at d <= 100)")
     g.add_argument("--per-seed", action="store_true", help="one row per seed")
     g.add_argument("--theory", action="store_true",
                    help="add the state-evolution predictions (continuum for Wishart)")

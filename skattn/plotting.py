@@ -422,3 +422,74 @@ def plot_error_decomposition(x, components, *, total=None, ax=None, logx=False,
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
     return ax
+
+
+# ========================================================================================
+# Power-law targets: emergence of outliers (THEORY.md §8; skattn.theory.powerlaw)
+# ========================================================================================
+
+__all__ += ["plot_emergence"]
+
+
+def plot_emergence(n_samples, recoveries, *, trained=None, n_modes=8, ax=None,
+                   show_targets=True, xlabel="$n$", ylabel="eigenvalue of $S$"):
+    """Learned spectrum against n: outliers detaching from the bulk one by one.
+
+    For each n the theory (a :class:`~skattn.theory.powerlaw.SpectralRecovery`) gives the
+    learned bulk ``[0, η (bulk_edge − ε)₊]`` (shaded) and, for each recovered target mode,
+    the learned outlier eigenvalue ``η (position − ε)`` (one line per mode, starting where
+    the mode emerges). Dotted lines mark the target eigenvalues λ_i the outliers approach.
+
+    Parameters
+    ----------
+    n_samples : array-like of shape (k,)
+        Sample sizes of the theory points.
+    recoveries : list of SpectralRecovery, length k
+        From :func:`skattn.theory.powerlaw.recovered_modes`.
+    trained : dict, optional
+        ``{"n": [...], "eigenvalues": [array, ...]}``: spectra of trained ``S_`` (e.g.
+        Adam), drawn as points (their top ``n_modes + 3`` eigenvalues).
+    n_modes : int, default=8
+        Number of top target modes drawn.
+    ax : matplotlib Axes, optional
+    show_targets : bool, default=True
+    xlabel, ylabel : str
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = _ax(ax, figsize=(4.6, 3.4))
+    n = np.asarray(n_samples, dtype=float)
+    if len(recoveries) != n.size:
+        raise ValueError(f"recoveries must have one entry per n: got {len(recoveries)} "
+                         f"for {n.size} values of n_samples.")
+    order = np.argsort(n)
+    n = n[order]
+    recs = [recoveries[i] for i in order]
+    edge = np.array([r.learned_bulk_edge for r in recs])
+    ax.fill_between(n, 0, edge, color="0.75", alpha=0.6, lw=0, label="learned bulk")
+    ax.plot(n, edge, "-", color="0.45", lw=1.0)
+    lam = recs[0].target_eigenvalues
+    n_modes = int(min(n_modes, lam.size))
+    for i in range(n_modes):
+        c = PALETTE[i % len(PALETTE)]
+        vals = np.array([r.learned_eigenvalues[i] if r.recovered[i] else np.nan
+                         for r in recs])
+        ax.plot(n, vals, "-", color=c, lw=1.4, label=f"mode {i + 1}" if i < 4 else None)
+        if show_targets:
+            ax.axhline(lam[i], color=c, ls=":", lw=0.8)
+    if trained is not None:
+        k = n_modes + 3
+        for j, (nn, ev) in enumerate(zip(trained["n"], trained["eigenvalues"])):
+            ev = np.sort(np.asarray(ev, dtype=float))[::-1][:k]
+            ax.plot(np.full(ev.size, nn), ev, MARKERS[0], color=PALETTE[7], mfc="white",
+                    mew=1.0, ms=4, label="trained $S$" if j == 0 else None)
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=max(1e-3, 0.05 * float(np.nanmax(edge)) if
+                                          np.any(edge > 0) else 0.1))
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7, loc="upper left")
+    return ax

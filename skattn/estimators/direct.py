@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from ..nn.modules import DirectAttention
 from ._base import BaseAttentionRegressor

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from numbers import Integral
 
-import numpy as np
 from sklearn.utils._param_validation import Interval, RealNotInt
 
 from ..nn.modules import FactoredAttention

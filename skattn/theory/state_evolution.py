@@ -215,7 +215,7 @@ class _Problem:
         try:
             with np.errstate(all="ignore"):
                 _, prior = self.step(m, q, sigma)
-        except (ValueError, FloatingPointError, np.linalg.LinAlgError):
+        except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
             return None
         if not all(np.isfinite([prior.m, prior.q, prior.sigma])) or prior.q <= 0 \
                 or prior.sigma <= 0:

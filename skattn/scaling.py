@@ -1,0 +1,396 @@
+"""Scaling laws of the excess risk for power-law targets (THEORY.md §8).
+
+For a power-law target ``λ_i ∝ √d · i^(−γ)`` (γ > 1/2, label noise Δ > 0) the excess
+test error ``e_test − e0`` of factored attention trained with weight decay λ (sum
+objective ``Σ_μ ℓ_μ + λ‖W‖²_F``) follows a power law of n whose exponent depends on the
+regime (the phase diagram of Defilippis et al. 2025 and of the paper). The state evolution
+gives ``Ŝ ≈ η ReLU(S0 + δZ − ε)`` with, up to constants of order one,
+
+- the noise level of the effective observation ``δ ≍ √(d²/n) = α^{−1/2}``,
+- the threshold set by the weight decay ``ε ≍ λ d²/n = λ/α``,
+
+and mode i is recovered when ``λ_i ≳ max(δ, ε)``; the target's eigenvalues run from
+``λ_1 ≍ √d`` down to ``λ_d ≍ d^{1/2−γ}``. Counting the recovered modes and the error
+they leave gives the regimes of :data:`REGIMES`:
+
+=================  ===========================================  ===================  ==========
+regime             where                                        excess risk          exponent
+=================  ===========================================  ===================  ==========
+``"plateau"``      ``max(δ, ε) ≳ λ_1`` (``n ≲ d`` or huge λ)     ``≍ Q0`` (nothing)   0
+``"recovery"``     ``ε ≲ δ``, ``d ≪ n ≪ d²``                     ``(n/d)^(−1+1/2γ)``  −1 + 1/(2γ)
+``"bulk"``         ``ε ≲ δ``, ``n ≫ d²``                         ``d²/n``             −1
+``"regularized"``  ``δ ≲ ε``, ``λ_d ≲ ε ≲ λ_1``                  ``(λd^{3/2}/n)^(2−1/γ)``  −(2 − 1/γ)
+``"shrinkage"``    ``δ ≲ ε ≲ λ_d`` (every mode above threshold)  ``(λ d²/n)²``        −2
+``"optimal"``      λ tuned at each n (``λ ∝ √α``)               ``n^(−1+1/2γ)``      −1 + 1/(2γ)
+=================  ===========================================  ===================  ==========
+
+Exponents are with respect to n at fixed d and λ (for ``"optimal"``: along the optimal
+λ(n) ∝ √(n/d²) path, the LASSO minimax rate). The ``ε ≲ δ`` condition is
+``λ ≲ √(n/d²)`` of THEORY.md §8. Along any path ``λ = c √(n)/d`` the ``"recovery"`` and
+``"regularized"`` rates coincide, ``(n/d)^(−1+1/(2γ))``: this is the path the learning
+curves of :class:`ScaledLambdaRegressor` follow.
+
+Besides the regime map this module fits power laws with confidence intervals
+(:func:`fit_power_law`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+
+from ._validation import check_choice, check_finite_array, check_scalar_range
+
+__all__ = [
+    "REGIMES",
+    "excess_risk_exponent",
+    "scaling_regime",
+    "phase_diagram",
+    "PowerLawFit",
+    "fit_power_law",
+    "ScaledLambdaRegressor",
+]
+
+#: The regimes of the excess-risk phase diagram (see the module docstring).
+REGIMES = ("plateau", "recovery", "bulk", "regularized", "shrinkage", "optimal")
+
+
+def _check_gamma(gamma):
+    gamma = check_scalar_range(gamma, "gamma", low=0, low_inclusive=False)
+    if gamma <= 0.5:
+        raise ValueError(f"gamma must be > 1/2 for these scaling laws (the target's energy "
+                         f"Σ λ_i² must be dominated by its top modes), got {gamma}.")
+    return gamma
+
+
+def excess_risk_exponent(gamma, regime="recovery"):
+    """Exponent b of ``e_test − e0 ∝ n^b`` (fixed d and λ) in a regime of §8.
+
+    Parameters
+    ----------
+    gamma : float
+        Decay exponent γ > 1/2 of the target spectrum.
+    regime : {"plateau", "recovery", "bulk", "regularized", "shrinkage", "optimal"}
+        See the module docstring; "recovery" (the default) is ``d ≪ n ≪ d²`` at small λ.
+
+    Returns
+    -------
+    float
+        ``0``, ``−1 + 1/(2γ)``, ``−1``, ``−(2 − 1/γ)``, ``−2`` or ``−1 + 1/(2γ)``.
+
+    Examples
+    --------
+    >>> from skattn.scaling import excess_risk_exponent
+    >>> excess_risk_exponent(1.25)
+    -0.6
+    >>> excess_risk_exponent(1.25, "regularized")
+    -1.2
+    """
+    gamma = _check_gamma(gamma)
+    check_choice(regime, "regime", REGIMES)
+    return {
+        "plateau": 0.0,
+        "recovery": -1.0 + 1.0 / (2.0 * gamma),
+        "bulk": -1.0,
+        "regularized": -(2.0 - 1.0 / gamma),
+        "shrinkage": -2.0,
+        "optimal": -1.0 + 1.0 / (2.0 * gamma),
+    }[regime]
+
+
+def scaling_regime(n, d, reg_lambda, gamma):
+    """Regime of the phase diagram of §8 at sample size n, dimension d and weight decay λ.
+
+    The scales are compared with unit constants (the true crossovers carry constants of
+    order one that depend on T, Δ and the loss): ``δ = d/√n``, ``ε = λ d²/n``,
+    ``λ_1 = √d``, ``λ_d = d^{1/2−γ}``;
+
+    - ``max(δ, ε) ≥ λ_1`` → ``"plateau"``;
+    - else ``ε ≤ δ`` → ``"recovery"`` if ``n ≤ d²``, ``"bulk"`` otherwise;
+    - else (``ε > δ``) → ``"shrinkage"`` if ``ε ≤ λ_d``, ``"regularized"`` otherwise.
+
+    Parameters
+    ----------
+    n : float or array-like
+        Number of samples (> 0).
+    d : float or array-like
+        Token dimension (> 0).
+    reg_lambda : float or array-like
+        Weight decay λ ≥ 0 of the sum objective.
+    gamma : float
+        γ > 1/2.
+
+    Returns
+    -------
+    str or ndarray of str
+        A name from :data:`REGIMES` (never ``"optimal"``, which is a path, not a point),
+        an array of names when any argument is an array (broadcast together).
+    """
+    gamma = _check_gamma(gamma)
+    n_a = check_finite_array(n, "n")
+    d_a = check_finite_array(d, "d")
+    lam_a = check_finite_array(reg_lambda, "reg_lambda")
+    if np.any(n_a <= 0):
+        raise ValueError("n must be > 0.")
+    if np.any(d_a <= 0):
+        raise ValueError("d must be > 0.")
+    if np.any(lam_a < 0):
+        raise ValueError("reg_lambda must be >= 0.")
+    n_b, d_b, lam_b = np.broadcast_arrays(n_a, d_a, lam_a)
+    delta = d_b / np.sqrt(n_b)
+    eps = lam_b * d_b ** 2 / n_b
+    top = np.sqrt(d_b)
+    bottom = d_b ** (0.5 - gamma)
+    out = np.where(
+        np.maximum(delta, eps) >= top, "plateau",
+        np.where(eps <= delta, np.where(n_b <= d_b ** 2, "recovery", "bulk"),
+                 np.where(eps <= bottom, "shrinkage", "regularized"))).astype(object)
+    if out.ndim == 0:
+        return str(out[()])
+    return out.astype(str)
+
+
+def phase_diagram(d, gamma, *, n, reg_lambda):
+    """The regime map of :func:`scaling_regime` on a grid of (n, λ), with exponent labels.
+
+    Parameters
+    ----------
+    d : int
+        Token dimension.
+    gamma : float
+        γ > 1/2.
+    n : array-like of shape (nx,)
+        Sample sizes (horizontal axis).
+    reg_lambda : array-like of shape (ny,)
+        Weight decays (vertical axis).
+
+    Returns
+    -------
+    regimes : ndarray of int, shape (ny, nx)
+        Index into :data:`REGIMES` at each grid point.
+    labels : list of str
+        For each entry of :data:`REGIMES`, its name and excess-risk exponent, e.g.
+        ``"recovery: n^-0.60"``; ready for :func:`skattn.plotting.plot_phase_diagram`.
+    """
+    gamma = _check_gamma(gamma)
+    n = check_finite_array(n, "n", ndim=1)
+    lam = check_finite_array(reg_lambda, "reg_lambda", ndim=1)
+    names = scaling_regime(n[None, :], d, lam[:, None], gamma)
+    index = {r: i for i, r in enumerate(REGIMES)}
+    regimes = np.vectorize(index.__getitem__, otypes=[int])(names)
+    labels = [f"{r}: $n^{{{excess_risk_exponent(gamma, r):.2f}}}$" for r in REGIMES]
+    return regimes, labels
+
+
+@dataclass
+class PowerLawFit:
+    """Result of :func:`fit_power_law`: ``err − e0 ≈ prefactor · n^exponent``.
+
+    Attributes
+    ----------
+    exponent : float
+        The fitted slope b in log–log coordinates.
+    prefactor : float
+        ``exp(intercept)``.
+    stderr : float
+        Standard error of the slope (least squares).
+    ci : tuple of float
+        Confidence interval of the exponent at level ``confidence``.
+    confidence : float
+    method : str
+        ``"t"`` or ``"bootstrap"``.
+    n_points : int
+    r2 : float
+        Coefficient of determination of the log–log fit.
+    residuals : ndarray
+        ``log(err − e0) − fitted``.
+    """
+
+    exponent: float
+    prefactor: float
+    stderr: float
+    ci: tuple
+    confidence: float
+    method: str
+    n_points: int
+    r2: float
+    residuals: np.ndarray
+
+    def predict(self, n):
+        """``prefactor · n^exponent`` (the fitted ``err − e0``)."""
+        return self.prefactor * np.asarray(n, dtype=float) ** self.exponent
+
+    def contains(self, value):
+        """Whether ``value`` lies in the confidence interval."""
+        return bool(self.ci[0] <= value <= self.ci[1])
+
+
+def fit_power_law(n, err, e0=0.0, *, confidence=0.95, method="t", n_bootstrap=2000,
+                  random_state=None):
+    """Fit ``err − e0 = C · n^b`` by least squares in log–log coordinates.
+
+    Parameters
+    ----------
+    n : array-like of shape (k,)
+        Sample sizes (> 0), k ≥ 3.
+    err : array-like of shape (k,) or (k, r)
+        Errors; with r columns (repetitions, e.g. the ``test_scores`` of sklearn's
+        ``learning_curve`` negated), every finite entry is one observation.
+    e0 : float, default=0.0
+        Irreducible error subtracted before the fit (``err − e0`` must be > 0).
+    confidence : float in (0, 1), default=0.95
+        Level of the interval on the exponent.
+    method : {"t", "bootstrap"}, default="t"
+        ``"t"``: Student-t interval ``b ± t_{k−2} · stderr`` (ordinary least squares,
+        scipy.stats); ``"bootstrap"``: percentile interval of the slope over
+        ``n_bootstrap`` resamplings of the points (pairs bootstrap).
+    n_bootstrap : int, default=2000
+    random_state : int, Generator or None
+        Seed of the bootstrap.
+
+    Returns
+    -------
+    PowerLawFit
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skattn.scaling import fit_power_law
+    >>> n = np.array([100., 200., 400., 800.])
+    >>> fit = fit_power_law(n, 0.5 + 3 * n ** -0.6, e0=0.5)
+    >>> round(fit.exponent, 6)
+    -0.6
+    """
+    from scipy import stats
+
+    n = check_finite_array(n, "n", ndim=1)
+    try:
+        err = np.asarray(err, dtype=float)  # NaN entries (failed fits) are skipped
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"err must be an array of real numbers: {exc}") from exc
+    if np.any(np.isinf(err)):
+        raise ValueError("err contains infinite values.")
+    if err.ndim not in (1, 2):
+        raise ValueError(f"err must have 1 or 2 dimensions, got shape {err.shape}.")
+    if err.shape[0] != n.size:
+        raise ValueError(f"err must have one row per n: n has {n.size} values, err has shape "
+                         f"{err.shape}.")
+    e0 = check_scalar_range(e0, "e0")
+    confidence = check_scalar_range(confidence, "confidence", low=0, high=1,
+                                    low_inclusive=False, high_inclusive=False)
+    check_choice(method, "method", ("t", "bootstrap"))
+    if np.any(n <= 0):
+        raise ValueError("n must be > 0.")
+    x = np.repeat(np.log(n), 1 if err.ndim == 1 else err.shape[1])
+    y = err.ravel() - e0
+    keep = np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if np.any(y <= 0):
+        raise ValueError(f"err − e0 must be > 0 to fit in log–log coordinates; "
+                         f"{int(np.sum(y <= 0))} value(s) are <= 0 (min err − e0 = "
+                         f"{float(np.min(y)):.3g}). Check e0.")
+    if x.size < 3 or np.unique(x).size < 2:
+        raise ValueError(f"fit_power_law needs at least 3 finite points at 2 or more "
+                         f"distinct n, got {x.size}.")
+    ly = np.log(y)
+    lin = stats.linregress(x, ly)
+    b, a = float(lin.slope), float(lin.intercept)
+    res = ly - (a + b * x)
+    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(res ** 2)) / ss_tot if ss_tot > 0 else 1.0
+    k = x.size
+    stderr = float(lin.stderr)
+    if method == "t":
+        t = float(stats.t.ppf(0.5 + confidence / 2, df=k - 2))
+        ci = (b - t * stderr, b + t * stderr)
+    else:
+        n_bootstrap = check_scalar_range(n_bootstrap, "n_bootstrap", low=10, integer=True)
+        rng = np.random.default_rng(random_state)
+        slopes = []
+        for _ in range(n_bootstrap):
+            idx = rng.integers(0, k, k)
+            xs = x[idx]
+            if np.ptp(xs) == 0:
+                continue
+            slopes.append(np.polyfit(xs, ly[idx], 1)[0])
+        lo, hi = np.quantile(slopes, [0.5 - confidence / 2, 0.5 + confidence / 2])
+        ci = (float(lo), float(hi))
+    return PowerLawFit(exponent=b, prefactor=float(np.exp(a)), stderr=stderr,
+                       ci=(float(ci[0]), float(ci[1])), confidence=confidence, method=method,
+                       n_points=k, r2=r2, residuals=res)
+
+
+class ScaledLambdaRegressor(RegressorMixin, BaseEstimator):
+    """Fit an attention regressor with a weight decay that grows with the sample size.
+
+    ``fit(X, y)`` fits a clone of ``estimator`` with
+    ``reg_lambda = scale · n_samples^exponent``. With ``exponent=0.5`` and
+    ``scale = c/d`` this is ``λ = c √(n/d²)``: the path along which the excess risk of a
+    power-law target follows ``(n/d)^(−1+1/(2γ))`` at every n (module docstring), so that
+    scikit-learn's ``learning_curve`` — which clones one estimator for every training
+    size — measures that scaling law.
+
+    Parameters
+    ----------
+    estimator : estimator with a ``reg_lambda`` parameter
+        E.g. :class:`~skattn.TiedAttentionRegressor`.
+    scale : float, default=1.0
+        Prefactor (≥ 0).
+    exponent : float, default=0.5
+        Power of n.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        The fitted clone.
+    reg_lambda_ : float
+        The weight decay it was fitted with.
+    n_features_in_ : int
+        Forwarded from ``estimator_`` when it has it.
+    """
+
+    def __init__(self, estimator, scale=1.0, exponent=0.5):
+        self.estimator = estimator
+        self.scale = scale
+        self.exponent = exponent
+
+    def fit(self, X, y, **fit_params):
+        """Fit the clone on ``(X, y)`` (``fit_params`` are passed on)."""
+        scale = check_scalar_range(self.scale, "scale", low=0)
+        exponent = check_scalar_range(self.exponent, "exponent")
+        if not hasattr(self.estimator, "get_params") or \
+                "reg_lambda" not in self.estimator.get_params():
+            raise TypeError("estimator must be a scikit-learn estimator with a reg_lambda "
+                            f"parameter, got {type(self.estimator).__name__}.")
+        n = len(X)
+        if n < 1:
+            raise ValueError("X must hold at least one sample.")
+        self.reg_lambda_ = float(scale * n ** exponent)
+        self.estimator_ = clone(self.estimator).set_params(reg_lambda=self.reg_lambda_)
+        self.estimator_.fit(X, y, **fit_params)
+        if hasattr(self.estimator_, "n_features_in_"):
+            self.n_features_in_ = self.estimator_.n_features_in_
+        return self
+
+    def predict(self, X):
+        """``estimator_.predict(X)``."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.predict(X)
+
+    def score(self, X, y, sample_weight=None):
+        """``estimator_.score(X, y)``."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.score(X, y, sample_weight=sample_weight)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner = self.estimator.__sklearn_tags__()
+        tags.input_tags = inner.input_tags
+        tags.target_tags = inner.target_tags
+        return tags

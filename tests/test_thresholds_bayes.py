@@ -1,0 +1,302 @@
+"""Thresholds (THEORY.md §6), the Bayes-optimal baseline (§7) and the optimal λ."""
+
+import numpy as np
+import pytest
+from scipy import integrate, optimize
+
+from skattn.data import WishartTarget
+from skattn.theory import WishartLaw, free_convolution, solve_state_evolution
+from skattn.theory.bayes import bayes_optimal, denoising_mmse
+from skattn.theory.optimal import optimal_reg_lambda
+from skattn.theory.thresholds import (
+    bayes_optimal_threshold,
+    effective_constraints,
+    interpolation_threshold,
+    perfect_recovery_threshold,
+    semicircle_relu_moments,
+    statistical_dimension,
+)
+
+
+def _sc(y):
+    return np.sqrt(np.maximum(4 - y * y, 0)) / (2 * np.pi)
+
+
+# ---------------------------------------------------------------------------------------
+# closed forms
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t", [-1.5, 0.0, 0.3, 1.2, 1.99])
+def test_semicircle_moments_against_quadrature(t):
+    r, j = semicircle_relu_moments(t)
+    assert r == pytest.approx(integrate.quad(lambda y: (y - t) * _sc(y), t, 2)[0], abs=1e-10)
+    assert j == pytest.approx(integrate.quad(lambda y: (y - t) ** 2 * _sc(y), t, 2)[0],
+                              abs=1e-10)
+
+
+def test_effective_constraints():
+    assert [effective_constraints(T) for T in (2, 3, 4)] == [2, 5, 9]
+    assert [effective_constraints(T, "linear") for T in (1, 2, 3)] == [1, 3, 6]
+    with pytest.raises(ValueError, match="n_tokens"):
+        effective_constraints(1, "softmax")
+    with pytest.raises(ValueError, match="attention"):
+        effective_constraints(2, "relu")
+
+
+@pytest.mark.parametrize("w0", [0.1, 0.5, 0.8, 0.95])
+def test_statistical_dimension_is_the_minimum(w0):
+    M, t = statistical_dimension(w0)
+
+    def Mfun(t):
+        return 1 - w0 ** 2 + (1 - w0) * w0 * t * t + w0 ** 2 * semicircle_relu_moments(t)[1]
+
+    ref = optimize.minimize_scalar(Mfun, bounds=(0, 2), method="bounded",
+                                   options={"xatol": 1e-10})
+    assert M == pytest.approx(ref.fun, abs=1e-10)
+    assert t == pytest.approx(ref.x, abs=1e-5)
+    assert 1 - w0 ** 2 < M < 1 - w0 ** 2 / 2
+
+
+@pytest.mark.parametrize("T,attention", [(2, "softmax"), (3, "softmax"), (1, "linear"),
+                                         (2, "linear")])
+@pytest.mark.parametrize("kappa0", [0.2, 0.5, 0.8])
+def test_wishart_thresholds_closed_forms_and_order(T, attention, kappa0):
+    K_eff = effective_constraints(T, attention)
+    tg = WishartTarget(kappa0)
+    a_bo = bayes_optimal_threshold(n_tokens=T, target=tg, attention=attention)
+    a_perf = perfect_recovery_threshold(n_tokens=T, target=tg, attention=attention)
+    a_int = interpolation_threshold(n_tokens=T, target=tg, attention=attention)
+    assert a_bo == pytest.approx((kappa0 - kappa0 ** 2 / 2) / K_eff, rel=1e-12)
+    assert a_int == pytest.approx((1 + 2 * kappa0 - kappa0 ** 2) / (4 * K_eff), rel=1e-9)
+    assert a_perf == pytest.approx(statistical_dimension(1 - kappa0)[0] / (2 * K_eff))
+    assert a_bo < a_perf < a_int < 1 / (2 * K_eff)
+    for fun in (interpolation_threshold, perfect_recovery_threshold):
+        assert fun(n_tokens=T, target=tg, attention=attention,
+                   parametrization="direct") == pytest.approx(1 / (2 * K_eff))
+
+
+@pytest.mark.parametrize("kappa0", [1.0, 1.5])
+@pytest.mark.parametrize("T", [2, 3])
+def test_thresholds_coincide_for_full_rank(kappa0, T):
+    tg = WishartTarget(kappa0)
+    vals = [bayes_optimal_threshold(n_tokens=T, target=tg),
+            perfect_recovery_threshold(n_tokens=T, target=tg),
+            interpolation_threshold(n_tokens=T, target=tg),
+            interpolation_threshold(n_tokens=T, target=tg, parametrization="direct")]
+    np.testing.assert_allclose(vals, 1 / (2 * effective_constraints(T)), rtol=1e-9)
+
+
+def test_table_for_report():
+    """α_interp, α_perf, α_BO for κ0 ∈ {0.2, 0.5, 1}, T = 2 softmax (values in the docs)."""
+    expect = {0.2: (0.17, 0.127781, 0.09), 0.5: (0.21875, 0.211087, 0.1875),
+              1.0: (0.25, 0.25, 0.25)}
+    for k, (ai, ap, ab) in expect.items():
+        tg = WishartTarget(k)
+        assert interpolation_threshold(n_tokens=2, target=tg) == pytest.approx(ai, abs=1e-6)
+        assert perfect_recovery_threshold(n_tokens=2, target=tg) == pytest.approx(ap, abs=1e-6)
+        assert bayes_optimal_threshold(n_tokens=2, target=tg) == pytest.approx(ab, abs=1e-12)
+
+
+def test_interpolation_threshold_with_noise():
+    tg = WishartTarget(0.5)
+    law = WishartLaw(0.5)
+    vals = [interpolation_threshold(n_tokens=2, target=tg, noise=n)
+            for n in (0.0, 0.01, 0.1, 0.5, 2.0)]
+    assert np.all(np.diff(vals) < 0)                # more noise: interpolation stops earlier
+    # the defining equation at Δ = 0.5, and α = ∂_δJ/(4 K_eff δ̄) with ∂_δJ by differences
+    a = vals[3]
+    D = 4 * a                                           # α = D(δ̄, 0)/(2 K_eff), K_eff = 2
+    dbar = optimize.brentq(lambda d: free_convolution(law, d).D(0.0) - D, 0.05, 20.0,
+                           xtol=1e-10)
+    mu = free_convolution(law, dbar)
+    assert mu.J(0.0) - dbar ** 2 * mu.D(0.0) == pytest.approx(1.5 + 0.25, rel=2e-3)
+    h = 1e-4
+    dJ = (free_convolution(law, dbar + h).J(0.0) - free_convolution(law, dbar - h).J(0.0)) / (2 * h)
+    assert dJ / (4 * 2 * dbar) == pytest.approx(a, rel=2e-3)
+
+
+def test_threshold_inputs_are_validated():
+    tg = WishartTarget(0.5)
+    with pytest.raises(ValueError, match="noise"):
+        interpolation_threshold(n_tokens=2, target=tg, noise=-1.0)
+    with pytest.raises(ValueError, match="parametrization"):
+        perfect_recovery_threshold(n_tokens=2, target=tg, parametrization="tied")
+    with pytest.raises(TypeError, match="target"):
+        bayes_optimal_threshold(n_tokens=2, target=0.5)
+    with pytest.raises(ValueError, match="n_features"):
+        from skattn.data import PowerLawTarget
+        interpolation_threshold(n_tokens=2, target=PowerLawTarget(1.0))
+
+
+# ---------------------------------------------------------------------------------------
+# λ → 0⁺ state evolution lands on the thresholds (linear T = 1: fast and exact)
+# ---------------------------------------------------------------------------------------
+
+def test_se_train_error_vanishes_below_interpolation_threshold():
+    tg = WishartTarget(0.5)
+    a_int = interpolation_threshold(n_tokens=1, attention="linear", target=tg, noise=0.5)
+    train = {}
+    for f in (0.9, 1.1):
+        for lam in (1e-3, 1e-4):
+            r = solve_state_evolution(f * a_int, n_tokens=1, attention="linear",
+                                      reg_lambda=lam, target=tg, noise=0.5)
+            assert r.converged, r.message
+            train[f, lam] = r.train_error
+    assert train[0.9, 1e-4] < 1e-6 and train[0.9, 1e-4] < 0.2 * train[0.9, 1e-3]
+    assert train[1.1, 1e-4] > 1e-3 and train[1.1, 1e-4] > 0.8 * train[1.1, 1e-3]
+
+
+def test_se_perfect_recovery_threshold_linear():
+    """Noiseless λ → 0⁺: S0 is recovered above α_perf — also between α_perf and the Δ → 0⁺
+    interpolation threshold, where THEORY.md §6 would place it."""
+    tg = WishartTarget(0.2)
+    a_perf = perfect_recovery_threshold(n_tokens=1, attention="linear", target=tg)
+    a_int = interpolation_threshold(n_tokens=1, attention="linear", target=tg)
+    assert a_perf == pytest.approx(0.2555620, abs=1e-6) and a_int == pytest.approx(0.34)
+    below = solve_state_evolution(0.85 * a_perf, n_tokens=1, attention="linear",
+                                  reg_lambda=1e-4, target=tg)
+    between = solve_state_evolution(0.5 * (a_perf + a_int), n_tokens=1, attention="linear",
+                                    reg_lambda=1e-4, target=tg)
+    assert below.converged and between.converged
+    assert below.s_error > 1e-2
+    assert between.s_error < 1e-5
+
+
+# ---------------------------------------------------------------------------------------
+# Bayes-optimal baseline
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kappa0", [0.2, 0.5])
+def test_denoising_mmse_limits(kappa0):
+    law = WishartLaw(kappa0)
+    for t in (1e-5, 1e-3):          # small noise: (1 − Σ w²) t, the degrees of freedom
+        assert denoising_mmse(law, t) / t == pytest.approx(1 - (1 - kappa0) ** 2, rel=2e-3)
+    big = denoising_mmse(law, 1e4)   # large noise: the variance around the mean m1 I
+    assert big == pytest.approx(law.second_moment() - law.moment(1) ** 2, rel=2e-3)
+    ts = np.geomspace(1e-3, 1e2, 8)
+    assert np.all(np.diff([denoising_mmse(law, t) for t in ts]) > 0)
+
+
+def test_bayes_mmse_hits_zero_at_alpha_bo():
+    tg = WishartTarget(0.2)
+    a_bo = bayes_optimal_threshold(n_tokens=2, target=tg)
+    near = bayes_optimal(0.98 * a_bo, n_tokens=2, target=tg, n_nodes=1024)
+    below = bayes_optimal(0.8 * a_bo, n_tokens=2, target=tg, n_nodes=1024)
+    above = bayes_optimal(1.02 * a_bo, n_tokens=2, target=tg, n_nodes=1024)
+    assert above.mmse == 0 and above.test_error == pytest.approx(0, abs=1e-12)
+    assert 0 < near.mmse < below.mmse
+    assert near.mmse < 0.1 * below.mmse              # continuous (second-order) transition
+    # the fixed point: mmse(1/q̂) = 2 K_eff α / q̂
+    assert below.mmse == pytest.approx(2 * 2 * below.alpha / below.q_hat, rel=1e-8)
+    assert below.m == below.q and below.s_error == below.mmse
+
+
+def test_bayes_thresholds_coincide_at_full_rank():
+    tg = WishartTarget(1.0)
+    a = perfect_recovery_threshold(n_tokens=2, target=tg)
+    assert bayes_optimal(0.98 * a, n_tokens=2, target=tg, n_nodes=1024).mmse > 0
+    assert bayes_optimal(1.01 * a, n_tokens=2, target=tg, n_nodes=1024).mmse == 0
+
+
+def test_bayes_linear_channel_with_noise():
+    tg = WishartTarget(0.5)
+    res = [bayes_optimal(a, n_tokens=1, attention="linear", target=tg, noise=0.4)
+           for a in (0.05, 0.2, 0.6)]
+    assert np.all(np.diff([r.mmse for r in res]) < 0) and res[-1].mmse > 0
+    for r in res:  # plug-in = Bayes predictor for linear attention: 2K (Q0 + Δ/2 − q)
+        assert r.predictor_error == pytest.approx(2 * (r.Q0 + 0.2 - r.q), rel=1e-12)
+        assert r.test_error == pytest.approx(r.predictor_error, rel=5e-3)
+        # Gaussian channel fixed point with noise Δ/2 per output
+        assert r.mmse + 0.2 == pytest.approx(2 * r.alpha / r.q_hat, rel=1e-8)
+
+
+def test_bayes_inputs_are_validated():
+    tg = WishartTarget(0.5)
+    with pytest.raises(ValueError, match="alpha"):
+        bayes_optimal(0.0, n_tokens=2, target=tg)
+    with pytest.raises(ValueError, match="noise"):
+        bayes_optimal(0.1, n_tokens=2, target=tg, noise=-0.1)
+    with pytest.raises(ValueError, match="attention"):
+        bayes_optimal(0.1, n_tokens=2, target=tg, attention="tanh")
+
+
+@pytest.mark.parametrize("parametrization", ["factored", "direct"])
+def test_no_erm_below_bayes_linear(parametrization):
+    tg = WishartTarget(0.5)
+    for alpha in (0.1, 0.3, 0.5):
+        bo = bayes_optimal(alpha, n_tokens=1, attention="linear", target=tg, noise=0.2)
+        for lam in (1e-3, 1e-2, 0.1, 1.0):
+            r = solve_state_evolution(alpha, n_tokens=1, attention="linear", reg_lambda=lam,
+                                      target=tg, noise=0.2, parametrization=parametrization)
+            assert r.converged, r.message
+            assert r.s_error >= bo.mmse * (1 - 1e-6)
+            assert r.test_error >= bo.predictor_error * (1 - 2e-3)
+
+
+def test_no_factored_erm_below_bayes_softmax():
+    tg = WishartTarget(0.2)
+    for alpha in (0.05, 0.12):
+        bo = bayes_optimal(alpha, n_tokens=2, target=tg, n_nodes=4096)
+        assert bo.predictor_error <= bo.test_error
+        for lam in (1e-3, 3e-2):
+            r = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam, target=tg,
+                                      n_nodes=4096)
+            assert r.converged, r.message
+            assert r.s_error > bo.mmse
+            assert r.test_error > bo.predictor_error
+            assert r.test_error > bo.test_error
+
+
+# ---------------------------------------------------------------------------------------
+# optimal λ
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("T", [1, 2])
+def test_optimal_ridge_closed_form(T):
+    """Direct ERM is ridge regression on the logits: λ* = Δ/(2 Q0) for linear attention."""
+    tg = WishartTarget(0.5)
+    lam, res = optimal_reg_lambda(0.3, n_tokens=T, attention="linear", target=tg, noise=0.5,
+                                  parametrization="direct", xatol=0.003)
+    assert res.converged and res.params["reg_lambda"] == lam
+    assert lam == pytest.approx(0.5 / (2 * 1.5), rel=0.02)
+
+
+def test_optimal_factored_is_a_minimum():
+    tg = WishartTarget(0.5)
+    kw = dict(n_tokens=1, attention="linear", target=tg, noise=0.5)
+    lam, res = optimal_reg_lambda(0.3, **kw)
+    assert 1e-3 < lam < 10
+    for f in (0.7, 1.4):
+        other = solve_state_evolution(0.3, reg_lambda=f * lam, **kw)
+        assert other.test_error > res.test_error
+
+
+def test_optimal_reg_lambda_validation():
+    tg = WishartTarget(0.5)
+    with pytest.raises(ValueError, match="bounds"):
+        optimal_reg_lambda(0.1, n_tokens=2, target=tg, bounds=(1.0, 0.1))
+    with pytest.raises(ValueError, match="parametrization"):
+        optimal_reg_lambda(0.1, n_tokens=2, target=tg, parametrization="x")
+    with pytest.raises(TypeError, match="reg_lambda"):
+        optimal_reg_lambda(0.1, n_tokens=2, target=tg, reg_lambda=1.0)
+
+
+# ---------------------------------------------------------------------------------------
+# slow: softmax interpolation at small λ, GridSearchCV against the theory
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_se_interpolation_threshold_softmax():
+    """Softmax T = 2: the train error falls like λ^1.3 below α_interp and stalls above."""
+    tg = WishartTarget(0.5)
+    a_int = interpolation_threshold(n_tokens=2, target=tg, noise=0.5)
+    ratio = {}
+    for f in (0.8, 1.3):
+        prev = solve_state_evolution(f * a_int, n_tokens=2, reg_lambda=1e-3, target=tg,
+                                     noise=0.5)
+        r = solve_state_evolution(f * a_int, n_tokens=2, reg_lambda=1e-4, target=tg,
+                                  noise=0.5, init=prev)
+        assert prev.converged and r.converged
+        ratio[f] = r.train_error / prev.train_error
+    assert ratio[0.8] < 0.15
+    assert ratio[1.3] > 0.5
