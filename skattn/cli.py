@@ -658,7 +658,7 @@ def cmd_simulate(args):
     names = _theory_param_names()
     args.parametrization = ["factored"]
     groups = _param_grid(args, names)
-    seeds = args.seeds if args.seeds is not None else list(range(args.n_seeds))
+    seeds = args.seeds if args.seeds is not None else list(range(args.n_seeds or 2))
 
     def progress(i, n, job, r):
         if args.verbose:
@@ -693,11 +693,11 @@ def cmd_simulate(args):
 # ----------------------------------------------------------------------------------------
 
 DEMO_SETTINGS = {
-    "full": dict(n_features=60, theory_alphas=np.geomspace(0.05, 1.0, 12).round(4),
-                 sim_alphas=(0.1, 0.25, 0.45, 0.7), seeds=(0, 1), n_test=3000,
-                 n_nodes=8192, spectrum=(0.01, 0.45)),
-    "quick": dict(n_features=24, theory_alphas=np.geomspace(0.05, 1.0, 5).round(4),
-                  sim_alphas=(0.2, 0.6), seeds=(0, 1), n_test=1000, n_nodes=1024,
+    "full": dict(n_features=80, theory_alphas=np.geomspace(0.05, 1.0, 12).round(4),
+                 sim_alphas=(0.1, 0.2, 0.35, 0.5, 0.75), seeds=(0, 1), n_test=4000,
+                 n_nodes=8192, spectrum=(0.01, 0.5)),
+    "quick": dict(n_features=32, theory_alphas=np.geomspace(0.05, 1.0, 6).round(4),
+                  sim_alphas=(0.2, 0.6), seeds=(0, 1), n_test=1000, n_nodes=2048,
                   spectrum=(0.01, 0.6)),
 }
 DEMO_LAMBDAS = (0.01, 0.1)
@@ -808,8 +808,8 @@ def run_demo(out="out", *, quick=False, solver="adam", n_features=None, n_jobs=1
                 plot_error_curve(curves[lam], quantity=q, ax=ax, color=PALETTE[i],
                                  marker=MARKERS[i], logy=True, logx=True,
                                  label=f"theory, λ = {lam:g}",
-                                 sim_label=f"Adam, d = {d}" if solver == "adam"
-                                 else f"{solver}, d = {d}",
+                                 sim_label=f"{'Adam' if solver == 'adam' else 'L-BFGS'}, "
+                                           f"d = {d}, λ = {lam:g}",
                                  simulations={"alpha": sims[lam]["alpha"],
                                               "mean": sims[lam][q][0],
                                               "sem": sims[lam][q][1]})
@@ -1018,13 +1018,13 @@ def build_parser():
                                    "learned spectrum against its predicted law. Writes "
                                    "skattn_demo.png and skattn_demo.csv, prints a table."))
     p.add_argument("--quick", action="store_true",
-                   help="small version (d = 24, fewer points; under a minute)")
+                   help="small version (d = 32, fewer points; under a minute)")
     p.add_argument("--out", default="out", metavar="DIR",
                    help="output directory (default: out)")
     p.add_argument("--solver", choices=("adam", "lbfgs"), default="adam",
                    help="optimiser of the simulations (default: adam)")
     p.add_argument("--n-features", type=_dimension, default=None, metavar="D",
-                   help="dimension d of the simulations (default: 60, or 24 with --quick)")
+                   help="dimension d of the simulations (default: 80, or 32 with --quick)")
     p.add_argument("--n-jobs", type=_nonzero_int, default=1,
                    help="parallel fits (joblib processes; -1: all CPUs; default: 1)")
     p.set_defaults(func=cmd_demo)
@@ -1071,7 +1071,7 @@ def build_parser():
     sg = g.add_mutually_exclusive_group()
     sg.add_argument("--seeds", type=_int_list, default=None,
                     help="comma list of seeds (teacher, data and initialisation)")
-    sg.add_argument("--n-seeds", type=_positive_int, default=2,
+    sg.add_argument("--n-seeds", type=_positive_int, default=None,
                     help="use seeds 0..N-1 (default: 2)")
     g.add_argument("--n-test", type=_positive_int, default=2000,
                    help="test samples (default: 2000)")

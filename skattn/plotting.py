@@ -226,29 +226,43 @@ def plot_spectrum(result, eigenvalues=None, *, bins=30, ax=None, color=None,
         eig = np.asarray(eigenvalues, dtype=float).ravel()
         hi = max(hi, float(eig.max(initial=0.0)))
     hi = hi if hi > 0 else 1.0
+    hist_max = 0.0
     if eigenvalues is not None and eig.size:
         cut = zero_tol * hi
         nz = eig[eig > cut]
         emp_zero = float(np.mean(eig <= cut))
         if nz.size:
             width = hi * 1.05 / bins
-            ax.hist(nz, bins=bins, range=(0, hi * 1.05),
-                    weights=np.full(nz.size, 1.0 / (eig.size * width)), color=hist_color,
-                    alpha=0.55, label=label)
+            heights, _, _ = ax.hist(nz, bins=bins, range=(0, hi * 1.05),
+                                    weights=np.full(nz.size, 1.0 / (eig.size * width)),
+                                    color=hist_color, alpha=0.55, label=label)
+            hist_max = float(np.max(heights))
     s = np.linspace(hi * 1e-4, hi * 1.05, 800)
-    dens = np.asarray(result.spectrum_density(s), dtype=float)
+    dens = np.nan_to_num(np.asarray(result.spectrum_density(s), dtype=float))
     ax.plot(s, dens, "-", color=color, label="theory")
+    # a narrow peak of the density next to the atom (the part of the noise bulk just
+    # above the threshold) can dwarf the rest: clip it and say so
+    away = s > 0.05 * hi
+    top = max(hist_max, atom, emp_zero or 0.0,
+              float(dens[away].max()) if np.any(away) else 0.0, 1e-12)
+    if dens.max() > 1.6 * top:
+        i = int(np.argmax(dens))
+        ax.set_ylim(0, 1.2 * top)
+        ax.annotate(f"peak {dens[i]:.2g}", xy=(s[i], 1.2 * top), xytext=(s[i] + 0.06 * hi,
+                    1.08 * top), fontsize=7, color=color,
+                    arrowprops=dict(arrowstyle="->", color=color, lw=0.8))
+    else:
+        ax.set_ylim(0, 1.1 * max(top, float(dens.max())))
     if show_atom and (atom > 0 or (emp_zero or 0) > 0):
         w = hi / 40
         if emp_zero is not None and emp_zero > 0:
-            ax.bar([w / 2], [emp_zero], width=w, color="none", edgecolor=hist_color, lw=1.5,
+            ax.bar([-w / 2], [emp_zero], width=w, color="none", edgecolor=hist_color, lw=1.5,
                    label=f"zero fraction {emp_zero:.2f}")
         if atom > 0:
             ax.vlines(0.0, 0.0, atom, color=color, lw=2.0)
             ax.plot([0.0], [atom], "v", color=color, ms=6,
                     label=f"atom at 0 (theory) {atom:.2f}")
-    ax.set_xlim(-hi * 0.03, hi * 1.06)
-    ax.set_ylim(bottom=0)
+    ax.set_xlim(-hi * 0.04, hi * 1.06)
     ax.set_xlabel("eigenvalue of $S$")
     ax.set_ylabel("density (atom: mass)")
     ax.legend(fontsize=7, loc="upper right")
@@ -432,7 +446,8 @@ __all__ += ["plot_emergence"]
 
 
 def plot_emergence(n_samples, recoveries, *, trained=None, n_modes=8, ax=None,
-                   show_targets=True, xlabel="$n$", ylabel="eigenvalue of $S$"):
+                   show_targets=True, logy=False, xlabel="$n$",
+                   ylabel="eigenvalue of $S$"):
     """Learned spectrum against n: outliers detaching from the bulk one by one.
 
     For each n the theory (a :class:`~skattn.theory.powerlaw.SpectralRecovery`) gives the
@@ -453,6 +468,8 @@ def plot_emergence(n_samples, recoveries, *, trained=None, n_modes=8, ax=None,
         Number of top target modes drawn.
     ax : matplotlib Axes, optional
     show_targets : bool, default=True
+    logy : bool, default=False
+        Logarithmic eigenvalue axis (the bulk band is then drawn from its lowest edge).
     xlabel, ylabel : str
 
     Returns
@@ -468,7 +485,10 @@ def plot_emergence(n_samples, recoveries, *, trained=None, n_modes=8, ax=None,
     n = n[order]
     recs = [recoveries[i] for i in order]
     edge = np.array([r.learned_bulk_edge for r in recs])
-    ax.fill_between(n, 0, edge, color="0.75", alpha=0.6, lw=0, label="learned bulk")
+    pos = edge[edge > 0]
+    floor = float(pos.min()) / 10 if logy and pos.size else 0.0
+    ax.fill_between(n, floor, np.maximum(edge, floor), color="0.75", alpha=0.6, lw=0,
+                    label="learned bulk")
     ax.plot(n, edge, "-", color="0.45", lw=1.0)
     lam = recs[0].target_eigenvalues
     n_modes = int(min(n_modes, lam.size))
@@ -486,9 +506,10 @@ def plot_emergence(n_samples, recoveries, *, trained=None, n_modes=8, ax=None,
             ax.plot(np.full(ev.size, nn), ev, MARKERS[0], color=PALETTE[7], mfc="white",
                     mew=1.0, ms=4, label="trained $S$" if j == 0 else None)
     ax.set_xscale("log")
-    ax.set_yscale("symlog", linthresh=max(1e-3, 0.05 * float(np.nanmax(edge)) if
-                                          np.any(edge > 0) else 0.1))
-    ax.set_ylim(bottom=0)
+    if logy:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7, loc="upper left")

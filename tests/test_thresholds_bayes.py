@@ -132,16 +132,28 @@ def test_threshold_inputs_are_validated():
 # λ → 0⁺ state evolution lands on the thresholds (linear T = 1: fast and exact)
 # ---------------------------------------------------------------------------------------
 
+_LAMS = (1.0, 0.3, 0.1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)
+
+
+def _continuation(alpha, lams, **kwargs):
+    """Solve along decreasing λ, each point warm-started from the previous one."""
+    out, prev = {}, None
+    for lam in lams:
+        prev = solve_state_evolution(alpha, reg_lambda=lam, init=prev, **kwargs)
+        assert prev.converged, (alpha, lam, prev.message)
+        out[lam] = prev
+    return out
+
+
 def test_se_train_error_vanishes_below_interpolation_threshold():
     tg = WishartTarget(0.5)
     a_int = interpolation_threshold(n_tokens=1, attention="linear", target=tg, noise=0.5)
     train = {}
     for f in (0.9, 1.1):
+        res = _continuation(f * a_int, _LAMS, n_tokens=1,
+                            attention="linear", target=tg, noise=0.5)
         for lam in (1e-3, 1e-4):
-            r = solve_state_evolution(f * a_int, n_tokens=1, attention="linear",
-                                      reg_lambda=lam, target=tg, noise=0.5)
-            assert r.converged, r.message
-            train[f, lam] = r.train_error
+            train[f, lam] = res[lam].train_error
     assert train[0.9, 1e-4] < 1e-6 and train[0.9, 1e-4] < 0.2 * train[0.9, 1e-3]
     assert train[1.1, 1e-4] > 1e-3 and train[1.1, 1e-4] > 0.8 * train[1.1, 1e-3]
 
@@ -153,11 +165,10 @@ def test_se_perfect_recovery_threshold_linear():
     a_perf = perfect_recovery_threshold(n_tokens=1, attention="linear", target=tg)
     a_int = interpolation_threshold(n_tokens=1, attention="linear", target=tg)
     assert a_perf == pytest.approx(0.2555620, abs=1e-6) and a_int == pytest.approx(0.34)
-    below = solve_state_evolution(0.85 * a_perf, n_tokens=1, attention="linear",
-                                  reg_lambda=1e-4, target=tg)
-    between = solve_state_evolution(0.5 * (a_perf + a_int), n_tokens=1, attention="linear",
-                                    reg_lambda=1e-4, target=tg)
-    assert below.converged and between.converged
+    below = _continuation(0.85 * a_perf, _LAMS, n_tokens=1, attention="linear",
+                          target=tg)[1e-4]
+    between = _continuation(0.5 * (a_perf + a_int), _LAMS, n_tokens=1, attention="linear",
+                            target=tg)[1e-4]
     assert below.s_error > 1e-2
     assert between.s_error < 1e-5
 
@@ -185,7 +196,9 @@ def test_bayes_mmse_hits_zero_at_alpha_bo():
     above = bayes_optimal(1.02 * a_bo, n_tokens=2, target=tg, n_nodes=1024)
     assert above.mmse == 0 and above.test_error == pytest.approx(0, abs=1e-12)
     assert 0 < near.mmse < below.mmse
-    assert near.mmse < 0.1 * below.mmse              # continuous (second-order) transition
+    # continuous (second-order) transition, the MMSE vanishing linearly in α_BO − α
+    assert near.mmse < 0.2 * below.mmse
+    assert bayes_optimal(0.999 * a_bo, n_tokens=2, target=tg, n_nodes=1024).mmse < 0.01
     # the fixed point: mmse(1/q̂) = 2 K_eff α / q̂
     assert below.mmse == pytest.approx(2 * 2 * below.alpha / below.q_hat, rel=1e-8)
     assert below.m == below.q and below.s_error == below.mmse

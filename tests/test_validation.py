@@ -97,7 +97,11 @@ def test_learned_spectrum_matches_prediction():
     d, alpha, lam = 200, 0.2, 0.1
     teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5), random_state=0)
     X, y = teacher.sample(int(alpha * d * d), random_state=1)
-    est = TiedAttentionRegressor(reg_lambda=lam, solver="adam", random_state=0).fit(X, y)
+    # directions that the trace penalty removes decay slowly under Adam: a float32 run
+    # stopped at the default tol leaves ~1% of them just above the zero cut (KS 0.059 seen);
+    # the comparison needs the converged minimiser, so run Adam to a tight tol in float64
+    est = TiedAttentionRegressor(reg_lambda=lam, solver="adam", dtype="float64", tol=1e-8,
+                                 random_state=0).fit(X, y)
     pred = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam, target=WishartTarget(0.5))
     eig = np.linalg.eigvalsh(est.S_)
     cut = 1e-3 * eig.max()

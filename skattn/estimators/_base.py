@@ -285,8 +285,9 @@ class BaseAttentionRegressor(RegressorMixin, BaseEstimator):
             init = self._random_init(shape, rng)
 
         module = self._make_module(d, task, init, dtype, device)
-        Xt = torch.tensor(X3, dtype=dtype, device=device)
-        yt = torch.tensor(y3, dtype=dtype, device=device)
+        # as_tensor shares memory with X when dtype and device allow (no copy of the data)
+        Xt = torch.as_tensor(X3, dtype=dtype, device=device)
+        yt = torch.as_tensor(y3, dtype=dtype, device=device)
 
         fitted = dict(n_features_in_=d, n_tokens_=T, task_=task, device_=device, _y_ndim=y_ndim)
         try:

@@ -797,7 +797,7 @@ class LearningCurve:
     wall_time: float = np.nan
 
 
-def theory_learning_curve(n_samples, *, target, n_features, n_tokens, reg_lambda,
+def theory_learning_curve(n_samples, *, target, n_tokens, reg_lambda, n_features=None,
                           lambda_exponent=0.0, **se_kwargs):
     """Excess test error against n from the state evolution alone.
 
@@ -811,14 +811,14 @@ def theory_learning_curve(n_samples, *, target, n_features, n_tokens, reg_lambda
         Sample sizes n (solved in increasing order).
     target : Target, DiscreteLaw or array-like
         E.g. ``PowerLawTarget(1.25)``.
-    n_features : int
-        d.
     n_tokens : int
         T.
     reg_lambda : float or callable
         λ (the estimator's ``reg_lambda``), or a function ``n -> λ``. With
         ``lambda_exponent = b`` the value used is ``reg_lambda · n^b`` (as in
         :class:`skattn.scaling.ScaledLambdaRegressor`).
+    n_features : int, optional
+        d (required with a Target; a law or an eigenvalue array carries it).
     lambda_exponent : float, default=0.0
     **se_kwargs
         Passed to :func:`~skattn.theory.solve_state_evolution` (``attention``, ``noise``,

@@ -1,0 +1,194 @@
+"""skattn benchmarks: ratios and timings measured in one run (``make bench``).
+
+Sections
+--------
+(a) training-step throughput of both estimators (forward + backward, full batch) against this
+    machine's own float32 matrix-multiply rate at equal FLOPs;
+(b) L-BFGS vs Adam: iterations and wall time to the same objective;
+(c) theory timings: continuum state evolution (T = 2 softmax point, 32-point α curve,
+    T = 1 linear curve) and a finite-d point at d = 400;
+(d) peak memory of ``fit`` relative to the size of X (fresh subprocess, max RSS).
+
+Usage: ``python benchmarks/run_benchmarks.py [--quick] [--sections abcd] [--device cpu]``.
+Prints a table; ``--json FILE`` also writes the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _timeit(fn, repeat=5):
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_throughput(device, quick):
+    import torch
+
+    from skattn.nn.modules import DirectAttention, FactoredAttention
+
+    rows = []
+    for d in ([128] if quick else [128, 256]):
+        n, T = 2 * d * d // 4, 2
+        X = torch.randn(n, T, d, device=device)
+        y = torch.softmax(torch.randn(n, T, T, device=device), -1)
+        for name, module in [
+            ("tied", FactoredAttention(d, d, beta=1.0, attention="softmax", task="seq2lab",
+                                       dtype=torch.float32, device=device)),
+            ("direct", DirectAttention(d, beta=1.0, attention="softmax", task="seq2lab",
+                                       init_scale=1.0, dtype=torch.float32, device=device)),
+        ]:
+            def step():
+                module.zero_grad(set_to_none=True)
+                module.objective(X, y, 0.01, 1.0).backward()
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+            step()
+            t_step = _timeit(step, repeat=3 if quick else 5)
+            # forward XW (or XS) + backward (two more products of the same size)
+            flops = 3 * 2 * n * T * d * d
+            A = torch.randn(n * T, d, device=device)
+            B = torch.randn(d, d, device=device)
+
+            def mm():
+                for _ in range(3):
+                    A @ B
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+            mm()
+            t_mm = _timeit(mm, repeat=3 if quick else 5)
+            ratio = t_mm / t_step
+            rows.append({"section": "a", "what": f"{name} step d={d} n={n}",
+                         "seconds": t_step, "gflops": flops / t_step / 1e9,
+                         "ratio_to_matmul": ratio})
+    return rows
+
+
+def bench_solvers(quick):
+    from skattn import TiedAttentionRegressor
+    from skattn.data import AttentionIndexedModel, WishartTarget
+
+    d = 60 if quick else 100
+    teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5), random_state=0)
+    X, y = teacher.sample(int(0.3 * d * d), random_state=1)
+    ref = TiedAttentionRegressor(reg_lambda=0.01, solver="lbfgs", dtype="float64", tol=1e-10,
+                                 random_state=0).fit(X, y).train_objective_
+    rows = []
+    for solver in ("lbfgs", "adam"):
+        t = time.perf_counter()
+        est = TiedAttentionRegressor(reg_lambda=0.01, solver=solver, random_state=0).fit(X, y)
+        wall = time.perf_counter() - t
+        curve = np.asarray(est.loss_curve_)
+        hit = np.nonzero(curve <= ref * (1 + 1e-3))[0]
+        rows.append({"section": "b", "what": f"{solver} d={d} α=0.3",
+                     "seconds": wall, "n_iter": est.n_iter_,
+                     "iters_to_1e-3": int(hit[0]) + 1 if hit.size else None,
+                     "rel_gap": est.train_objective_ / ref - 1})
+    return rows
+
+
+def bench_theory(quick):
+    from skattn.data import WishartTarget
+    from skattn.theory import solve_state_evolution, state_evolution_curve
+
+    target = WishartTarget(0.5)
+    rows = []
+    times = []
+    for alpha in ([0.3] if quick else [0.1, 0.3, 0.6]):
+        t = time.perf_counter()
+        res = solve_state_evolution(alpha, n_tokens=2, reg_lambda=0.01, target=target)
+        times.append(time.perf_counter() - t)
+        assert res.converged, res.message
+    rows.append({"section": "c", "what": "T=2 softmax point (cold, median)",
+                 "seconds": statistics.median(times), "target_s": 2.0})
+    n_curve = 8 if quick else 32
+    alphas = np.linspace(0.05, 1.0, n_curve)
+    t = time.perf_counter()
+    curve = state_evolution_curve(alphas, n_tokens=2, reg_lambda=0.01, target=target)
+    rows.append({"section": "c", "what": f"T=2 softmax {n_curve}-point α curve",
+                 "seconds": time.perf_counter() - t, "target_s": 60.0 * n_curve / 32,
+                 "converged": sum(r.converged for r in curve)})
+    t = time.perf_counter()
+    curve = state_evolution_curve(alphas, n_tokens=1, reg_lambda=0.01, target=target,
+                                  attention="linear")
+    rows.append({"section": "c", "what": f"T=1 linear {n_curve}-point α curve",
+                 "seconds": time.perf_counter() - t, "target_s": 5.0 * n_curve / 32,
+                 "converged": sum(r.converged for r in curve)})
+    d = 200 if quick else 400
+    t = time.perf_counter()
+    res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=target, n_features=d)
+    rows.append({"section": "c", "what": f"finite-d point d={d}",
+                 "seconds": time.perf_counter() - t, "target_s": 10.0,
+                 "converged": int(res.converged)})
+    return rows
+
+
+_MEMORY_CHILD = r"""
+import resource, sys, json, numpy as np, torch
+torch.set_num_threads(2)
+from skattn import {cls}
+d, n = {d}, {n}
+X = np.random.default_rng(0).standard_normal((n, 2, d)).astype(np.float32)
+y = np.full((n, 2, 2), 0.5, dtype=np.float32)
+{cls}(max_iter=3, dtype="float32", random_state=0).fit(X[:10], y[:10])  # warm up imports
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+{cls}(max_iter=5, dtype="float32", random_state=0).fit(X, y)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"x_bytes": X.nbytes, "extra_bytes": (peak - base) * 1024}}))
+"""
+
+
+def bench_memory(quick):
+    rows = []
+    d = 128
+    n = 20000 if quick else 60000
+    for cls in ("TiedAttentionRegressor", "DirectAttentionRegressor"):
+        out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD.format(cls=cls, d=d, n=n)],
+                             capture_output=True, text=True, check=True)
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append({"section": "d", "what": f"{cls} fit d={d} n={n} float32",
+                     "ratio_peak_to_X": res["extra_bytes"] / res["x_bytes"],
+                     "target": 3.0})
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    parser.add_argument("--sections", default="abcd", help="subset of a, b, c, d")
+    parser.add_argument("--device", default="cpu", help="torch device for section a")
+    parser.add_argument("--json", help="also write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    rows = []
+    if "a" in args.sections:
+        rows += bench_throughput(args.device, args.quick)
+    if "b" in args.sections:
+        rows += bench_solvers(args.quick)
+    if "c" in args.sections:
+        rows += bench_theory(args.quick)
+    if "d" in args.sections:
+        rows += bench_memory(args.quick)
+    for row in rows:
+        rest = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                         for k, v in row.items() if k not in ("section", "what"))
+        print(f"({row['section']}) {row['what']:<42} {rest}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
