@@ -2,7 +2,8 @@
 
 Build with ``sphinx-build -W -b html docs docs/_build/html`` (``make docs``). Set
 ``SKATTN_DOCS_NO_GALLERY_EXEC=1`` to build the gallery pages without running the examples
-(as CI does); otherwise sphinx-gallery executes ``examples/plot_*.py`` (a few minutes each).
+(as CI does); otherwise sphinx-gallery executes ``examples/plot_*.py`` (a few minutes each),
+or only those whose path matches the regex ``SKATTN_DOCS_GALLERY_PATTERN``.
 """
 
 import os
@@ -61,7 +62,8 @@ _no_exec = os.environ.get("SKATTN_DOCS_NO_GALLERY_EXEC", "").lower() not in ("",
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
-    "filename_pattern": r"/plot_",
+    # SKATTN_DOCS_GALLERY_PATTERN (a regex on the path) executes only some examples
+    "filename_pattern": os.environ.get("SKATTN_DOCS_GALLERY_PATTERN", r"/plot_"),
     "plot_gallery": "False" if _no_exec else "True",
     "download_all_examples": False,
     "remove_config_comments": True,

@@ -373,10 +373,7 @@ def _format_rows(rows, columns, fmt):
 
 def _choose_columns(rows, all_columns, args, main_results, sweep_names):
     if args.columns:
-        unknown = [c for c in args.columns if c not in all_columns]
-        if unknown:
-            raise CLIError(f"--columns: unknown column(s) {', '.join(unknown)}; available: "
-                           f"{', '.join(all_columns)}")
+        _check_columns(args, all_columns)
         return list(args.columns)
     if args.format != "table":
         return all_columns
@@ -458,8 +455,17 @@ def _theory_param_names():
     return ["n_features"] + [p[0] for p in _MODEL_PARAMS] + ["parametrization"]
 
 
+def _check_columns(args, all_columns):
+    if args.columns:
+        unknown = [c for c in args.columns if c not in all_columns]
+        if unknown:
+            raise CLIError(f"--columns: unknown column(s) {', '.join(unknown)}; available: "
+                           f"{', '.join(all_columns)}")
+
+
 def cmd_theory(args):
     names = _theory_param_names()
+    _check_columns(args, ["alpha"] + names + _RESULT_COLUMNS)
     groups = _param_grid(args, names)
     rows = theory_rows(groups, args.alpha, n_nodes=args.n_nodes, tol=args.tol,
                        max_iter=args.max_iter, n_jobs=args.n_jobs, verbose=args.verbose)

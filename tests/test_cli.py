@@ -15,6 +15,7 @@ from skattn.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[1]
 # fast, converging theory settings: T = 1 linear attention, few quadrature nodes
 LINEAR = ["--attention", "linear", "--n-tokens", "1", "--n-nodes", "1024"]
+LAM = ["--reg-lambda", "0.05"]
 
 
 def run(capsys, *argv):
@@ -83,13 +84,13 @@ def test_theory_csv_softmax(capsys):
 
 
 def test_theory_json_cartesian_product(capsys):
-    code, out, err = run(capsys, "theory", "--alpha", "0.2,0.4", "--reg-lambda",
-                         "0.01,0.1", "--kappa0", "0.5", *LINEAR, "--format", "json")
+    code, out, err = run(capsys, "theory", "--alpha", "0.25,0.5", "--reg-lambda",
+                         "0.03,0.05", "--kappa0", "0.5", *LINEAR, "--format", "json")
     assert code == 0, err
     rows = json.loads(out)
     assert len(rows) == 4
     assert {(r["alpha"], r["reg_lambda"]) for r in rows} == {
-        (0.2, 0.01), (0.4, 0.01), (0.2, 0.1), (0.4, 0.1)}
+        (0.25, 0.03), (0.5, 0.03), (0.25, 0.05), (0.5, 0.05)}
     for r in rows:
         assert r["attention"] == "linear" and r["n_tokens"] == 1
         assert r["converged"] is True
@@ -99,7 +100,7 @@ def test_theory_json_cartesian_product(capsys):
 
 def test_theory_ranges_and_columns(capsys, tmp_path):
     out_file = tmp_path / "sub" / "curve.csv"
-    code, out, err = run(capsys, "theory", "--alpha", "0.1:0.4:3", *LINEAR,
+    code, out, err = run(capsys, "theory", "--alpha", "0.1:0.4:3", *LINEAR, *LAM,
                          "--columns", "alpha,test_error,converged", "--format", "csv",
                          "--output", str(out_file))
     assert code == 0, err
@@ -110,14 +111,14 @@ def test_theory_ranges_and_columns(capsys, tmp_path):
 
 
 def test_theory_log_range(capsys):
-    code, out, _ = run(capsys, "theory", "--alpha", "0.1:1:3:log", *LINEAR, "--format",
+    code, out, _ = run(capsys, "theory", "--alpha", "0.1:1:3:log", *LINEAR, *LAM, "--format",
                        "json", "--columns", "alpha")
     assert code == 0
     assert [r["alpha"] for r in json.loads(out)] == pytest.approx([0.1, 0.316227766, 1.0])
 
 
 def test_theory_table(capsys):
-    code, out, _ = run(capsys, "theory", "--alpha", "0.2", "--reg-lambda", "0.01,0.1",
+    code, out, _ = run(capsys, "theory", "--alpha", "0.25", "--reg-lambda", "0.03,0.05",
                        *LINEAR)
     assert code == 0
     header = out.splitlines()[0].split()
@@ -127,8 +128,8 @@ def test_theory_table(capsys):
 
 
 def test_theory_direct_parametrization(capsys):
-    code, out, err = run(capsys, "theory", "--alpha", "0.2", "--parametrization",
-                         "factored,direct", *LINEAR, "--format", "json")
+    code, out, err = run(capsys, "theory", "--alpha", "0.25", "--parametrization",
+                         "factored,direct", *LINEAR, *LAM, "--format", "json")
     assert code == 0, err
     rows = json.loads(out)
     assert [r["parametrization"] for r in rows] == ["factored", "direct"]
@@ -186,7 +187,7 @@ def test_user_mistake_in_a_real_process():
 def test_simulate_json_with_theory(capsys):
     code, out, err = run(capsys, "simulate", "--alpha", "0.5", "--n-features", "10",
                          "--n-seeds", "2", "--solver", "lbfgs", "--theory", "--n-test",
-                         "200", *LINEAR, "--format", "json")
+                         "200", *LINEAR, *LAM, "--format", "json")
     assert code == 0, err
     (row,) = json.loads(out)
     assert row["n_samples"] == 50 and row["n_seeds"] == 2
@@ -199,7 +200,7 @@ def test_simulate_json_with_theory(capsys):
 def test_simulate_per_seed_csv(capsys):
     code, out, err = run(capsys, "simulate", "--alpha", "0.3", "--n-features", "8",
                          "--seeds", "3,4", "--solver", "lbfgs", "--estimator",
-                         "tied,direct", "--n-test", "100", *LINEAR, "--per-seed",
+                         "tied,direct", "--n-test", "100", *LINEAR, *LAM, "--per-seed",
                          "--format", "csv")
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
@@ -209,8 +210,8 @@ def test_simulate_per_seed_csv(capsys):
 
 def test_sweep_resumes(capsys, tmp_path):
     out = tmp_path / "se.csv"
-    args = ["sweep", "--alpha", "0.2,0.4", *LINEAR, "--output", str(out), "--backend",
-            "sequential"]
+    args = ["sweep", "--alpha", "0.25,0.5", *LINEAR, *LAM, "--output", str(out),
+            "--backend", "sequential"]
     code, _, err = run(capsys, *args)
     assert code == 0, err
     assert "2 run, 0 already done" in err
@@ -218,7 +219,7 @@ def test_sweep_resumes(capsys, tmp_path):
     assert code == 0 and "0 run, 2 already done" in err
     from skattn.sweep import read_sweep
     rows = read_sweep(out)
-    assert sorted(r["alpha"] for r in rows) == [0.2, 0.4]
+    assert sorted(r["alpha"] for r in rows) == [0.25, 0.5]
     assert all(r["status"] == "ok" and r["converged"] for r in rows)
 
 

@@ -124,7 +124,8 @@ def test_decomposition_is_exact_for_linear_attention(se_200):
         dec = error_decomposition(r)
         # the spectral-law pieces rebuild m and ‖Ŝ − S0‖²/d of the fixed point
         assert dec.s_error == pytest.approx(r.s_error, rel=1e-7)
-        assert dec.mismatch == pytest.approx(r.Q0 - r.m, rel=1e-7, abs=1e-10)
+        assert dec.m == pytest.approx(r.m, rel=1e-7)
+        assert dec.mismatch == pytest.approx((r.Q0 - r.m) ** 2 / r.Q0, rel=1e-6)
         assert min(dec.over, dec.under, dec.approx) >= 0
         assert dec.c1 == 6.0 and dec.c2 == 0.0 and dec.e0 == pytest.approx(3 * 0.5)
         total = sum(dec.contributions.values())
@@ -165,19 +166,33 @@ def test_decomposition_moves_from_under_to_approx(se_200):
     assert decs[0].excess > decs[1].excess > decs[2].excess
 
 
-def test_error_coefficients_softmax():
-    # the coefficients need only the channel: use a Wishart fixed point's parameters
-    base = SimpleNamespace(Q0=1.0, params=dict(attention="softmax", n_tokens=2, beta=1.0,
-                                               target_beta=1.0, noise=0.0))
-    e0, c1, c2 = error_coefficients(base, n_nodes=4096)
-    assert e0 == pytest.approx(0.0, abs=1e-12)
-    assert c1 > 0 and abs(c2) < 2e-3 * c1  # S0 is the test error's minimiser
-    noisy = SimpleNamespace(Q0=1.0, params=dict(base.params, noise=0.5))
-    e0n, c1n, c2n = error_coefficients(noisy, n_nodes=4096)
-    assert e0n > 0 and c1n > 0
-    assert abs(c2n) > 10 * abs(c2)  # with noise, S0 is no longer a stationary point
-    lin = SimpleNamespace(Q0=1.0, params=dict(attention="linear", n_tokens=3, noise=0.2))
+def test_error_coefficients():
+    lin = SimpleNamespace(Q0=1.0, m=0.3, params=dict(attention="linear", n_tokens=3,
+                                                     noise=0.2))
     assert error_coefficients(lin) == (6 * 0.2, 12.0, 0.0)
+    soft = SimpleNamespace(Q0=1.0, m=1.0, params=dict(attention="softmax", n_tokens=2,
+                                                      beta=1.0, target_beta=1.0, noise=0.0))
+    e0, c1, c2 = error_coefficients(soft, n_nodes=4096)
+    assert e0 == pytest.approx(0.0, abs=1e-12) and c1 > 0 and c2 < 0
+    e0n = error_coefficients(SimpleNamespace(Q0=1.0, m=0.5, params=dict(soft.params,
+                                                                         noise=0.5)))[0]
+    assert e0n > 0
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_decomposition_softmax_is_accurate(noise):
+    # T = 2 softmax: exact along S0, first order in the transverse error
+    d = 100
+    lc = theory_learning_curve([4 * d, 40 * d], target=PowerLawTarget(1.25), n_features=d,
+                               n_tokens=2, reg_lambda=0.3 / d, lambda_exponent=0.5,
+                               attention="softmax", noise=noise, n_nodes=1024)
+    assert lc.converged.all()
+    for r in lc.results:
+        dec = error_decomposition(r, n_nodes=4096)
+        assert dec.s_error == pytest.approx(r.s_error, rel=1e-6)
+        assert dec.c2 < 0 < dec.c1 < 6.0
+        assert dec.approximation == pytest.approx(dec.excess, rel=0.03)
+        assert sum(dec.contributions.values()) == pytest.approx(dec.approximation)
 
 
 # ---------------------------------------------------------------------------------------
@@ -272,6 +287,6 @@ def test_deterministic_equivalent_matches_finite_d_goe_mode():
         fin = [solve_state_evolution(n / d ** 2, n_tokens=2, reg_lambda=3 * np.sqrt(n) / d,
                                      target=PowerLawTarget(gamma), n_features=d,
                                      attention="linear", noise=0.5, n_nodes=1024,
-                                     random_state=s) for s in range(2)]
+                                     random_state=s, init=cont) for s in range(2)]
         assert all(f.converged for f in fin)
         assert np.mean([f.s_error for f in fin]) == pytest.approx(cont.s_error, rel=0.05)

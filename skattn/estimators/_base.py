@@ -223,7 +223,17 @@ class BaseAttentionRegressor(RegressorMixin, BaseEstimator):
                 f"attention='softmax' needs n_tokens >= 2 (a softmax over one token is the "
                 f"constant 1), but X of shape {X.shape} and y of shape {y.shape} give "
                 f"n_tokens={T}. Use attention='linear' for single-token data.")
-        return X.reshape(X.shape[0], T, d), y.reshape(y.shape[0], T, -1), T, d, task, y.ndim
+        y3 = y.reshape(y.shape[0], T, -1)
+        if self.attention == "softmax" and task == "seq2lab":
+            rows = y3.sum(axis=-1)
+            if not np.allclose(rows, 1.0, atol=1e-4):
+                # legal (noisy or foreign targets), but usually a sign of the wrong layout
+                warnings.warn(
+                    f"y has rows that do not sum to one (max deviation "
+                    f"{np.max(np.abs(rows - 1)):.2g}), although softmax attention predicts "
+                    "row-stochastic matrices; check the layout of y (seq2lab expects "
+                    "(n_samples, n_tokens, n_tokens) attention matrices).", UserWarning)
+        return X.reshape(X.shape[0], T, d), y3, T, d, task, y.ndim
 
     def _validate_predict_X(self, X):
         check_is_fitted(self)
@@ -286,8 +296,9 @@ class BaseAttentionRegressor(RegressorMixin, BaseEstimator):
 
         module = self._make_module(d, task, init, dtype, device)
         # as_tensor shares memory with X when dtype and device allow (no copy of the data)
-        Xt = torch.as_tensor(X3, dtype=dtype, device=device)
-        yt = torch.as_tensor(y3, dtype=dtype, device=device)
+        # (a read-only input, e.g. a memmap, is copied: torch tensors must be writable)
+        Xt = torch.as_tensor(np.require(X3, requirements="W"), dtype=dtype, device=device)
+        yt = torch.as_tensor(np.require(y3, requirements="W"), dtype=dtype, device=device)
 
         fitted = dict(n_features_in_=d, n_tokens_=T, task_=task, device_=device, _y_ndim=y_ndim)
         try:

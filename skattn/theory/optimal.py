@@ -36,7 +36,9 @@ def optimal_reg_lambda(alpha, *, parametrization="factored", bounds=(1e-3, 10.0)
         Which model's λ (weight decay on W, or ridge on V; THEORY.md §2).
     bounds : tuple of float, default=(1e-3, 10.0)
         Search interval ``(λ_min, λ_max)``, ``0 < λ_min < λ_max``. The optimum may lie on a
-        bound (e.g. λ* → 0⁺ beyond perfect recovery); check ``λ*`` against them.
+        bound (noiseless factored ERM: the test error decreases down to λ → 0⁺); when the
+        best scan point is a bound and the point halfway to its neighbour is not better,
+        the bound is returned without refinement — check ``λ*`` against the bounds.
     n_grid : int, default=7
         Points of the initial log-spaced scan (≥ 3).
     xatol : float, default=0.01
@@ -119,7 +121,13 @@ def optimal_reg_lambda(alpha, *, parametrization="factored", bounds=(1e-3, 10.0)
                            f"(alpha={alpha}); try other bounds or solver options.")
     k = int(np.argmin(vals))
     a, b = grid[min(k + 1, n_grid - 1)], grid[max(k - 1, 0)]  # grid is decreasing
-    if b > a:
+    on_bound = k in (0, n_grid - 1)
+    if on_bound:
+        # best scan point on a bound: probe halfway to its neighbour; if that is not
+        # better, the minimum over the interval is (within the scan's resolution) the bound
+        other = grid[1] if k == 0 else grid[-2]
+        on_bound = value(0.5 * (grid[k] + other)) >= vals[k]
+    if not on_bound and b > a:
         optimize.minimize_scalar(value, bounds=(a, b), method="bounded",
                                  options={"xatol": xatol})
     best = min((k for k in solved if np.isfinite(value(k))), key=value)

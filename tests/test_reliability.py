@@ -1,0 +1,104 @@
+"""Reliability: reproducibility, numerical edges, round trips in a fresh process."""
+
+import pickle
+import subprocess
+import sys
+
+import joblib
+import numpy as np
+import pytest
+
+from skattn import DirectAttentionRegressor, TiedAttentionRegressor
+from skattn.data import AttentionIndexedModel, WishartTarget, make_attention_indexed
+from skattn.theory import solve_state_evolution
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_attention_indexed(200, 12, n_tokens=2, random_state=0)
+
+
+@pytest.mark.parametrize("cls", [TiedAttentionRegressor, DirectAttentionRegressor])
+def test_same_seed_same_result(cls, data):
+    X, y = data
+    a = cls(reg_lambda=0.1, random_state=3, max_iter=50).fit(X, y)
+    b = cls(reg_lambda=0.1, random_state=3, max_iter=50).fit(X, y)
+    assert np.array_equal(a.S_, b.S_)
+    assert a.loss_curve_ == b.loss_curve_
+
+
+def test_teacher_independent_of_estimator_seed():
+    t1 = AttentionIndexedModel(10, random_state=0)
+    X, y = t1.sample(50, random_state=1)
+    TiedAttentionRegressor(random_state=123, max_iter=5).fit(X, y)
+    t2 = AttentionIndexedModel(10, random_state=0)
+    X2, y2 = t2.sample(50, random_state=1)
+    assert np.array_equal(X, X2) and np.array_equal(y, y2)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("beta", [1e-3, 50.0])
+@pytest.mark.parametrize("reg_lambda", [0.0, 1e3])
+def test_numerical_edges_stay_finite(data, beta, reg_lambda):
+    X, y = data
+    est = TiedAttentionRegressor(beta=beta, reg_lambda=reg_lambda, max_iter=30,
+                                 random_state=0).fit(X, y)
+    assert np.all(np.isfinite(est.S_)) and np.isfinite(est.train_objective_)
+    pred = est.predict(X * 1e3)  # logits of order 1e4 and beyond
+    assert np.all(np.isfinite(pred))
+    assert np.allclose(pred.sum(-1), 1.0)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("width", [1, 48])  # 1 and 4d
+def test_width_extremes(data, width):
+    X, y = data
+    est = TiedAttentionRegressor(width=width, max_iter=30, random_state=0).fit(X, y)
+    assert est.W_.shape == (12, width)
+    assert np.linalg.matrix_rank(est.S_, tol=1e-8) <= width
+
+
+def test_rows_not_summing_to_one_warn(data):
+    X, y = data
+    with pytest.warns(UserWarning, match="rows that do not sum to one"):
+        TiedAttentionRegressor(max_iter=3).fit(X, y * 1.5)
+
+
+def test_theory_edges_never_nan():
+    for kw in [dict(alpha=0.01, reg_lambda=1e-3), dict(alpha=2.0, reg_lambda=1e-3),
+               dict(alpha=0.5, reg_lambda=10.0), dict(alpha=0.3, reg_lambda=0.01, beta=4.0)]:
+        res = solve_state_evolution(n_tokens=2, target=WishartTarget(0.5), **kw)
+        values = [res.m, res.q, res.sigma, res.test_error, res.train_objective]
+        assert np.all(np.isfinite(values)) or not res.converged, kw
+
+
+def test_round_trips_in_a_fresh_process(tmp_path, data):
+    X, y = data
+    objs = {
+        "tied": TiedAttentionRegressor(max_iter=20, random_state=0).fit(X, y),
+        "direct": DirectAttentionRegressor(max_iter=20, random_state=0).fit(X, y),
+        "state": solve_state_evolution(0.3, n_tokens=1, reg_lambda=0.1,
+                                       target=WishartTarget(0.5), attention="linear"),
+    }
+    expected = {}
+    for name, obj in objs.items():
+        joblib.dump(obj, tmp_path / f"{name}.joblib")
+        with open(tmp_path / f"{name}.pkl", "wb") as fh:
+            pickle.dump(obj, fh)
+        expected[name] = (obj.predict(X[:5]) if hasattr(obj, "predict") else
+                          np.array([obj.test_error]))
+    np.save(tmp_path / "X.npy", X[:5])
+    code = f"""
+import pickle, joblib, numpy as np, pathlib
+p = pathlib.Path({str(tmp_path)!r})
+X = np.load(p / "X.npy")
+for name in ("tied", "direct", "state"):
+    for obj in (joblib.load(p / f"{{name}}.joblib"), pickle.load(open(p / f"{{name}}.pkl", "rb"))):
+        out = obj.predict(X) if hasattr(obj, "predict") else np.array([obj.test_error])
+        np.save(p / f"{{name}}_out.npy", out)
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
+    for name, want in expected.items():
+        assert np.array_equal(np.load(tmp_path / f"{name}_out.npy"), want)
