@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow bench docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,5 +30,14 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run_benchmarks.py
 
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[test,docs]"
+	touch $(DOCS_STAMP)
+
+# SKATTN_DOCS_NO_GALLERY_EXEC=1 make docs builds without running the gallery (~30 s)
+docs: $(DOCS_STAMP)
+	MPLBACKEND=Agg $(PY) -m sphinx -W -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache docs/_build docs/gen_modules docs/auto_examples

@@ -113,7 +113,8 @@ with paper_style():
     for i, (par, label) in enumerate((("factored", "factored (tied)"),
                                       ("direct", "direct (Frobenius)"))):
         err = np.array([e for _, e in theory[par]])
-        ax.plot(ALPHA_THEORY, err, "-", color=PALETTE[i], label=f"{label}, optimal λ")
+        ax.plot(ALPHA_THEORY, err, "-", color=PALETTE[i],
+                label=f"{label}, optimal λ ≥ {LAMBDA_GRID[0]:g}")
         ax.plot(ALPHA_SIM, [s["test_error"] for s in sims[par]], MARKERS[i], color=PALETTE[i],
                 ls="none", label=f"{label}, GridSearchCV, d = {D}")
     positive = lambda v: np.where(np.asarray(v) > 0, v, np.nan)  # noqa: E731 (log axis)
@@ -123,6 +124,10 @@ with paper_style():
             color=PALETTE[2])
     ax.axvline(alpha_perf, color=PALETTE[0], ls="--", lw=0.8)
     ax.axvline(alpha_bo, color=PALETTE[2], ls="--", lw=0.8)
+    for x, name, color in ((alpha_bo, r"$\alpha_{\mathrm{BO}}$", PALETTE[2]),
+                           (alpha_perf, r"$\alpha_{\mathrm{perf}}$", PALETTE[0])):
+        ax.text(x * 1.02, 0.97, name, color=color, fontsize=8, va="top",
+                transform=ax.get_xaxis_transform())
     ax.set_yscale("log")
     ax.set_ylim(1e-4, 0.6)
     ax.set_xlabel(r"$\alpha = n/d^2$")

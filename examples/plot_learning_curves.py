@@ -12,8 +12,8 @@ last (:mod:`skattn.theory.powerlaw`). The same exponent holds all along the path
 ``λ = c √(n/d²)`` of the weight decay (:mod:`skattn.scaling`); here ``c = 10``, which keeps
 the whole noise bulk below the threshold.
 
-We measure the learning curve with scikit-learn's :func:`~sklearn.model_selection.learning_curve`
-on :class:`~skattn.TiedAttentionRegressor` (linear attention, T = 2, label noise Δ = 0.5,
+We measure the learning curve with scikit-learn's
+:func:`~sklearn.model_selection.learning_curve` on :class:`~skattn.TiedAttentionRegressor` (linear attention, T = 2, label noise Δ = 0.5,
 d = 100, three splits), with :class:`~skattn.scaling.ScaledLambdaRegressor` setting
 ``reg_lambda = c √n / d`` at every training size. For linear attention the excess risk of a
 fitted ``S`` is exactly ``2K ‖S − S0‖²_F / d`` (``K = T(T+1)/2``), which we use as the score.
@@ -35,8 +35,9 @@ import numpy as np
 from sklearn.model_selection import ShuffleSplit, learning_curve
 
 from skattn import PowerLawTarget, TiedAttentionRegressor, make_attention_indexed
-from skattn.plotting import PALETTE, paper_style, save_figure
-from skattn.scaling import ScaledLambdaRegressor, excess_risk_exponent, fit_power_law
+from skattn.plotting import PALETTE, paper_style, plot_phase_diagram, save_figure
+from skattn.scaling import (ScaledLambdaRegressor, excess_risk_exponent, fit_power_law,
+                            phase_diagram)
 from skattn.theory.powerlaw import theory_learning_curve
 
 D, T, NOISE, C_LAMBDA = 100, 2, 0.5, 10.0
@@ -75,7 +76,7 @@ theory, theory_big = {}, {}
 for gamma in GAMMAS:
     common = dict(target=PowerLawTarget(gamma), n_tokens=T, lambda_exponent=0.5,
                   attention="linear", noise=NOISE)
-    theory[gamma] = theory_learning_curve(np.geomspace(2 * D, D * D / 4, 25), n_features=D,
+    theory[gamma] = theory_learning_curve(np.geomspace(2 * D, D * D / 2, 25), n_features=D,
                                           reg_lambda=C_LAMBDA / D, **common)
     theory_big[gamma] = theory_learning_curve(np.geomspace(2 * D_BIG, D_BIG ** 2, 25),
                                               n_features=D_BIG, reg_lambda=C_LAMBDA / D_BIG,
@@ -129,4 +130,26 @@ with paper_style():
         ax.set_title(f"γ = {gamma}, λ = {C_LAMBDA:g}·√n/d, linear attention, T = {T}")
         ax.legend(fontsize=7)
     print("saved", save_figure(fig, "learning_curves"))
+
+# %%
+# The phase diagram of §8
+# -----------------------
+# Regimes of :func:`skattn.scaling.scaling_regime` in the (n, λ) plane at d = 1000 (for
+# linear attention, T = 2, Δ = 0.5; crossovers located to within factors of order one),
+# with the path λ = c √n/d of the curves above: parallel to the recovery/regularized
+# boundary λ ≈ √(4KΔ n/d²), along which both regimes give the same exponent.
+log_n = np.linspace(0.5, 3.5, 300)   # log n / log d
+log_lam = np.linspace(-2.0, 2.0, 240)  # log λ / log d
+regimes, labels = phase_diagram(D_BIG, 1.25, n=D_BIG ** log_n, reg_lambda=D_BIG ** log_lam,
+                                n_tokens=T, noise=NOISE)
+with paper_style():
+    fig, ax = plt.subplots(figsize=(5.2, 3.8), constrained_layout=True)
+    plot_phase_diagram(log_n, log_lam, regimes, labels=labels, ax=ax)
+    path = np.log(C_LAMBDA * np.sqrt(D_BIG ** log_n) / D_BIG) / np.log(D_BIG)
+    ax.plot(log_n, path, "k--", lw=1, label=rf"$\lambda = {C_LAMBDA:g}\sqrt{{n}}/d$")
+    window = (log_n >= 1 + np.log10(4) / 3) & (log_n <= 1 + np.log10(40) / 3)
+    ax.plot(log_n[window], path[window], "k-", lw=3, label=r"$n/d \in [4, 40]$")
+    ax.set_title(f"γ = 1.25, d = {D_BIG}: exponent of $e_{{test}} - e_0$ in n", fontsize=9)
+    ax.legend(loc="lower right", fontsize=7)
+    print("saved", save_figure(fig, "scaling_phase_diagram"))
 print(f"total {time.perf_counter() - t_start:.0f} s")

@@ -23,8 +23,8 @@ _LAZY = {
     "solve_state_evolution": "skattn.theory",
     "state_evolution_curve": "skattn.theory",
 }
-_SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "sweep", "plotting",
-               "cli")
+_SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "sweep", "scaling",
+               "plotting", "cli")
 
 __all__ = sorted(_LAZY) + ["metrics", "theory", "__version__"]
 

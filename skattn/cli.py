@@ -262,7 +262,7 @@ def _param_grid(args, names):
     return rows
 
 
-def _user_error(exc, *, where=None):
+def _user_error(exc):
     """A library ValueError/TypeError as a one-line CLIError naming the option if we can."""
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     for name in sorted(_PARAM_NAMES + ["n_samples", "rank_ratio"], key=len, reverse=True):
@@ -270,8 +270,6 @@ def _user_error(exc, *, where=None):
             flag = {"rank_ratio": "kappa0", "n_samples": "alpha"}.get(name, name)
             msg = f"{_flag(flag)}: {msg}"
             break
-    if where:
-        msg = f"{msg} [{where}]"
     return CLIError(msg)
 
 
@@ -988,6 +986,42 @@ _EPILOG_SIMULATE = """examples:
 """
 
 
+_DESC_MAIN = (
+    "Single-head tied attention in high dimensions (arXiv:2509.24914): exact "
+    "asymptotic predictions and simulations."
+)
+
+_DESC_DEMO = (
+    "T = 2 softmax attention, Wishart κ0 = 0.5 target, β = β0 = 1, λ ∈ {0.01, 0.1}: "
+    "state-evolution test error and objective/d² along α, against "
+    "TiedAttentionRegressor trained with Adam (mean ± s.e.m. over 2 seeds), and the "
+    "learned spectrum against its predicted law. Writes skattn_demo.png and "
+    "skattn_demo.csv, prints a table."
+)
+
+_DESC_THEORY = (
+    "Solve the state evolution of factored (or direct) ERM and print test/train "
+    "error, objective/d², order parameters and the atom of the learned spectrum."
+)
+
+_DESC_SIMULATE = (
+    "Draw attention-indexed data (n = α d² training samples), fit the estimators, and"
+    " report test error, train error and objective/d² (mean and s.e.m. over seeds), "
+    "optionally beside the state-evolution prediction."
+)
+
+_DESC_FIGURE = (
+    "Run the example script examples/plot_NAME.py, which saves its PNG(s) in --out. "
+    "'skattn figure --list' shows the available names; NAME 'all' runs every one."
+)
+
+_DESC_SWEEP = (
+    "Like 'skattn theory' but each point is solved independently (no warm start) and "
+    "written to --output as soon as it finishes (skattn.sweep.run_sweep); rerunning "
+    "skips finished rows."
+)
+
+
 def _add_solver_options(p):
     g = p.add_argument_group("state-evolution solver")
     g.add_argument("--n-nodes", type=_positive_int, default=8192,
@@ -1006,8 +1040,7 @@ def build_parser():
 
     parser = _Parser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=_desc("Single-head tied attention in high dimensions (arXiv:2509.24914): "
-                    "exact asymptotic predictions and simulations."),
+        description=_desc(_DESC_MAIN),
         epilog="Run 'skattn COMMAND --help' for the options of a command.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--debug", action="store_true",
@@ -1017,12 +1050,7 @@ def build_parser():
     # demo
     p = sub.add_parser("demo", formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="headline demo: theory vs gradient training, figure and table",
-                       description=_desc("T = 2 softmax attention, Wishart κ0 = 0.5 target, "
-                                   "β = β0 = 1, λ ∈ {0.01, 0.1}: state-evolution test error "
-                                   "and objective/d² along α, against TiedAttentionRegressor "
-                                   "trained with Adam (mean ± s.e.m. over 2 seeds), and the "
-                                   "learned spectrum against its predicted law. Writes "
-                                   "skattn_demo.png and skattn_demo.csv, prints a table."))
+                       description=_desc(_DESC_DEMO))
     p.add_argument("--quick", action="store_true",
                    help="small version (d = 32, fewer points; under a minute)")
     p.add_argument("--out", default="out", metavar="DIR",
@@ -1038,9 +1066,7 @@ def build_parser():
     # theory
     p = sub.add_parser("theory", formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="state-evolution predictions (any parameter may be a list)",
-                       description=_desc("Solve the state evolution of factored (or direct) ERM "
-                                   "and print test/train error, objective/d², order "
-                                   "parameters and the atom of the learned spectrum."),
+                       description=_desc(_DESC_THEORY),
                        epilog=_EPILOG_THEORY)
     _add_model_params(p, alpha_required=True, n_features_default=[None],
                       n_features_help="'inf' for the d → ∞ continuum (default), or a "
@@ -1056,11 +1082,7 @@ def build_parser():
     # simulate
     p = sub.add_parser("simulate", formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="fit estimators on synthetic data and report errors",
-                       description=_desc("Draw attention-indexed data (n = α d² training "
-                                   "samples), fit the estimators, and report test error, "
-                                   "train error and objective/d² (mean and s.e.m. over "
-                                   "seeds), optionally beside the state-evolution "
-                                   "prediction."),
+                       description=_desc(_DESC_SIMULATE),
                        epilog=_EPILOG_SIMULATE)
     _add_model_params(p, alpha_required=True, n_features_default=[60],
                       n_features_help="dimension d (default: 60)", parametrization=False)
@@ -1099,9 +1121,7 @@ def build_parser():
     # figure
     p = sub.add_parser("figure", formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="regenerate a gallery figure (runs examples/plot_NAME.py)",
-                       description=_desc("Run the example script examples/plot_NAME.py, which "
-                                   "saves its PNG(s) in --out. 'skattn figure --list' shows "
-                                   "the available names; NAME 'all' runs every one."))
+                       description=_desc(_DESC_FIGURE))
     p.add_argument("name", nargs="?", default=None, metavar="NAME",
                    help="figure name, e.g. error_vs_alpha (or plot_error_vs_alpha.py)")
     p.add_argument("--list", action="store_true", help="list the available figures")
@@ -1113,10 +1133,7 @@ def build_parser():
     # sweep
     p = sub.add_parser("sweep", formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="resumable state-evolution sweep written row by row",
-                       description=_desc("Like 'skattn theory' but each point is solved "
-                                   "independently (no warm start) and written to --output "
-                                   "as soon as it finishes (skattn.sweep.run_sweep); "
-                                   "rerunning skips finished rows."))
+                       description=_desc(_DESC_SWEEP))
     _add_model_params(p, alpha_required=True, n_features_default=[None],
                       n_features_help="'inf' for the continuum (default) or a dimension d")
     _add_solver_options(p)

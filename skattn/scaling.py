@@ -6,29 +6,46 @@ objective ``Σ_μ ℓ_μ + λ‖W‖²_F``) follows a power law of n whose expon
 regime (the phase diagram of Defilippis et al. 2025 and of the paper). The state evolution
 gives ``Ŝ ≈ η ReLU(S0 + δZ − ε)`` with, up to constants of order one,
 
-- the noise level of the effective observation ``δ ≍ √(d²/n) = α^{−1/2}``,
+- the noise level of the effective observation ``δ ≍ √(Δ d²/n) = √(Δ/α)``,
 - the threshold set by the weight decay ``ε ≍ λ d²/n = λ/α``,
 
 and mode i is recovered when ``λ_i ≳ max(δ, ε)``; the target's eigenvalues run from
 ``λ_1 ≍ √d`` down to ``λ_d ≍ d^{1/2−γ}``. Counting the recovered modes and the error
 they leave gives the regimes of :data:`REGIMES`:
 
-=================  ===========================================  ===================  ==========
-regime             where                                        excess risk          exponent
-=================  ===========================================  ===================  ==========
-``"plateau"``      ``max(δ, ε) ≳ λ_1`` (``n ≲ d`` or huge λ)     ``≍ Q0`` (nothing)   0
-``"recovery"``     ``ε ≲ δ``, ``d ≪ n ≪ d²``                     ``(n/d)^(−1+1/2γ)``  −1 + 1/(2γ)
-``"bulk"``         ``ε ≲ δ``, ``n ≫ d²``                         ``d²/n``             −1
-``"regularized"``  ``δ ≲ ε``, ``λ_d ≲ ε ≲ λ_1``                  ``(λd^{3/2}/n)^(2−1/γ)``  −(2 − 1/γ)
-``"shrinkage"``    ``δ ≲ ε ≲ λ_d`` (every mode above threshold)  ``(λ d²/n)²``        −2
-``"optimal"``      λ tuned at each n (``λ ∝ √α``)               ``n^(−1+1/2γ)``      −1 + 1/(2γ)
-=================  ===========================================  ===================  ==========
+- ``"plateau"`` — ``max(δ, ε) ≳ λ_1`` (``n ≲ d``, or a huge λ): nothing is recovered,
+  the excess risk stays ``≍ Q0``; exponent 0;
+- ``"recovery"`` — ``ε ≲ δ`` and ``d ≪ n ≪ d²``: ``(n/d)^(−1 + 1/(2γ))``;
+- ``"bulk"`` — ``ε ≲ δ`` and ``n ≫ d²``: the noise bulk dominates, ``d²/n``; exponent −1;
+- ``"regularized"`` — ``δ ≲ ε`` with ``λ_d ≲ ε ≲ λ_1``: the threshold sets the recovered
+  modes, ``(λ d^{3/2}/n)^(2 − 1/γ)``; exponent ``−(2 − 1/γ)``;
+- ``"shrinkage"`` — ``δ ≲ ε ≲ λ_d``: every mode is above the threshold and shrunk by it,
+  ``(λ d²/n)²``; exponent −2;
+- ``"optimal"`` — λ tuned at each n (``λ ∝ √(n/d²)``): the LASSO minimax rate
+  ``n^(−1 + 1/(2γ))``.
 
 Exponents are with respect to n at fixed d and λ (for ``"optimal"``: along the optimal
 λ(n) ∝ √(n/d²) path, the LASSO minimax rate). The ``ε ≲ δ`` condition is
-``λ ≲ √(n/d²)`` of THEORY.md §8. Along any path ``λ = c √(n)/d`` the ``"recovery"`` and
+``λ ≲ √(n/d²)`` of THEORY.md §8 (with the constants of :func:`scaling_regime`,
+``λ ≤ √(4KΔα)``). Along any path ``λ = c √(n)/d`` the ``"recovery"`` and
 ``"regularized"`` rates coincide, ``(n/d)^(−1+1/(2γ))``: this is the path the learning
 curves of :class:`ScaledLambdaRegressor` follow.
+
+The exponents are asymptotic: they need many recovered modes. Finite-size corrections
+measured with the finite-d theory (linear attention, T = 2, Δ = 0.5):
+
+- mostly in ``n/d``: over ``n/d ∈ [4, 40]`` the fitted exponent along ``λ = c √n/d``
+  depends on c — for d = 100, −0.56 (γ = 1.25) and −0.34 (γ = 0.75) with c = 10, −0.63
+  and −0.45 with c = 5 — because for small c part of the noise bulk survives the
+  threshold and its faster ``d²/n`` decay steepens the curve; for γ = 1.25 it is the same
+  at d = 100, 128 and 1000 (−0.557, −0.557, −0.553);
+- for γ close to 1/2 the truncation of the spectrum at i = d matters: γ = 0.75, c = 10
+  gives −0.336, −0.329, −0.30 at d = 100, 128, 1000 over the same window, and at
+  d = 1000 the local slope runs from −0.20 (n/d = 2) through −0.34 (n/d = 40) to −0.40
+  (n/d = 1000); for γ = 1.25 it settles at −0.59.
+
+Without label noise (Δ = 0) δ shrinks with the error itself and the decay is faster (the
+theory gives slopes near ``1 − 2γ`` at small λ).
 
 Besides the regime map this module fits power laws with confidence intervals
 (:func:`fit_power_law`).
@@ -100,27 +117,68 @@ def excess_risk_exponent(gamma, regime="recovery"):
     }[regime]
 
 
-def scaling_regime(n, d, reg_lambda, gamma):
+def _scales(n, d, reg_lambda, gamma, n_tokens, noise):
+    """δ, ε, λ_1, λ_d and α of the regime map (see :func:`scaling_regime`)."""
+    n_a = check_finite_array(n, "n")
+    d_a = check_finite_array(d, "d")
+    lam_a = check_finite_array(reg_lambda, "reg_lambda")
+    if np.any(n_a <= 0):
+        raise ValueError("n must be > 0.")
+    if np.any(d_a < 1):
+        raise ValueError("d must be >= 1.")
+    if np.any(lam_a < 0):
+        raise ValueError("reg_lambda must be >= 0.")
+    n_tokens = check_scalar_range(n_tokens, "n_tokens", low=1, integer=True)
+    noise = check_scalar_range(noise, "noise", low=0, low_inclusive=False)
+    K = n_tokens * (n_tokens + 1) / 2
+    n_b, d_b, lam_b = np.broadcast_arrays(n_a, d_a, lam_a)
+    alpha = n_b / d_b ** 2
+    delta = np.sqrt(noise / (4 * K * alpha))
+    eps = lam_b / (4 * K * alpha)
+    # λ_1 = √d / (Σ_{i ≤ d} i^(−2γ))^{1/2}: the normalisation Σ λ_i² = d of PowerLawTarget
+    dd = np.unique(np.rint(d_b).astype(np.int64))
+    norm = {int(k): np.sqrt(np.sum(np.arange(1, k + 1, dtype=float) ** (-2 * gamma)))
+            for k in dd}
+    top = np.sqrt(d_b) / np.vectorize(lambda k: norm[int(k)])(np.rint(d_b))
+    bottom = top * d_b ** (-gamma)
+    return delta, eps, top, bottom, alpha, K
+
+
+def scaling_regime(n, d, reg_lambda, gamma, *, n_tokens=1, noise=1.0):
     """Regime of the phase diagram of §8 at sample size n, dimension d and weight decay λ.
 
-    The scales are compared with unit constants (the true crossovers carry constants of
-    order one that depend on T, Δ and the loss): ``δ = d/√n``, ``ε = λ d²/n``,
-    ``λ_1 = √d``, ``λ_d = d^{1/2−γ}``;
+    The scales are those of the state evolution at small α for the linear channel with
+    ``K = T(T+1)/2`` components per sample, which fixes the constants (THEORY.md §4):
+    ``m̂ ≈ Σ̂ ≈ 4Kα`` and ``q̂ ≈ 8Kα·Δ/2`` when the noise dominates the error, so
+
+    - ``δ = √q̂/m̂ = √(Δ/(4Kα))``, ``ε = 2λ/m̂ = λ/(4Kα)`` (``α = n/d²``, width p = d);
+    - ``λ_1 = √d / (Σ_{i≤d} i^(−2γ))^{1/2}`` and ``λ_d = λ_1 d^(−γ)``, the extreme
+      eigenvalues of :class:`~skattn.data.PowerLawTarget`;
+
+    and the regime is
 
     - ``max(δ, ε) ≥ λ_1`` → ``"plateau"``;
-    - else ``ε ≤ δ`` → ``"recovery"`` if ``n ≤ d²``, ``"bulk"`` otherwise;
+    - else ``ε ≤ δ`` → ``"recovery"`` if ``2Kα ≤ 1`` (below the interpolation scale
+      ``n ≈ d²/(2K)``), ``"bulk"`` otherwise;
     - else (``ε > δ``) → ``"shrinkage"`` if ``ε ≤ λ_d``, ``"regularized"`` otherwise.
+
+    The crossovers are located to within factors of order one (Σ and the error itself are
+    neglected in m̂, q̂). For softmax use the same map as an order of magnitude.
 
     Parameters
     ----------
     n : float or array-like
         Number of samples (> 0).
-    d : float or array-like
-        Token dimension (> 0).
+    d : int or array-like of int
+        Token dimension (≥ 1).
     reg_lambda : float or array-like
-        Weight decay λ ≥ 0 of the sum objective.
+        Weight decay λ ≥ 0 of the sum objective ``Σ_μ ℓ_μ + λ‖W‖²_F``.
     gamma : float
         γ > 1/2.
+    n_tokens : int, default=1
+        T.
+    noise : float, default=1.0
+        Label noise Δ > 0 (the rates of §8 are those of noisy labels).
 
     Returns
     -------
@@ -129,30 +187,17 @@ def scaling_regime(n, d, reg_lambda, gamma):
         an array of names when any argument is an array (broadcast together).
     """
     gamma = _check_gamma(gamma)
-    n_a = check_finite_array(n, "n")
-    d_a = check_finite_array(d, "d")
-    lam_a = check_finite_array(reg_lambda, "reg_lambda")
-    if np.any(n_a <= 0):
-        raise ValueError("n must be > 0.")
-    if np.any(d_a <= 0):
-        raise ValueError("d must be > 0.")
-    if np.any(lam_a < 0):
-        raise ValueError("reg_lambda must be >= 0.")
-    n_b, d_b, lam_b = np.broadcast_arrays(n_a, d_a, lam_a)
-    delta = d_b / np.sqrt(n_b)
-    eps = lam_b * d_b ** 2 / n_b
-    top = np.sqrt(d_b)
-    bottom = d_b ** (0.5 - gamma)
+    delta, eps, top, bottom, alpha, K = _scales(n, d, reg_lambda, gamma, n_tokens, noise)
     out = np.where(
         np.maximum(delta, eps) >= top, "plateau",
-        np.where(eps <= delta, np.where(n_b <= d_b ** 2, "recovery", "bulk"),
+        np.where(eps <= delta, np.where(2 * K * alpha <= 1, "recovery", "bulk"),
                  np.where(eps <= bottom, "shrinkage", "regularized"))).astype(object)
     if out.ndim == 0:
         return str(out[()])
     return out.astype(str)
 
 
-def phase_diagram(d, gamma, *, n, reg_lambda):
+def phase_diagram(d, gamma, *, n, reg_lambda, n_tokens=1, noise=1.0):
     """The regime map of :func:`scaling_regime` on a grid of (n, λ), with exponent labels.
 
     Parameters
@@ -165,6 +210,9 @@ def phase_diagram(d, gamma, *, n, reg_lambda):
         Sample sizes (horizontal axis).
     reg_lambda : array-like of shape (ny,)
         Weight decays (vertical axis).
+    n_tokens : int, default=1
+    noise : float, default=1.0
+        See :func:`scaling_regime`.
 
     Returns
     -------
@@ -177,7 +225,8 @@ def phase_diagram(d, gamma, *, n, reg_lambda):
     gamma = _check_gamma(gamma)
     n = check_finite_array(n, "n", ndim=1)
     lam = check_finite_array(reg_lambda, "reg_lambda", ndim=1)
-    names = scaling_regime(n[None, :], d, lam[:, None], gamma)
+    names = scaling_regime(n[None, :], d, lam[:, None], gamma, n_tokens=n_tokens,
+                           noise=noise)
     index = {r: i for i, r in enumerate(REGIMES)}
     regimes = np.vectorize(index.__getitem__, otypes=[int])(names)
     labels = [f"{r}: $n^{{{excess_risk_exponent(gamma, r):.2f}}}$" for r in REGIMES]

@@ -263,6 +263,16 @@ def test_real_examples_are_listed(capsys, monkeypatch):
     assert "error_vs_alpha" in names and "spectra" in names
 
 
+def test_examples_have_gallery_headers():
+    """Every example opens with a docstring whose reST title sphinx-gallery can render."""
+    for path in sorted((ROOT / "examples").glob("plot_*.py")):
+        lines = path.read_text().splitlines()
+        assert lines[0] == '"""', f"{path.name}: must start with a docstring"
+        title, rule = lines[1], lines[2]
+        assert title.strip() and set(rule) == {"="}, f"{path.name}: no '=' title"
+        assert len(rule) >= len(title), f"{path.name}: title underline too short"
+
+
 # ------------------------------------------------------------------------------ demo
 def test_quick_demo_writes_png_and_table(capsys, tmp_path):
     code, out, err = run(capsys, "demo", "--quick", "--out", str(tmp_path))

@@ -287,6 +287,7 @@ def test_deterministic_equivalent_matches_finite_d_goe_mode():
         fin = [solve_state_evolution(n / d ** 2, n_tokens=2, reg_lambda=3 * np.sqrt(n) / d,
                                      target=PowerLawTarget(gamma), n_features=d,
                                      attention="linear", noise=0.5, n_nodes=1024,
-                                     random_state=s, init=cont) for s in range(2)]
+                                     random_state=s, init=cont, tol=1e-4)
+               for s in range(2)]  # the finite-d map has kinks (eigenvalues crossing ε)
         assert all(f.converged for f in fin)
         assert np.mean([f.s_error for f in fin]) == pytest.approx(cont.s_error, rel=0.05)

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
+from skattn.data import PowerLawTarget
 from skattn.scaling import (
     REGIMES,
     ScaledLambdaRegressor,
@@ -45,22 +46,32 @@ def test_exponent_errors():
 
 def test_scaling_regime_points():
     d, g = 100, 1.25
-    assert scaling_regime(50, d, 1e-4, g) == "plateau"        # n < d: nothing learnable
-    assert scaling_regime(1000, d, 1e-4, g) == "recovery"     # d ≪ n ≪ d², λ ≪ √α
-    assert scaling_regime(10 ** 6, d, 1e-4, g) == "bulk"      # n ≫ d²
-    assert scaling_regime(5000, d, 2.0, g) == "regularized"   # δ < ε inside the spectrum
-    assert scaling_regime(1e10, d, 1e4, g) == "shrinkage"     # δ < ε < λ_d
-    assert scaling_regime(5000, d, 1e3, g) == "plateau"       # ε above λ_1
-    # the λ ≶ √(n/d²) boundary of THEORY.md §8
-    n = 2000
-    assert scaling_regime(n, d, 0.9 * np.sqrt(n) / d, g) == "recovery"
-    assert scaling_regime(n, d, 1.1 * np.sqrt(n) / d, g) == "regularized"
+    kw = dict(n_tokens=2, noise=0.5)
+    assert scaling_regime(5, d, 1e-4, g, **kw) == "plateau"        # n ≪ d: nothing learnable
+    assert scaling_regime(1000, d, 1e-4, g, **kw) == "recovery"    # d ≪ n ≪ d², λ ≪ √α
+    assert scaling_regime(10 ** 6, d, 1e-4, g, **kw) == "bulk"     # n ≫ d²
+    assert scaling_regime(400, d, 2.0, g, **kw) == "regularized"   # λ = 10 √n/d
+    assert scaling_regime(1e10, d, 1e4, g, **kw) == "shrinkage"    # δ < ε < λ_d
+    assert scaling_regime(5000, d, 1e3, g, **kw) == "plateau"      # ε above λ_1
+    # the λ ≶ √(n/d²) boundary of THEORY.md §8, here λ = √(4KΔα)
+    n = 1000
+    edge = np.sqrt(4 * 3 * 0.5 * n / d ** 2)
+    assert scaling_regime(n, d, 0.9 * edge, g, **kw) == "recovery"
+    assert scaling_regime(n, d, 1.1 * edge, g, **kw) == "regularized"
+    # the threshold and noise scales are those of the state evolution: at d = 100,
+    # n = 400, λ = 2 (T = 2 linear, Δ = 0.5) it gives ε = 4.38, the map uses 4.17
+    from skattn.scaling import _scales
+
+    delta, eps, top, bottom, alpha, K = _scales(400, d, 2.0, g, 2, 0.5)
+    assert eps == pytest.approx(4.38, rel=0.1)
+    assert top == pytest.approx(PowerLawTarget(g).eigenvalues(d)[0])
+    assert bottom == pytest.approx(PowerLawTarget(g).eigenvalues(d)[-1])
 
 
 def test_scaling_regime_vectorised_and_errors():
     out = scaling_regime(np.geomspace(10, 1e7, 9), 100, 1e-3, 1.25)
     assert out.shape == (9,) and set(out) <= set(REGIMES)
-    assert list(out[[0, 4, 8]]) == ["plateau", "recovery", "bulk"]
+    assert list(out[[0, 3, 8]]) == ["plateau", "recovery", "bulk"]
     grid = scaling_regime(np.array([[1e3], [1e5]]), 100, np.array([1e-3, 1e3]), 1.25)
     assert grid.shape == (2, 2)
     with pytest.raises(ValueError, match="n must"):
@@ -69,6 +80,10 @@ def test_scaling_regime_vectorised_and_errors():
         scaling_regime(10, 100, -0.1, 1.25)
     with pytest.raises(ValueError, match="gamma"):
         scaling_regime(10, 100, 0.1, 0.3)
+    with pytest.raises(ValueError, match="noise"):
+        scaling_regime(10, 100, 0.1, 1.25, noise=0.0)
+    with pytest.raises(ValueError, match="n_tokens"):
+        scaling_regime(10, 100, 0.1, 1.25, n_tokens=0)
 
 
 def test_phase_diagram_grid():

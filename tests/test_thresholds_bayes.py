@@ -111,7 +111,8 @@ def test_interpolation_threshold_with_noise():
     mu = free_convolution(law, dbar)
     assert mu.J(0.0) - dbar ** 2 * mu.D(0.0) == pytest.approx(1.5 + 0.25, rel=2e-3)
     h = 1e-4
-    dJ = (free_convolution(law, dbar + h).J(0.0) - free_convolution(law, dbar - h).J(0.0)) / (2 * h)
+    dJ = (free_convolution(law, dbar + h).J(0.0)
+          - free_convolution(law, dbar - h).J(0.0)) / (2 * h)
     assert dJ / (4 * 2 * dbar) == pytest.approx(a, rel=2e-3)
 
 
@@ -313,3 +314,30 @@ def test_se_interpolation_threshold_softmax():
         ratio[f] = r.train_error / prev.train_error
     assert ratio[0.8] < 0.15
     assert ratio[1.3] > 0.5
+
+
+@pytest.mark.slow
+def test_small_lambda_simulation_lands_on_the_predicted_side():
+    """TiedAttentionRegressor (linear attention, T = 1, d = 60, λ = 1e-4, Δ = 0.5)
+    interpolates below α_interp and not above, with the train error the SE predicts."""
+    torch = pytest.importorskip("torch")
+    from skattn import AttentionIndexedModel, TiedAttentionRegressor
+
+    torch.set_num_threads(1)
+    tg, d, noise = WishartTarget(0.5), 60, 0.5
+    a_int = interpolation_threshold(n_tokens=1, attention="linear", target=tg, noise=noise)
+    train = {}
+    for f in (0.8, 1.25):
+        teacher = AttentionIndexedModel(d, n_tokens=1, target=tg, attention="linear",
+                                        noise=noise, random_state=0)
+        X, y = teacher.sample(int(round(f * a_int * d * d)), random_state=1)
+        est = TiedAttentionRegressor(reg_lambda=1e-4, attention="linear", device="cpu",
+                                     dtype="float64", tol=1e-10, max_iter=20000,
+                                     random_state=0).fit(X, y)
+        train[f] = est.train_error_
+        if f > 1:
+            se = _continuation(f * a_int, _LAMS, n_tokens=1, attention="linear", target=tg,
+                               noise=noise)[1e-4]
+            assert est.train_error_ == pytest.approx(se.train_error, rel=0.2)
+    assert train[0.8] < 1e-5
+    assert train[1.25] > 1e-2

@@ -104,7 +104,8 @@ def _target_eigenvalues(result, target_eigenvalues):
     else:
         eig = check_finite_array(target_eigenvalues, "target_eigenvalues", ndim=1)
         if eig.size < 2:
-            raise ValueError(f"target_eigenvalues must hold at least 2 values, got {eig.size}.")
+            raise ValueError("target_eigenvalues must hold at least 2 values, got "
+                             f"{eig.size}.")
         eig = np.sort(eig)[::-1]
         law = DiscreteLaw(eig)
     return eig, law
@@ -113,7 +114,8 @@ def _target_eigenvalues(result, target_eigenvalues):
 def _check_result(result):
     for name in ("delta", "epsilon", "eta"):
         if not hasattr(result, name):
-            raise TypeError(f"result must be a StateEvolutionResult, got {type(result).__name__}.")
+            raise TypeError("result must be a StateEvolutionResult, got "
+                            f"{type(result).__name__}.")
     if getattr(result, "parametrization", "factored") != "factored":
         raise ValueError("result must come from the factored parametrization (the learned "
                          "spectrum η·ReLU(S0 + δZ − ε) is specific to it).")
@@ -505,7 +507,8 @@ def emergence_alpha(mode_index, *, target, n_tokens, reg_lambda, n_features=None
     d = law.n_atoms
     modes = np.atleast_1d(np.asarray(mode_index))
     if modes.dtype.kind not in "iu" or modes.ndim != 1:
-        raise TypeError(f"mode_index must be an int or a 1-D array of ints, got {mode_index!r}.")
+        raise TypeError("mode_index must be an int or a 1-D array of ints, got "
+                        f"{mode_index!r}.")
     if np.any((modes < 0) | (modes >= d)):
         raise ValueError(f"mode_index must lie in [0, {d - 1}] (d = {d}), got {mode_index!r}.")
     a_lo, a_hi = (check_scalar_range(a, "alpha_range", low=0, low_inclusive=False)
@@ -680,7 +683,7 @@ class ErrorDecomposition:
 
     @property
     def approximation(self):
-        """``c1 (E_over + E_under + E_approx) + c2 E_mismatch`` (exact for linear attention)."""
+        """``c1 (E_over + E_under + E_approx) + c2 E_mismatch`` (exact: linear attention)."""
         return self.c1 * self.s_error + self.c2 * self.mismatch
 
     @property
@@ -767,7 +770,8 @@ def error_decomposition(result, target_eigenvalues=None, *, max_cluster=1, n_nod
     step = max(1, (1 << 22) // max(x.size, 1))
     for s0 in range(0, d, step):
         lam = eig[s0:s0 + step, None]
-        Sii[s0:s0 + step] = (W * f * delta ** 2 / np.abs(omega[None, :] - lam) ** 2).sum(axis=1)
+        kernel = delta ** 2 / np.abs(omega[None, :] - lam) ** 2
+        Sii[s0:s0 + step] = (W * f * kernel).sum(axis=1)
     energy = W * f * f
     k = _interval_index(rec.intervals, x)
     out_int = np.unique(rec._mode_interval[rec.outlier])

@@ -393,12 +393,24 @@ def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.
             m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
     elif isinstance(init, StateEvolutionResult):
         m, q, sigma = init.m, init.q, init.sigma
+        if not (q > 0 and sigma > 0):  # a collapsed (S = 0) point is no warm start
+            m, q, sigma = prior0.m, prior0.q, prior0.sigma
+            if not (q > 0 and sigma > 0):
+                m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
     else:
         m, q, sigma = map(float, init)
 
-    x = problem.to_x(m, q, sigma)
-    x, res_norm, converged = _robust_fixed_point(problem, x, tol=tol, max_iter=max_iter,
-                                                 damping=damping)
+    starts = [(m, q, sigma), (0.5 * Q0, 0.5 * Q0, 1.0), (0.05 * Q0, 0.01 * Q0, 0.01)]
+    x, res_norm, converged = problem.to_x(m, q, sigma), np.inf, False
+    for start in starts:  # other starts only where the map is undefined at the first one
+        if problem.n_calls >= max_iter:
+            break
+        x_s, norm_s, converged = _robust_fixed_point(problem, problem.to_x(*start), tol=tol,
+                                                     max_iter=max_iter, damping=damping)
+        if norm_s < res_norm:
+            x, res_norm = x_s, norm_s
+        if converged or np.isfinite(norm_s):
+            break
     collapsed = False
     if not converged and prior0.q == 0.0:
         # a large trace penalty removes every direction: S = 0 (m = q = 0) is the fixed

@@ -154,6 +154,13 @@ def statistical_dimension(zero_mass):
         In (0, 1]; 1 when ``w0 = 0`` (full rank).
     t_star : float
         The minimiser (threshold of the null block in units of its semicircle radius / 2).
+
+    References
+    ----------
+    D. Amelunxen, M. Lotz, M. B. McCoy, J. A. Tropp, *Living on the edge: phase
+    transitions in convex programs with random data*, Inf. Inference 3 (2014): a convex
+    program recovers S0 from m generic linear measurements iff m exceeds the statistical
+    dimension of its descent cone.
     """
     w0 = check_scalar_range(zero_mass, "zero_mass", low=0, high=1, high_inclusive=False)
     if w0 == 0:
@@ -216,8 +223,10 @@ def interpolation_threshold(*, n_tokens, target, attention="softmax", noise=0.0,
     an atom at zero, and identically while ``μ_δ`` stays in (0, ∞) (where ``D = 1``); it
     is non-decreasing (checked for the targets at hand, and verified at run time to be
     non-negative). So for Δ = 0 the only root is δ̄ = 0 (or the F ≡ 0 stretch, with the
-    same D) and the function returns the Δ → 0⁺ limit ``D(0, 0)/(2K_eff)``, where ``D(0, 0) = 1 − w0²/2`` for a PSD target with
-    an atom ``w0`` at zero: ``(1 + 2κ0 − κ0²)/(4K_eff)`` for Wishart(κ0 ≤ 1). This is the
+    same D) and the function returns the Δ → 0⁺ limit ``D(0, 0)/(2K_eff)``, where
+    ``D(0, 0) = 1 − w0²/2`` for a PSD target with an atom ``w0`` at zero (the null block
+    of ``S0 + δZ`` is a symmetric semicircle, on which the ReLU has divided difference
+    1/2 on average): ``(1 + 2κ0 − κ0²)/(4K_eff)`` for Wishart(κ0 ≤ 1). This is the
     statistical dimension ``M(0)`` of the PSD tangent cone: it is *not* the perfect-recovery
     threshold (with Δ = 0 every α interpolates, since S0 does; see
     :func:`perfect_recovery_threshold`).
@@ -244,6 +253,14 @@ def interpolation_threshold(*, n_tokens, target, attention="softmax", noise=0.0,
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> from skattn.data import WishartTarget
+    >>> round(interpolation_threshold(n_tokens=2, target=WishartTarget(0.2)), 6)
+    0.17
+    >>> round(interpolation_threshold(n_tokens=2, target=WishartTarget(0.2), noise=0.5), 4)
+    0.1379
     """
     K_eff = effective_constraints(n_tokens, attention)
     check_choice(parametrization, "parametrization", PARAMETRIZATIONS)
@@ -292,6 +309,12 @@ def perfect_recovery_threshold(*, n_tokens, target, attention="softmax",
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> from skattn.data import WishartTarget
+    >>> round(perfect_recovery_threshold(n_tokens=2, target=WishartTarget(0.2)), 4)
+    0.1278
     """
     K_eff = effective_constraints(n_tokens, attention)
     check_choice(parametrization, "parametrization", PARAMETRIZATIONS)
@@ -320,10 +343,17 @@ def bayes_optimal_threshold(*, n_tokens, target, attention="softmax", n_features
     target : Target or SpectralLaw
     attention : {"softmax", "linear"}, default="softmax"
     n_features : int or None, default=None
+        For finite-size-only targets.
 
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> from skattn.data import WishartTarget
+    >>> round(bayes_optimal_threshold(n_tokens=2, target=WishartTarget(0.2)), 12)
+    0.09
     """
     K_eff = effective_constraints(n_tokens, attention)
     law = _law(target, n_features)
