@@ -1,6 +1,6 @@
 """
 Factored against direct attention at the optimal weight decay, and the Bayes limit
-=================================================================================
+==================================================================================
 
 The inductive bias of factorisation. Tied softmax attention ``S = W Wᵀ/√(pd)`` trained
 with weight decay is nuclear-norm-regularised ERM; training the product directly,

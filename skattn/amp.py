@@ -95,6 +95,18 @@ def loss_gradient(channel, X, y, S, reg_trace):
     return sensing_adjoint(X, channel.grad(y, u)) + reg_trace * d * np.eye(d)
 
 
+def direct_kkt_residual(channel, X, y, S, reg_lambda, sigma_hat):
+    """Relative stationarity residual of direct ERM ``Σ_μ ℓ_μ + λ d ‖S‖²_F`` at ``S``.
+
+    ``τ ‖∇L(S)‖_F / ‖S‖_F`` with AMP's step ``τ = 2/(d (Σ̂ + 4λ))``.
+    """
+    d = X.shape[-1]
+    u = sensing_components(X, S)
+    grad = sensing_adjoint(X, channel.grad(y, u)) + 2 * reg_lambda * d * S
+    step = 2.0 / (d * (sigma_hat + 4 * reg_lambda))
+    return float(step * np.linalg.norm(grad) / max(np.linalg.norm(S), 1e-300))
+
+
 def kkt_residual(channel, X, y, S, reg_trace, sigma_hat):
     """Relative KKT residual of factored ERM at a PSD ``S``.
 
@@ -112,7 +124,7 @@ def kkt_residual(channel, X, y, S, reg_trace, sigma_hat):
 
 
 def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=0.5,
-        S_init=None, verbose=0):
+        S_init=None, parametrization="factored", verbose=0):
     """AMP for factored ERM with trace penalty ``λ̃`` on observed seq2lab data.
 
     Parameters
@@ -131,6 +143,9 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         Weight of the new iterate.
     S_init : ndarray, optional
         Warm start for Ŝ.
+    parametrization : {"factored", "direct"}, default="factored"
+        "direct" replaces the spectral threshold by the ridge denoiser of THEORY.md §5,
+        ``Ŝ = M/(Σ̂ + 4λ)``, for the objective ``Σ ℓ + λ‖V‖²_F``; ``reg_trace`` is then λ.
 
     Returns
     -------
@@ -140,6 +155,9 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
     reg_trace = check_scalar_range(reg_trace, "reg_trace", low=0)
     damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
     rank = d if rank is None else int(rank)
+    if parametrization not in ("factored", "direct"):
+        raise ValueError(f"parametrization must be 'factored' or 'direct', got "
+                         f"{parametrization!r}.")
     S = np.eye(d) * 1e-3 if S_init is None else np.array(S_init, dtype=float)
     sigma = 1.0
     g_old = np.zeros((n, channel.K))
@@ -157,8 +175,12 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         tr = np.trace(I - np.linalg.inv(I + sigma * H), axis1=1, axis2=2)
         sigma_hat_new = 2.0 / d ** 2 * np.sum(tr) / sigma
         M = 2.0 / d * sensing_adjoint(X, g) + sigma_hat_new * S
-        S_new, nu, f = _threshold(M, reg_trace, sigma_hat_new, rank)
-        sigma_new = _divergence(nu - 2 * reg_trace, f, sigma_hat_new)
+        if parametrization == "direct":
+            S_new = M / (sigma_hat_new + 4 * reg_trace)
+            sigma_new = 1.0 / (sigma_hat_new + 4 * reg_trace)
+        else:
+            S_new, nu, f = _threshold(M, reg_trace, sigma_hat_new, rank)
+            sigma_new = _divergence(nu - 2 * reg_trace, f, sigma_hat_new)
         change = np.linalg.norm(S_new - S) / max(np.linalg.norm(S_new), 1e-300)
         S = damping * S_new + (1 - damping) * S
         sigma = damping * sigma_new + (1 - damping) * sigma
@@ -175,7 +197,10 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
             converged = True
             break
     bar.close()
-    res = kkt_residual(channel, X, y, S, reg_trace, sigma_hat)
+    if parametrization == "direct":
+        res = direct_kkt_residual(channel, X, y, S, reg_trace, sigma_hat)
+    else:
+        res = kkt_residual(channel, X, y, S, reg_trace, sigma_hat)
     msg = "converged" if converged else f"relative change {history[-1]:.2e} > tol after {it} iterations"
     return AMPResult(S=S, sigma=sigma, sigma_hat=sigma_hat, n_iter=it, converged=converged,
                      kkt_residual=res, message=msg, history=history)

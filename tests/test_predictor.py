@@ -115,3 +115,17 @@ def test_bad_parameters(problem, kwargs, name):
     _, X, y, _, _ = problem
     with pytest.raises(ValueError, match=name):
         AsymptoticPredictor(**kwargs).fit(X, y)
+
+
+def test_direct_amp_matches_direct_regressor(problem):
+    from skattn import DirectAttentionRegressor
+
+    _, X, y, Xt, yt = problem
+    amp_est = AsymptoticPredictor(parametrization="direct", reg_lambda=0.5, tol=1e-9,
+                                  max_iter=800, target=WishartTarget(0.5)).fit(X, y)
+    assert amp_est.converged_ and amp_est.kkt_residual_ <= 1e-6
+    assert amp_est.state_.parametrization == "direct"
+    gd = DirectAttentionRegressor(reg_lambda=0.5, dtype="float64", tol=1e-10,
+                                  random_state=0).fit(X, y)
+    rel = np.linalg.norm(amp_est.S_ - gd.S_) / np.linalg.norm(gd.S_)
+    assert rel < 1e-2

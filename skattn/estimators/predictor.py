@@ -19,7 +19,7 @@ __all__ = ["AsymptoticPredictor"]
 
 
 class AsymptoticPredictor(BaseAttentionRegressor):
-    """Factored attention ERM solved by AMP, with its exact asymptotic predictions.
+    """Attention ERM solved by AMP, with its exact asymptotic predictions.
 
     ``fit`` runs approximate message passing on the data (THEORY.md §9), whose fixed point
     is the minimiser of the factored objective ``Σ_μ ℓ_μ + λ‖W‖²_F`` (a trace-penalised
@@ -31,7 +31,11 @@ class AsymptoticPredictor(BaseAttentionRegressor):
     Parameters
     ----------
     width : int or float, default=1.0
-        Width p of the factor W (int) or κ = p/d (float).
+        Width p of the factor W (int) or κ = p/d (float); ignored when
+        ``parametrization="direct"``.
+    parametrization : {"factored", "direct"}, default="factored"
+        "factored": ``S = W Wᵀ/√(pd)`` with weight decay on W (a trace penalty on S);
+        "direct": ``S = V/√d`` with ``λ‖V‖²_F`` (THEORY.md §5).
     reg_lambda : float, default=1e-2
         Weight decay λ ≥ 0 on W; the trace penalty on S is ``λ̃ = √κ λ``.
     beta : float, default=1.0
@@ -80,6 +84,7 @@ class AsymptoticPredictor(BaseAttentionRegressor):
     _parameter_constraints: dict = {
         "width": [Interval(Integral, 1, None, closed="left"),
                   Interval(Real, 0, None, closed="neither")],
+        "parametrization": [StrOptions({"factored", "direct"})],
         "reg_lambda": [Interval(Real, 0, None, closed="left")],
         "beta": [Interval(Real, 0, None, closed="neither")],
         "attention": [StrOptions({"softmax", "linear"})],
@@ -97,11 +102,13 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, width=1.0, reg_lambda=1e-2, beta=1.0, attention="softmax",
+    def __init__(self, width=1.0, parametrization="factored", reg_lambda=1e-2, beta=1.0,
+                 attention="softmax",
                  task="auto", n_tokens=None, target=None, target_beta=1.0, noise=0.0,
                  n_features=None, max_iter=500, tol=1e-8, damping=0.5, n_nodes=8192,
                  random_state=None, verbose=0):
         self.width = width
+        self.parametrization = parametrization
         self.reg_lambda = reg_lambda
         self.beta = beta
         self.attention = attention
@@ -140,6 +147,7 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         return dict(n_tokens=n_tokens, reg_lambda=self.reg_lambda, target=self.target,
                     width_ratio=width_ratio, beta=self.beta, target_beta=self.target_beta,
                     noise=self.noise, attention=self.attention, n_features=self.n_features,
+                    parametrization=self.parametrization,
                     n_nodes=self.n_nodes, random_state=self._seed())
 
     # ------------------------------------------------------------------- fit
@@ -166,9 +174,13 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         A = y3 if task == "seq2lab" else seq2seq_to_attention(X3, y3)
         channel = channel_for(self.attention, T, self.beta, self.beta)
         width_ratio = self._width_ratio(d)
-        result = amp(channel, X3, A, reg_trace=np.sqrt(width_ratio) * self.reg_lambda,
-                     rank=self._rank(d), max_iter=self.max_iter, tol=self.tol,
-                     damping=self.damping, verbose=self.verbose)
+        direct = self.parametrization == "direct"
+        if direct and self.reg_lambda == 0:
+            raise ValueError("reg_lambda must be > 0 with parametrization='direct'.")
+        reg = self.reg_lambda if direct else np.sqrt(width_ratio) * self.reg_lambda
+        result = amp(channel, X3, A, reg_trace=reg, rank=d if direct else self._rank(d),
+                     max_iter=self.max_iter, tol=self.tol, damping=self.damping,
+                     parametrization=self.parametrization, verbose=self.verbose)
         self.S_ = result.S
         self.kkt_residual_ = result.kkt_residual
         self.converged_ = result.converged
