@@ -140,7 +140,7 @@ import resource, sys, json, numpy as np, torch
 torch.set_num_threads(2)
 from skattn import {cls}
 d, n = {d}, {n}
-X = np.random.default_rng(0).standard_normal((n, 2, d)).astype(np.float32)
+X = np.random.default_rng(0).standard_normal((n, 2, d), dtype=np.float32)  # no float64 temp
 y = np.full((n, 2, 2), 0.5, dtype=np.float32)
 {cls}(max_iter=3, dtype="float32", random_state=0).fit(X[:10], y[:10])  # warm up imports
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
