@@ -27,13 +27,6 @@ ESTIMATORS = [TiedAttentionRegressor, DirectAttentionRegressor]
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_torch_thread():
-    # the problems here are tiny: intra-op threads only add contention on a shared 2-core box
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")

@@ -23,13 +23,6 @@ from skattn.nn import (
 HYP = settings(max_examples=25, deadline=None)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_torch_thread():
-    # the problems here are tiny: intra-op threads only add contention on a shared 2-core box
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 dims = st.tuples(st.integers(1, 6), st.integers(1, 5), st.integers(1, 8), st.integers(1, 8))
 seeds = st.integers(0, 2 ** 31 - 1)

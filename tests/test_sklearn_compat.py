@@ -5,7 +5,6 @@ import warnings
 import joblib
 import numpy as np
 import pytest
-import torch
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, learning_curve
@@ -61,13 +60,6 @@ def expected_failed_checks(estimator):
 _SMALL = dict(max_iter=30, random_state=0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_torch_thread():
-    # the problems here are tiny: intra-op threads only add contention on a shared 2-core box
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @parametrize_with_checks(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._validation import check_choice, check_finite_array, check_scalar_range
+from .._validation import check_choice, check_scalar_range
 from .targets import Target, WishartTarget
 
 __all__ = [

@@ -10,7 +10,6 @@ and ``converged=False`` comes with a message.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, fields
 
 import numpy as np

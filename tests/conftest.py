@@ -1,0 +1,18 @@
+"""Shared test fixtures."""
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_torch_thread():
+    """Run torch on one thread: the test problems are tiny, and intra-op threads only add
+    contention on a 2-core machine."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
