@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 __all__ = [
+    "check_random_state_arg",
     "check_scalar_range",
     "check_finite_array",
     "check_choice",
@@ -51,7 +52,10 @@ def check_scalar_range(value, name, *, low=None, high=None, low_inclusive=True,
 def check_finite_array(array, name, *, ndim=None, dtype=float):
     """Convert to a numpy array, checking dimension and that every entry is finite."""
     try:
-        arr = np.asarray(array, dtype=dtype)
+        raw = np.asarray(array)
+        if np.iscomplexobj(raw):
+            raise TypeError("complex values are not accepted")
+        arr = np.asarray(raw, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be an array of real numbers: {exc}") from exc
     if ndim is not None:
@@ -71,3 +75,14 @@ def check_choice(value, name, choices):
     if value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}.")
     return value
+
+
+def check_random_state_arg(random_state, name="random_state"):
+    """``sklearn.utils.check_random_state`` with an error that names the argument."""
+    from sklearn.utils import check_random_state
+
+    try:
+        return check_random_state(random_state)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be None, an int or a numpy RandomState/Generator, "
+                         f"got {random_state!r}.") from exc

@@ -33,8 +33,14 @@ def attention_error(y_true, y_pred, *, task="auto"):
                          f"and {y_pred.shape}.")
     if y_true.shape[0] == 0:
         raise ValueError("y_true must hold at least one sample.")
+    if y_true.shape[1] == 0 or y_true.shape[2] == 0:
+        raise ValueError(f"y_true must have at least one token and one output, got shape "
+                         f"{y_true.shape}.")
     if task == "auto":
         task = "seq2lab" if y_true.shape[1] == y_true.shape[2] else "seq2seq"
+    elif task == "seq2lab" and y_true.shape[1] != y_true.shape[2]:
+        raise ValueError(f"task='seq2lab' needs square (n_samples, n_tokens, n_tokens) "
+                         f"outputs, got y_true of shape {y_true.shape}.")
     per_sample = np.sum((y_pred - y_true) ** 2, axis=(1, 2))
     if task == "seq2seq":
         per_sample = per_sample / y_true.shape[2]

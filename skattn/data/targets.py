@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.stats import ortho_group
-from sklearn.utils import check_random_state
 
 from .._validation import check_finite_array, check_scalar_range
+from .._validation import check_random_state_arg as check_random_state
 from ..theory.laws import DiscreteLaw, WishartLaw
 
 __all__ = ["Target", "WishartTarget", "PowerLawTarget", "SpectrumTarget"]

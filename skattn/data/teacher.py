@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils import check_random_state
-
-from .._validation import check_choice, check_scalar_range
+from .._validation import (
+    check_choice,
+    check_finite_array,
+    check_scalar_range,
+)
+from .._validation import check_random_state_arg as check_random_state
 from .targets import Target, WishartTarget
 
 __all__ = [
@@ -106,6 +109,7 @@ class AttentionIndexedModel:
 
     def sample_noise(self, n_samples, random_state=None):
         """Symmetric noise ξ with ``Var ξ_aa = Δ`` and ``Var ξ_ab = Δ/2``."""
+        n_samples = check_scalar_range(n_samples, "n_samples", low=0, integer=True)
         rng = check_random_state(random_state)
         T = self.n_tokens
         g = rng.standard_normal((n_samples, T, T)) * np.sqrt(self.noise / 2)
@@ -114,6 +118,10 @@ class AttentionIndexedModel:
 
     def attention_matrix(self, X, S=None, noise=None):
         """``σ_β0(h(S; X) + noise)`` with ``S = S0`` by default."""
+        X = check_finite_array(X, "X", ndim=3)
+        if X.shape[2] != self.n_features:
+            raise ValueError(f"X must have shape (n_samples, n_tokens, {self.n_features}), "
+                             f"got {X.shape}.")
         h = preactivation(X, self.S0_ if S is None else S)
         if noise is not None:
             h = h + noise

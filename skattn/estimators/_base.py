@@ -217,6 +217,9 @@ class BaseAttentionRegressor(RegressorMixin, BaseEstimator):
         if X.shape[0] != y.shape[0]:
             raise ValueError(f"X and y have inconsistent numbers of samples: X has "
                              f"{X.shape[0]}, y has {y.shape[0]}.")
+        if X.ndim == 3 and X.shape[1] == 0:
+            raise ValueError(f"X has 0 tokens (shape {X.shape}); expected X of shape "
+                             "(n_samples, n_tokens >= 1, n_features).")
         T, d, task = infer_structure(X.shape, y.shape, task=self.task, n_tokens=self.n_tokens)
         if self.attention == "softmax" and T < 2:
             raise ValueError(
@@ -404,6 +407,10 @@ class BaseAttentionRegressor(RegressorMixin, BaseEstimator):
         y_pred = self.predict(X)
         y = check_array(y, ensure_2d=False, allow_nd=True, dtype=np.float64, input_name="y")
         n = y.shape[0]
+        if n != y_pred.shape[0] or y.size != y_pred.size:
+            raise ValueError(f"y of shape {y.shape} does not match the predictions for X "
+                             f"(shape {y_pred.shape}); expected the same samples and layout "
+                             "as in fit.")
         return float(r2_score(y.reshape(n, -1), y_pred.reshape(n, -1),
                               sample_weight=sample_weight, multioutput="variance_weighted"))
 

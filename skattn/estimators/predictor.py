@@ -171,6 +171,9 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         self.n_features_in_, self.n_tokens_, self.task_ = d, T, task
         self.device_ = "cpu"
         self._y_ndim = y_ndim
+        if task == "seq2seq" and d < T:
+            raise ValueError(f"seq2seq outputs determine the attention matrix only when "
+                             f"n_features >= n_tokens; X has n_features={d} < n_tokens={T}.")
         A = y3 if task == "seq2lab" else seq2seq_to_attention(X3, y3)
         channel = channel_for(self.attention, T, self.beta, self.beta)
         width_ratio = self._width_ratio(d)

@@ -359,6 +359,10 @@ def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.
     n_nodes = check_scalar_range(n_nodes, "n_nodes", low=16, integer=True)
     if n_features is not None:
         n_features = check_scalar_range(n_features, "n_features", low=2, integer=True)
+    if not (random_state is None or isinstance(random_state, (int, np.integer))):
+        raise ValueError(f"random_state must be an int or None (it seeds the fixed quadrature "
+                         f"nodes and draws), got {random_state!r}.")
+    random_state = 0 if random_state is None else int(random_state)
     law, eig0 = resolve_target_law(target, n_features, random_state)
     if n_features is None and getattr(target, "finite_size_only", False):
         raise ValueError(f"{type(target).__name__} has no d → ∞ law: pass n_features.")
@@ -397,7 +401,13 @@ def solve_state_evolution(alpha, *, n_tokens, reg_lambda, target, width_ratio=1.
             if not (q > 0 and sigma > 0):
                 m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
     else:
-        m, q, sigma = map(float, init)
+        try:
+            m, q, sigma = (float(v) for v in init)
+        except (TypeError, ValueError) as exc:
+            raise ValueError("init must be a StateEvolutionResult or a tuple (m, q, sigma) "
+                             f"of three finite numbers, got {init!r}.") from exc
+        if not (np.isfinite([m, q, sigma]).all() and q > 0 and sigma > 0):
+            raise ValueError(f"init must have finite m and q, sigma > 0, got {init!r}.")
 
     starts = [(m, q, sigma), (0.5 * Q0, 0.5 * Q0, 1.0), (0.05 * Q0, 0.01 * Q0, 0.01)]
     x, res_norm, converged = problem.to_x(m, q, sigma), np.inf, False
