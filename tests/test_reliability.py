@@ -8,9 +8,9 @@ import joblib
 import numpy as np
 import pytest
 
-from skattn import DirectAttentionRegressor, TiedAttentionRegressor
+from skattn import AsymptoticPredictor, DirectAttentionRegressor, TiedAttentionRegressor
 from skattn.data import AttentionIndexedModel, WishartTarget, make_attention_indexed
-from skattn.theory import solve_state_evolution
+from skattn.theory import bayes_optimal, solve_state_evolution
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -81,6 +81,9 @@ def test_round_trips_in_a_fresh_process(tmp_path, data):
         "direct": DirectAttentionRegressor(max_iter=20, random_state=0).fit(X, y),
         "state": solve_state_evolution(0.3, n_tokens=1, reg_lambda=0.1,
                                        target=WishartTarget(0.5), attention="linear"),
+        "amp": AsymptoticPredictor(max_iter=30, tol=1e-6, reg_lambda=0.1,
+                                   target=WishartTarget(0.5)).fit(X, y),
+        "bayes": bayes_optimal(0.1, n_tokens=2, target=WishartTarget(0.5)),
     }
     expected = {}
     for name, obj in objs.items():
@@ -94,7 +97,7 @@ def test_round_trips_in_a_fresh_process(tmp_path, data):
 import pickle, joblib, numpy as np, pathlib
 p = pathlib.Path({str(tmp_path)!r})
 X = np.load(p / "X.npy")
-for name in ("tied", "direct", "state"):
+for name in ("tied", "direct", "state", "amp", "bayes"):
     for obj in (joblib.load(p / f"{{name}}.joblib"), pickle.load(open(p / f"{{name}}.pkl", "rb"))):
         out = obj.predict(X) if hasattr(obj, "predict") else np.array([obj.test_error])
         np.save(p / f"{{name}}_out.npy", out)
@@ -102,3 +105,57 @@ for name in ("tied", "direct", "state"):
     subprocess.run([sys.executable, "-c", code], check=True)
     for name, want in expected.items():
         assert np.array_equal(np.load(tmp_path / f"{name}_out.npy"), want)
+
+
+@pytest.mark.parametrize("cls", [TiedAttentionRegressor, DirectAttentionRegressor,
+                                 AsymptoticPredictor])
+@pytest.mark.parametrize("n_features, n_samples", [(1, 20), (5, 1)])
+def test_tiny_problems_are_valid_and_finite(cls, n_features, n_samples):
+    # d = 1 and a single sample are legal ERM problems: they fit and stay finite
+    X, y = make_attention_indexed(n_samples, n_features, random_state=0)
+    est = cls(max_iter=5).fit(X, y)
+    assert np.all(np.isfinite(est.S_)) and np.all(np.isfinite(est.predict(X)))
+
+
+def test_result_objects_round_trip_in_a_fresh_process(tmp_path):
+    from skattn.data import PowerLawTarget
+    from skattn.scaling import fit_power_law
+    from skattn.sweep import run_sweep
+    from skattn.theory import (
+        error_decomposition,
+        powerlaw_law,
+        recovered_modes,
+        theory_learning_curve,
+    )
+
+    d = 60
+    law = powerlaw_law(1.25, d)
+    res = solve_state_evolution(0.3, n_tokens=1, reg_lambda=0.3, target=law,
+                                attention="linear", noise=0.5)
+    n = np.array([200, 400, 800])
+    objs = {
+        "recovery": recovered_modes(res),
+        "decomposition": error_decomposition(res),
+        "curve": theory_learning_curve(n, target=PowerLawTarget(1.25), n_tokens=1,
+                                       reg_lambda=0.3, n_features=d, attention="linear",
+                                       noise=0.5),
+        "fit": fit_power_law(n, 3.0 * n ** -0.5),
+        "sweep": run_sweep(lambda a: {"b": 2 * a}, {"a": [1, 2]},
+                           output=tmp_path / "sweep.csv", backend="sequential"),
+    }
+    for name, obj in objs.items():
+        joblib.dump(obj, tmp_path / f"{name}.joblib")
+        with open(tmp_path / f"{name}.pkl", "wb") as fh:
+            pickle.dump(obj, fh)
+    code = f"""
+import pickle, joblib, pathlib
+p = pathlib.Path({str(tmp_path)!r})
+for name in {sorted(objs)!r}:
+    a = joblib.load(p / f"{{name}}.joblib")
+    b = pickle.load(open(p / f"{{name}}.pkl", "rb"))
+    assert type(a).__name__ == type(b).__name__
+    (p / f"{{name}}.txt").write_text(repr(a))
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
+    for name, obj in objs.items():
+        assert (tmp_path / f"{name}.txt").read_text() == repr(obj)
