@@ -22,6 +22,7 @@ SOLVERS = ("adam", "lbfgs")
 # Line-search evaluations allowed per L-BFGS iteration (torch's own default).
 _LBFGS_MAX_LS = 25
 _LBFGS_HISTORY = 20
+_CHUNK_MIN = 8192  # samples per chunk of a full-batch pass (bounds peak memory)
 
 
 class TrainingDivergedError(ValueError, ArithmeticError):
@@ -162,17 +163,32 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
     rng = check_random_state(random_state)
     n_evals = 0.0
 
+    # Full-batch passes run over chunks of samples, each with its own backward (gradients
+    # accumulate): the per-sample activations XW and their gradients then never exist for
+    # all n at once, which keeps the peak memory of fit near the size of X.
+    chunk = n if n <= _CHUNK_MIN else max(_CHUNK_MIN, -(-n // 4))
+
+    def objective_and_grad():
+        for p in params:
+            p.grad = None
+        total = 0.0
+        for start in range(0, n, chunk):
+            part = module.data_loss(X[start:start + chunk], y[start:start + chunk])
+            part.backward()
+            total += part.detach()
+        pen = lam * module.penalty()
+        pen.backward()
+        return total + pen.detach()
+
     def full_objective(with_grad):
         nonlocal n_evals
         n_evals += 1
         if with_grad:
-            for p in params:
-                p.grad = None
-            L = module.objective(X, y, lam)
-            L.backward()
-            return L.item()
+            return float(objective_and_grad())
         with torch.no_grad():
-            return module.objective(X, y, lam).item()
+            data = sum(module.data_loss(X[s:s + chunk], y[s:s + chunk])
+                       for s in range(0, n, chunk))
+            return float(data + lam * module.penalty())
 
     history = []
     converged = False
@@ -182,7 +198,8 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
     def diverged(it):
         _restore(params, last_good)
         with torch.no_grad():
-            data = module.data_loss(X, y).item()
+            data = sum(module.data_loss(X[s:s + chunk], y[s:s + chunk]).item()
+                       for s in range(0, n, chunk))
         hist = np.asarray(history, dtype=float)
         res = TrainingResult(hist, initial, hist[-1] if len(hist) else initial, data, n,
                              len(hist), False, solver, n_evals)
@@ -206,10 +223,7 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
                 for p, g in zip(params, cache["g"]):
                     p.grad = g.clone()
                 return cache["L"]
-            for p in params:
-                p.grad = None
-            L = module.objective(X, y, lam)
-            L.backward()
+            L = objective_and_grad()
             cache["x"] = _snapshot(params)
             cache["g"] = [p.grad.detach().clone() for p in params]
             cache["L"] = L.detach()
@@ -285,6 +299,7 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
         _restore(params, best_params)
         final = best
     with torch.no_grad():
-        data = module.data_loss(X, y).item()
+        data = sum(module.data_loss(X[s:s + chunk], y[s:s + chunk]).item()
+                   for s in range(0, n, chunk))
     return TrainingResult(np.asarray(history, dtype=float), initial, final, data, n, len(history),
                           converged, solver, n_evals)
