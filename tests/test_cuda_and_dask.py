@@ -31,6 +31,7 @@ def test_cuda_fit_matches_cpu(cls, data):
     assert np.allclose(again.predict(X[:5]), gpu.predict(X[:5]))
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_grid_search_and_learning_curve_on_dask(data):
     distributed = pytest.importorskip("distributed")
     import joblib
