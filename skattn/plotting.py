@@ -113,6 +113,31 @@ def save_figure(fig, name, directory=None):
     return path
 
 
+def _check_results(results, quantity):
+    results = list(results)
+    if not results:
+        raise ValueError("results must be a non-empty list of StateEvolutionResult.")
+    for r in results:
+        if not (hasattr(r, "alpha") and hasattr(r, "converged")):
+            raise TypeError("results must hold StateEvolutionResult objects, got "
+                            f"{type(r).__name__}.")
+        if not hasattr(r, quantity):
+            raise ValueError(f"quantity={quantity!r} is not an attribute of the results "
+                             "(e.g. 'test_error', 'train_error', 'train_objective').")
+    return results
+
+
+def _check_curve(name, values, size=None, positive=False):
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array, got shape {arr.shape}.")
+    if size is not None and arr.size != size:
+        raise ValueError(f"{name} must have {size} values (one per point), got {arr.size}.")
+    if positive and np.any(arr[np.isfinite(arr)] <= 0):
+        raise ValueError(f"{name} must be positive on log axes.")
+    return arr
+
+
 def _ax(ax, figsize=(4.2, 3.2)):
     if ax is None:
         import matplotlib.pyplot as plt
@@ -158,9 +183,9 @@ def plot_error_curve(results, *, quantity="test_error", simulations=None, label=
     -------
     ax : matplotlib Axes
     """
+    results = _check_results(results, quantity)
     ax = _ax(ax)
     color = _color(color)
-    results = list(results)
     alpha = np.array([r.alpha for r in results], dtype=float)
     val = np.array([getattr(r, quantity) for r in results], dtype=float)
     ok = np.array([bool(r.converged) for r in results], dtype=bool)
@@ -215,6 +240,13 @@ def plot_spectrum(result, eigenvalues=None, *, bins=30, ax=None, color=None,
     -------
     ax : matplotlib Axes
     """
+    if not (hasattr(result, "spectrum_density") and hasattr(result, "atom_mass")):
+        raise TypeError(f"result must be a StateEvolutionResult, got {type(result).__name__}.")
+    if eigenvalues is not None:
+        eigenvalues = np.asarray(eigenvalues, dtype=float)
+        if eigenvalues.ndim != 1 or not np.all(np.isfinite(eigenvalues)):
+            raise ValueError("eigenvalues must be a 1-D array of finite numbers, got shape "
+                             f"{eigenvalues.shape}.")
     ax = _ax(ax)
     color = _color(color, 1)
     hist_color = PALETTE[5]
@@ -287,6 +319,9 @@ def plot_thresholds(kappas, curves, *, ax=None, logy=False, xlabel=None, ylabel=
     -------
     ax : matplotlib Axes
     """
+    kappas = _check_curve("kappas", kappas)
+    for label, vals in curves.items():
+        _check_curve(f"curves[{label!r}]", vals, size=kappas.size)
     ax = _ax(ax)
     styles = ["-", "--", ":", "-."]
     for i, (label, vals) in enumerate(curves.items()):
@@ -324,10 +359,10 @@ def plot_learning_curve(n, err, *, fit=None, theory=None, ax=None, label=None, c
     -------
     ax : matplotlib Axes
     """
+    n = _check_curve("n", n, positive=True)
+    err = _check_curve("err", err, size=n.size)  # non-positive values are masked by log axes
     ax = _ax(ax)
     color = _color(color)
-    n = np.asarray(n, dtype=float)
-    err = np.asarray(err, dtype=float)
     ax.errorbar(n, err, yerr=sem, fmt=marker, color=color, label=label, mfc="white",
                 mew=1.2)
     if theory is not None:

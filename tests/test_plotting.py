@@ -153,3 +153,28 @@ def test_paper_style_and_save(tmp_path, monkeypatch):
     assert path.endswith("line.png")
     assert (tmp_path / "figs" / "line.png").read_bytes()[:4] == b"\x89PNG"
     assert save_figure(fig, "line.pdf", directory=tmp_path).endswith("line.pdf")
+
+
+def test_bad_input_names_the_argument():
+    from skattn import plotting as P
+    from skattn.data import WishartTarget
+    from skattn.theory import solve_state_evolution
+
+    res = solve_state_evolution(0.3, n_tokens=1, reg_lambda=0.1, target=WishartTarget(0.5),
+                                attention="linear")
+    with pytest.raises(ValueError, match="results"):
+        P.plot_error_curve([])
+    with pytest.raises(ValueError, match="quantity"):
+        P.plot_error_curve([res], quantity="foo")
+    with pytest.raises(TypeError, match="results"):
+        P.plot_error_curve([1, 2])
+    with pytest.raises(ValueError, match="eigenvalues"):
+        P.plot_spectrum(res, [np.nan, 1.0])
+    with pytest.raises(TypeError, match="result"):
+        P.plot_spectrum("x")
+    with pytest.raises(ValueError, match="err"):
+        P.plot_learning_curve([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="n must be positive"):
+        P.plot_learning_curve([0, 2], [1, 2])
+    with pytest.raises(ValueError, match="curves"):
+        P.plot_thresholds([0.1, 0.2], {"a": [1, 2, 3]})
