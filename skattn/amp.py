@@ -69,6 +69,89 @@ def seq2seq_to_attention(X, y):
     return np.swapaxes(np.linalg.solve(gram, X @ np.swapaxes(y, 1, 2)), 1, 2)
 
 
+class _NumpyOps:
+    """The d×d linear algebra of one AMP iteration, in numpy."""
+
+    def __init__(self, X):
+        self.X = X
+
+    def components(self, S):
+        return sensing_components(self.X, S)
+
+    def adjoint(self, G):
+        return sensing_adjoint(self.X, G)
+
+    @staticmethod
+    def eigh(M):
+        return np.linalg.eigh(M)
+
+
+class _TorchOps(_NumpyOps):
+    """The same operations in torch (float64) on ``device``: the GEMMs over all samples and
+    the eigendecomposition run on the accelerator; the per-sample prox stays in numpy."""
+
+    def __init__(self, X, device):
+        import torch  # only here: the numpy path never imports torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.X = X
+        self.Xt = torch.as_tensor(np.ascontiguousarray(X), dtype=torch.float64,
+                                  device=self.device)
+        n, T, d = X.shape
+        self.n, self.T, self.d = n, T, d
+
+    def components(self, S):
+        torch = self.torch
+        St = torch.as_tensor(S, dtype=torch.float64, device=self.device)
+        XS = self.Xt @ St
+        h = torch.einsum("nai,nbi->nab", XS, self.Xt) / np.sqrt(self.d)
+        h = h - torch.trace(St) / np.sqrt(self.d) * torch.eye(self.T, dtype=torch.float64,
+                                                               device=self.device)
+        return u_from_h(h.cpu().numpy())
+
+    def adjoint(self, G):
+        torch = self.torch
+        n, T, d = self.n, self.T, self.d
+        Gm = h_from_u(G, T)
+        diag = np.einsum("naa->na", Gm)
+        Gm = Gm / 2.0
+        idx = np.arange(T)
+        Gm[:, idx, idx] = diag / 2.0
+        Gt = torch.as_tensor(Gm, dtype=torch.float64, device=self.device)
+        GX = (Gt @ self.Xt).reshape(n * T, d)
+        out = self.Xt.reshape(n * T, d).T @ GX / np.sqrt(d)
+        out = out.cpu().numpy()
+        out -= np.sum(diag / 2.0) / np.sqrt(d) * np.eye(d)
+        return (out + out.T) / 2
+
+    def eigh(self, M):
+        torch = self.torch
+        nu, vec = torch.linalg.eigh(torch.as_tensor(M, dtype=torch.float64,
+                                                    device=self.device))
+        return nu.cpu().numpy(), vec.cpu().numpy()
+
+
+def _make_ops(X, device):
+    if device is None:
+        return _NumpyOps(X)
+    if device == "auto":
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - torch is a dependency
+            return _NumpyOps(X)
+        device = "cuda" if torch.cuda.is_available() else None
+        return _NumpyOps(X) if device is None else _TorchOps(X, device)
+    if not (isinstance(device, str) and device.split(":")[0] in ("cpu", "cuda")):
+        raise ValueError(f"device must be None, 'auto', 'cpu', 'cuda' or 'cuda:<index>', "
+                         f"got {device!r}.")
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available.")
+    return _TorchOps(X, device)
+
+
 def _divergence(nu, f, sigma_hat):
     d = nu.size
     diff_nu = nu[:, None] - nu[None, :]
@@ -79,8 +162,8 @@ def _divergence(nu, f, sigma_hat):
     return float(np.sum(dd) / d ** 2 + 2 * np.count_nonzero(f) / (sigma_hat * d ** 2))
 
 
-def _threshold(M, reg_trace, sigma_hat, rank):
-    nu, vec = np.linalg.eigh(M)
+def _threshold(M, reg_trace, sigma_hat, rank, eigh=np.linalg.eigh):
+    nu, vec = eigh(M)
     f = np.maximum(nu - 2 * reg_trace, 0.0) / sigma_hat
     if np.count_nonzero(f) > rank:
         f[: nu.size - rank] = 0.0
@@ -124,7 +207,7 @@ def kkt_residual(channel, X, y, S, reg_trace, sigma_hat):
 
 
 def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=0.5,
-        S_init=None, parametrization="factored", verbose=0):
+        S_init=None, parametrization="factored", device=None, verbose=0):
     """AMP for factored ERM with trace penalty ``λ̃`` on observed seq2lab data.
 
     Parameters
@@ -143,6 +226,10 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         Weight of the new iterate.
     S_init : ndarray, optional
         Warm start for Ŝ.
+    device : None, "auto", "cpu", "cuda" or "cuda:<index>", default=None
+        None runs in numpy. Otherwise the products over all samples and the
+        eigendecomposition run in torch (float64) on that device ("auto": CUDA if
+        available, else numpy); the per-sample prox always runs in numpy.
     parametrization : {"factored", "direct"}, default="factored"
         "direct" replaces the spectral threshold by the ridge denoiser of THEORY.md §5,
         ``Ŝ = M/(Σ̂ + 4λ)``, for the objective ``Σ ℓ + λ‖V‖²_F``; ``reg_trace`` is then λ.
@@ -155,6 +242,7 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
     reg_trace = check_scalar_range(reg_trace, "reg_trace", low=0)
     damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
     rank = d if rank is None else int(rank)
+    ops = _make_ops(X, device)
     if parametrization not in ("factored", "direct"):
         raise ValueError(f"parametrization must be 'factored' or 'direct', got "
                          f"{parametrization!r}.")
@@ -167,19 +255,19 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
     from tqdm.auto import tqdm
     bar = tqdm(total=max_iter, disable=not verbose, desc="AMP")
     for it in range(1, max_iter + 1):
-        omega = sensing_components(X, S) - sigma * g_old
+        omega = ops.components(S) - sigma * g_old
         z = channel.prox(y, omega, sigma, start=start)
         g = (z - omega) / sigma
         H = channel.hessian(y, z)
         I = np.eye(channel.K)
         tr = np.trace(I - np.linalg.inv(I + sigma * H), axis1=1, axis2=2)
         sigma_hat_new = 2.0 / d ** 2 * np.sum(tr) / sigma
-        M = 2.0 / d * sensing_adjoint(X, g) + sigma_hat_new * S
+        M = 2.0 / d * ops.adjoint(g) + sigma_hat_new * S
         if parametrization == "direct":
             S_new = M / (sigma_hat_new + 4 * reg_trace)
             sigma_new = 1.0 / (sigma_hat_new + 4 * reg_trace)
         else:
-            S_new, nu, f = _threshold(M, reg_trace, sigma_hat_new, rank)
+            S_new, nu, f = _threshold(M, reg_trace, sigma_hat_new, rank, eigh=ops.eigh)
             sigma_new = _divergence(nu - 2 * reg_trace, f, sigma_hat_new)
         change = np.linalg.norm(S_new - S) / max(np.linalg.norm(S_new), 1e-300)
         S = damping * S_new + (1 - damping) * S

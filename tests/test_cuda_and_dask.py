@@ -48,3 +48,14 @@ def test_grid_search_and_learning_curve_on_dask(data):
                                             scoring=attention_error_scorer, n_jobs=-1)
     assert gs.best_params_["reg_lambda"] in (0.01, 1.0)
     assert test.shape == (2, 2) and np.all(np.isfinite(test))
+
+
+@cuda
+def test_amp_on_cuda_matches_numpy(data):
+    from skattn import AsymptoticPredictor
+
+    X, y = data
+    a = AsymptoticPredictor(reg_lambda=0.05, tol=1e-9, max_iter=800).fit(X, y)
+    b = AsymptoticPredictor(reg_lambda=0.05, tol=1e-9, max_iter=800, device="cuda").fit(X, y)
+    assert np.allclose(a.S_, b.S_, atol=1e-7)
+    assert b.kkt_residual_ <= 1e-6

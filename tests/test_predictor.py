@@ -129,3 +129,13 @@ def test_direct_amp_matches_direct_regressor(problem):
                                   random_state=0).fit(X, y)
     rel = np.linalg.norm(amp_est.S_ - gd.S_) / np.linalg.norm(gd.S_)
     assert rel < 1e-2
+
+
+def test_amp_torch_backend_matches_numpy(problem):
+    _, X, y, _, _ = problem
+    a = AsymptoticPredictor(reg_lambda=0.05, tol=1e-9, max_iter=800).fit(X, y)
+    b = AsymptoticPredictor(reg_lambda=0.05, tol=1e-9, max_iter=800, device="cpu").fit(X, y)
+    assert np.allclose(a.S_, b.S_, atol=1e-8)
+    assert b.kkt_residual_ <= 1e-6
+    with pytest.raises(ValueError, match="device"):
+        AsymptoticPredictor(device="tpu").fit(X, y)

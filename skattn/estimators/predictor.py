@@ -61,6 +61,10 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         AMP damping (weight of the new iterate).
     n_nodes : int, default=8192
         Quadrature nodes of the state evolution.
+    device : {"numpy", "auto", "cpu", "cuda", "cuda:<index>"}, default="numpy"
+        Where AMP's products over all samples and its eigendecompositions run: "numpy",
+        or torch on a device ("auto": CUDA when available, else numpy). The per-sample
+        prox runs in numpy either way.
     random_state : int or None, default=None
         Seeds the quadrature nodes and finite-d draws of the state evolution.
     verbose : int, default=0
@@ -98,6 +102,7 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         "tol": [Interval(Real, 0, None, closed="neither")],
         "damping": [Interval(Real, 0, 1, closed="right")],
         "n_nodes": [Interval(Integral, 16, None, closed="left")],
+        "device": [StrOptions({"auto", "cpu", "numpy"}), str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -106,7 +111,7 @@ class AsymptoticPredictor(BaseAttentionRegressor):
                  attention="softmax",
                  task="auto", n_tokens=None, target=None, target_beta=1.0, noise=0.0,
                  n_features=None, max_iter=500, tol=1e-8, damping=0.5, n_nodes=8192,
-                 random_state=None, verbose=0):
+                 device="numpy", random_state=None, verbose=0):
         self.width = width
         self.parametrization = parametrization
         self.reg_lambda = reg_lambda
@@ -122,6 +127,7 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         self.tol = tol
         self.damping = damping
         self.n_nodes = n_nodes
+        self.device = device
         self.random_state = random_state
         self.verbose = verbose
 
@@ -169,7 +175,11 @@ class AsymptoticPredictor(BaseAttentionRegressor):
             raise ValueError(f"width={self.width} exceeds n_features={d}; the rank of S is "
                              "at most d.")
         self.n_features_in_, self.n_tokens_, self.task_ = d, T, task
-        self.device_ = "cpu"
+        self.device_ = self.device if self.device not in ("numpy", "auto") else "cpu"
+        if self.device == "auto":
+            import torch
+
+            self.device_ = "cuda" if torch.cuda.is_available() else "cpu"
         self._y_ndim = y_ndim
         if task == "seq2seq" and d < T:
             raise ValueError(f"seq2seq outputs determine the attention matrix only when "
@@ -183,7 +193,9 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         reg = self.reg_lambda if direct else np.sqrt(width_ratio) * self.reg_lambda
         result = amp(channel, X3, A, reg_trace=reg, rank=d if direct else self._rank(d),
                      max_iter=self.max_iter, tol=self.tol, damping=self.damping,
-                     parametrization=self.parametrization, verbose=self.verbose)
+                     parametrization=self.parametrization,
+                     device=None if self.device == "numpy" else self.device,
+                     verbose=self.verbose)
         self.S_ = result.S
         self.kkt_residual_ = result.kkt_residual
         self.converged_ = result.converged
