@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench docs clean
+.PHONY: install demo test test-slow bench bench-gpu docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_benchmarks.py
+
+# on a machine with a GPU: throughput and fits on CUDA against the CPU (skips without CUDA)
+bench-gpu: $(STAMP)
+	$(PY) benchmarks/run_benchmarks.py --device cuda --sections ae
 
 DOCS_STAMP := $(VENV)/.docs-installed
 $(DOCS_STAMP): $(STAMP)

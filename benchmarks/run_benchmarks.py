@@ -7,9 +7,11 @@ Sections
 (b) L-BFGS vs Adam: iterations and wall time to the same objective;
 (c) theory timings: continuum state evolution (T = 2 softmax point, 32-point α curve,
     T = 1 linear curve) and a finite-d point at d = 400;
-(d) peak memory of ``fit`` relative to the size of X (fresh subprocess, max RSS).
+(d) peak memory of ``fit`` relative to the size of X (fresh subprocess, max RSS);
+(e) on a GPU: the estimators' and AMP's fits on ``--device`` against the CPU.
 
-Usage: ``python benchmarks/run_benchmarks.py [--quick] [--sections abcd] [--device cpu]``.
+Usage: ``python benchmarks/run_benchmarks.py [--quick] [--sections abcd] [--device cpu]``;
+on a GPU machine: ``python benchmarks/run_benchmarks.py --device cuda --sections ae``.
 Prints a table; ``--json FILE`` also writes the numbers.
 """
 
@@ -164,11 +166,46 @@ def bench_memory(quick):
     return rows
 
 
+def bench_device(device, quick):
+    """(e) the same fits on ``device`` and on the CPU: estimators and AMP, wall-time ratios."""
+    import torch
+
+    from skattn import AsymptoticPredictor, DirectAttentionRegressor, TiedAttentionRegressor
+    from skattn.data import make_attention_indexed
+
+    import warnings
+
+    warnings.simplefilter("ignore")  # short fixed-iteration fits warn about convergence
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        return [{"section": "e", "what": f"device {device}", "skipped": "CUDA not available"}]
+    d = 64 if quick else 128
+    X, y = make_attention_indexed(int(0.3 * d * d), d, n_tokens=2, random_state=0)
+    rows = []
+    for cls in (TiedAttentionRegressor, DirectAttentionRegressor):
+        times = {}
+        for dev in ("cpu", device):
+            t = time.perf_counter()
+            cls(device=dev, max_iter=50, tol=0.0, random_state=0).fit(X, y)
+            times[dev] = time.perf_counter() - t
+        rows.append({"section": "e", "what": f"{cls.__name__} 50 it d={d} on {device}",
+                     "seconds": times[device], "speedup_vs_cpu": times["cpu"] / times[device]})
+    times = {}
+    for dev in ("numpy", device):
+        t = time.perf_counter()
+        AsymptoticPredictor(device=dev, max_iter=20, tol=1e-12).fit(X, y)
+        times[dev] = time.perf_counter() - t
+    rows.append({"section": "e", "what": f"AMP 20 it d={d} on {device}",
+                 "seconds": times[device], "speedup_vs_numpy": times["numpy"] / times[device]})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
-    parser.add_argument("--sections", default="abcd", help="subset of a, b, c, d")
-    parser.add_argument("--device", default="cpu", help="torch device for section a")
+    parser.add_argument("--sections", default="abcd",
+                        help="subset of a, b, c, d, e (e: the same fits on --device vs CPU)")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device for sections a and e (e.g. cuda)")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     rows = []
@@ -180,6 +217,8 @@ def main(argv=None):
         rows += bench_theory(args.quick)
     if "d" in args.sections:
         rows += bench_memory(args.quick)
+    if "e" in args.sections:
+        rows += bench_device(args.device, args.quick)
     for row in rows:
         rest = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                          for k, v in row.items() if k not in ("section", "what"))
