@@ -48,16 +48,22 @@ def sensing_adjoint(X, G):
     ``A_k = (x_a x_bᵀ + x_b x_aᵀ)/(2√d)`` (a < b) and ``(x_a x_aᵀ − I)/√(2d)`` (a = b).
     """
     n, T, d = X.shape
+    Gm, shift = _adjoint_weights(G, T)
+    GX = Gm @ X  # (n, T, d)
+    out = X.reshape(n * T, d).T @ GX.reshape(n * T, d) / np.sqrt(d)
+    out -= shift / np.sqrt(d) * np.eye(d)
+    return (out + out.T) / 2
+
+
+def _adjoint_weights(G, T):
+    """T×T weights of ``Σ_k G_k A_k = Xᵀ Gm X/√d − shift·I/√d`` for each sample."""
     # h_from_u puts √2 G_k on the diagonal and G_k off it; rescale to the A_k weights
     Gm = h_from_u(G, T)
     diag = np.einsum("naa->na", Gm)
     Gm = Gm / 2.0
     idx = np.arange(T)
     Gm[:, idx, idx] = diag / 2.0  # √2 G_aa / 2 = G_aa/√2
-    GX = Gm @ X  # (n, T, d)
-    out = X.reshape(n * T, d).T @ GX.reshape(n * T, d) / np.sqrt(d)
-    out -= np.sum(diag / 2.0) / np.sqrt(d) * np.eye(d)
-    return (out + out.T) / 2
+    return Gm, float(np.sum(diag / 2.0))
 
 
 def seq2seq_to_attention(X, y):
@@ -113,16 +119,11 @@ class _TorchOps(_NumpyOps):
     def adjoint(self, G):
         torch = self.torch
         n, T, d = self.n, self.T, self.d
-        Gm = h_from_u(G, T)
-        diag = np.einsum("naa->na", Gm)
-        Gm = Gm / 2.0
-        idx = np.arange(T)
-        Gm[:, idx, idx] = diag / 2.0
+        Gm, shift = _adjoint_weights(G, T)
         Gt = torch.as_tensor(Gm, dtype=torch.float64, device=self.device)
         GX = (Gt @ self.Xt).reshape(n * T, d)
-        out = self.Xt.reshape(n * T, d).T @ GX / np.sqrt(d)
-        out = out.cpu().numpy()
-        out -= np.sum(diag / 2.0) / np.sqrt(d) * np.eye(d)
+        out = (self.Xt.reshape(n * T, d).T @ GX / np.sqrt(d)).cpu().numpy()
+        out -= shift / np.sqrt(d) * np.eye(d)
         return (out + out.T) / 2
 
     def eigh(self, M):
