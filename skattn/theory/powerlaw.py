@@ -545,12 +545,12 @@ def emergence_alpha(mode_index, *, target, n_tokens, reg_lambda, n_features=None
                           "alpha_range.", RuntimeWarning, stacklevel=2)
             continue
         lo, hi = grid[k - 1], grid[k]
-        r_lo, r_hi = results[k - 1], results[k]
+        r_lo = results[k - 1]
         while hi / lo > 1 + rtol:
             mid = np.sqrt(lo * hi)
             r = solve(mid, r_lo if r_lo.converged else None)
             if recovered_modes(r, max_cluster=max_cluster).recovered[i]:
-                hi, r_hi = mid, r
+                hi = mid
             else:
                 lo, r_lo = mid, r
         out[j] = np.sqrt(lo * hi)
