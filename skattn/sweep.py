@@ -75,6 +75,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .parallel import check_backend, map_jobs
+
 try:  # POSIX only; elsewhere the single-writer rule is documented, not enforced
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -87,7 +89,6 @@ _HEADER = ",".join(_FIELDS)
 _HEADER_BYTES = (_HEADER + "\n").encode("ascii")
 _RESERVED = frozenset(("key", "status", "error", "wall_time"))
 _STATUSES = ("ok", "error")
-_BACKENDS = ("joblib", "sequential", "dask")
 _SUFFIXES = (".csv", ".parquet")
 
 
@@ -536,70 +537,6 @@ def _expand_grid(grid):
 
 
 # --------------------------------------------------------------------------------------
-# Backends
-# --------------------------------------------------------------------------------------
-
-def _n_threads(n_jobs):
-    cpus = os.cpu_count() or 1
-    return n_jobs if n_jobs > 0 else max(1, cpus + 1 + n_jobs)
-
-
-def _run_sequential(func, todo, sink, **_):
-    for key, params in todo:
-        sink(_run_one(func, key, params))
-
-
-def _run_joblib(func, todo, sink, *, n_jobs, **_):
-    from joblib import Parallel, delayed
-
-    try:
-        parallel = Parallel(n_jobs=n_jobs, return_as="generator_unordered")
-    except ValueError:  # pragma: no cover - joblib < 1.4: in-order generator
-        parallel = Parallel(n_jobs=n_jobs, return_as="generator")
-    for record in parallel(delayed(_run_one)(func, key, params) for key, params in todo):
-        sink(record)
-
-
-def _run_dask(func, todo, sink, *, n_jobs, scheduler_address, **_):
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError as exc:
-        raise ImportError(
-            "backend='dask' needs dask.distributed: `pip install 'skattn[distributed]'` "
-            "or `pip install 'dask[distributed]'`."
-        ) from exc
-    cluster = None
-    if scheduler_address is None:
-        cluster = LocalCluster(processes=False, n_workers=1,
-                               threads_per_worker=_n_threads(n_jobs),
-                               dashboard_address=None)
-        client = Client(cluster)
-    else:
-        client = Client(scheduler_address)
-    try:
-        tag = uuid.uuid4().hex[:8]
-        futures = {
-            client.submit(_run_one, func, key, params, key=f"skattn-sweep-{tag}-{key}",
-                          pure=False): (key, params)
-            for key, params in todo
-        }
-        for future in as_completed(list(futures)):
-            key, params = futures.pop(future)  # drop our reference: results leave the cluster
-            try:
-                record = future.result()
-            except Exception as exc:  # the worker died or the task was lost
-                record = _error_record(key, params, exc, float("nan"))
-            sink(record)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-_RUNNERS = {"sequential": _run_sequential, "joblib": _run_joblib, "dask": _run_dask}
-
-
-# --------------------------------------------------------------------------------------
 # Public entry point
 # --------------------------------------------------------------------------------------
 
@@ -717,20 +654,7 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
     """
     if not callable(func):
         raise ValueError(f"func must be callable, got {type(func).__name__}.")
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(map(repr, _BACKENDS))}, "
-                         f"got {backend!r}.")
-    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, numbers.Integral) \
-            or n_jobs == 0:
-        raise ValueError(f"n_jobs must be a non-zero integer, got {n_jobs!r}.")
-    n_jobs = int(n_jobs)
-    if scheduler_address is not None:
-        if backend != "dask":
-            raise ValueError("scheduler_address is only used with backend='dask', got "
-                             f"backend={backend!r}.")
-        if not isinstance(scheduler_address, str) or not scheduler_address:
-            raise ValueError(f"scheduler_address must be a non-empty str or None, got "
-                             f"{scheduler_address!r}.")
+    n_jobs = check_backend(backend, n_jobs, scheduler_address)
     if not isinstance(verbose, numbers.Integral):
         raise ValueError(f"verbose must be an integer, got {verbose!r}.")
     path, suffix = _check_output(output)
@@ -759,8 +683,12 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
                 bar.update(1)
 
             if todo:
-                _RUNNERS[backend](func, todo, sink, n_jobs=n_jobs,
-                                  scheduler_address=scheduler_address)
+                map_jobs(_run_one, [(func, key, params) for key, params in todo],
+                         backend=backend, n_jobs=n_jobs,
+                         scheduler_address=scheduler_address,
+                         on_result=lambda index, record: sink(record),
+                         on_lost=lambda index, exc: _error_record(*todo[index], exc,
+                                                                  float("nan")))
     finally:
         store.close()
 
