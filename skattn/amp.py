@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_scalar_range
-from .theory.channels import h_from_u, u_from_h
+from .theory.coords import h_from_u, u_from_h
 
 __all__ = ["AMPResult", "amp", "kkt_residual", "sensing_components",
            "sensing_adjoint", "seq2seq_to_attention"]

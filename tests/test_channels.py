@@ -1,4 +1,5 @@
-"""Tests of the output channels of the state evolution (skattn.theory.channels)."""
+"""Tests of the output channels of the state evolution (skattn.theory.channels) and of the
+u-coordinate maps (skattn.theory.coords)."""
 
 import numpy as np
 import pytest
@@ -13,12 +14,10 @@ from skattn.theory.channels import (
     LinearChannel,
     SoftmaxChannel,
     channel_for,
-    h_from_u,
     output_side,
-    pair_indices,
     test_error,
-    u_from_h,
 )
+from skattn.theory.coords import h_from_u, pair_indices, u_from_h
 
 test_error.__test__ = False
 

@@ -1,0 +1,273 @@
+"""Gaussian expectations of the output side (THEORY.md §4).
+
+:class:`GaussianNodes` are fixed quasi-Monte-Carlo Gaussian nodes (common random numbers,
+so the state-evolution map is a smooth function of its arguments); :func:`output_side`
+gives the conjugates ``m̂, q̂, Σ̂`` (paper's factor 2) and the train error,
+:func:`test_error` the asymptotic test error.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm, qmc
+
+from ..._validation import check_scalar_range
+from .base import _squared_norm
+
+
+class GaussianNodes:
+    """Fixed quasi-Monte-Carlo nodes for expectations over ``N(0, I_dim)``.
+
+    Scrambled Sobol points (``scipy.stats.qmc``), clipped away from 0 and 1 and mapped
+    through the normal quantile. Reusing the same nodes (common random numbers) makes the
+    state-evolution map a smooth function of the order parameters.
+
+    Parameters
+    ----------
+    dim : int
+    n_points : int, default=8192
+        A power of two keeps the Sobol balance properties.
+    seed : int, numpy Generator, RandomState or None, default=0
+        Seeds the scrambling (``None``: fresh entropy, not reproducible).
+
+    Attributes
+    ----------
+    points : ndarray of shape (n_points, dim)
+    weights : ndarray of shape (n_points,)
+        Uniform weights ``1/n_points``.
+
+    Notes
+    -----
+    Uniforms are clipped to ``[ε, 1 − ε]``, ``ε = 1/(2048 n_points)``, before ``norm.ppf``.
+    """
+
+    def __init__(self, dim, n_points=8192, seed=0):
+        self.dim = check_scalar_range(dim, "dim", low=1, integer=True)
+        self.n_points = check_scalar_range(n_points, "n_points", low=1, integer=True)
+        self.seed = seed
+        if isinstance(seed, np.random.RandomState):
+            seed = seed.randint(2 ** 31)
+        try:
+            sampler = qmc.Sobol(d=self.dim, scramble=True, rng=seed)
+        except TypeError:                       # scipy < 1.15 names the argument ``seed``
+            sampler = qmc.Sobol(d=self.dim, scramble=True, seed=seed)
+        n = self.n_points
+        if n & (n - 1) == 0:
+            u = sampler.random_base2(int(np.log2(n)))
+        else:
+            with warnings.catch_warnings():     # balance warning for n not a power of 2
+                warnings.simplefilter("ignore")
+                u = sampler.random(n)
+        eps = 0.5 / (n * 1024.0)
+        u = np.clip(u, eps, 1 - eps)
+        self.points = norm.ppf(u)
+        self.weights = np.full(n, 1.0 / n)
+
+    def __repr__(self):
+        return f"GaussianNodes(dim={self.dim}, n_points={self.n_points}, seed={self.seed!r})"
+
+    def mean(self, values):
+        """Weighted mean over the nodes (first axis)."""
+        return np.tensordot(self.weights, values, axes=(0, 0))
+
+
+@dataclass
+class OutputSide:
+    """Conjugate order parameters and train error from :func:`output_side`.
+
+    Attributes
+    ----------
+    m_hat, q_hat, sigma_hat : float
+        ``m̂, q̂, Σ̂`` (with the paper's factor 2).
+    train_error : float
+        ``E ℓ(y, z*)``.
+    moreau : float
+        ``E[‖z* − ω‖²/(2Σ) + ℓ(y, z*)]``, the averaged Moreau envelope ``M(Σ, m, q)``.
+    sigma_hat_pointwise : float
+        ``(2α/Σ) E Tr(I − (I + ΣH)⁻¹) = −2α E[Σ_k ∂g_k/∂ω_k]`` with the pointwise
+        derivative (THEORY.md §4).
+    sigma_hat_stein : float
+        ``−2α E[Σ_k ∂g_k/∂ω_k]`` in Stein form,
+        ``−2α E[gᵀω]/q + (m/q) m̂``: the derivative in the sense of distributions, which also
+        counts the jumps of the global minimiser z*(ω) of a non-convex prox. It equals
+        ``4α ∂M/∂q``, the stationarity condition of the paper's Φ. Falls back to the
+        pointwise form when ``q ≤ 1e-8 (Q0 + Δ/2)``.
+    """
+
+    m_hat: float
+    q_hat: float
+    sigma_hat: float
+    train_error: float
+    moreau: float
+    sigma_hat_pointwise: float
+    sigma_hat_stein: float
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def keys(self):
+        return ("m_hat", "q_hat", "sigma_hat", "train_error", "moreau", "sigma_hat_pointwise",
+                "sigma_hat_stein")
+
+
+def _check_nodes(channel, nodes):
+    if nodes is None:
+        nodes = GaussianNodes(2 * channel.K)
+    if nodes.dim != 2 * channel.K:
+        raise ValueError(f"nodes must have dim 2K = {2 * channel.K} for n_tokens="
+                         f"{channel.n_tokens}, got {nodes.dim}.")
+    return nodes
+
+
+def _check_overlaps(m, q, Q0, noise):
+    """Validated ``(m, q, Q0, noise)`` of :func:`output_side` and :func:`test_error`."""
+    m = float(m)
+    q = check_scalar_range(q, "q", low=0)
+    Q0 = check_scalar_range(Q0, "Q0", low=0, low_inclusive=False)
+    noise = check_scalar_range(noise, "noise", low=0)
+    return m, q, Q0, noise
+
+
+def _gaussian_pair(m, q, var0, nodes, K):
+    """``(ω, w)`` per component Gaussian with covariance ``[[q, m], [m, var0]]``.
+
+    Returns ω, w, the residual standard deviation √V of w given ω (V = var0 − m²/q) and the
+    standardised residual ζ2 = (w − (m/q) ω)/√V.
+    """
+    zeta1, zeta2 = nodes.points[:, :K], nodes.points[:, K:]
+    if q <= 1e-300:
+        omega = np.zeros_like(zeta1)
+        V = var0
+        w = np.sqrt(V) * zeta2
+    else:
+        V = max(var0 - m * m / q, 0.0)
+        omega = np.sqrt(q) * zeta1
+        w = (m / np.sqrt(q)) * zeta1 + np.sqrt(V) * zeta2
+    return omega, w, V, zeta2
+
+
+def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
+                sigma_hat_form="pointwise"):
+    """Output side of the state evolution (THEORY.md §4, paper's factor 2).
+
+    Per component ``ω ~ N(0, q)`` and ``w = u0 + ξ̃`` with
+    ``w | ω ~ N((m/q) ω, Q0 − m²/q + Δ/2)``; ``y = labels(w)``, ``z* = prox(y, ω, Σ)`` and
+    ``g = (z* − ω)/Σ``. Then
+
+    * ``m̂ = 2α E[gᵀ(w − (m/q) ω)] / (Q0 − m²/q + Δ/2)``,
+    * ``q̂ = 2α E‖g‖²``,
+    * ``Σ̂ = (2α/Σ) E Tr(I − (I + ΣH)⁻¹)``, ``H = ∇²ℓ(y, z*)``,
+    * ``train_error = E ℓ(y, z*)``.
+
+    Parameters
+    ----------
+    channel : SoftmaxChannel or LinearChannel
+    m, q : float
+        Overlaps ``Tr(S0 S)/d`` and ``Tr S²/d`` (``q ≥ 0``, ``m² ≤ q Q0``).
+    Q0 : float
+        ``Tr S0²/d``.
+    noise : float
+        Δ ≥ 0.
+    sigma : float
+        Σ > 0.
+    alpha : float
+        ``n/d²``.
+    nodes : GaussianNodes of dim 2K, optional
+        Default ``GaussianNodes(2K)``.
+    sigma_hat_form : {"pointwise", "stein"}, default="pointwise"
+        Which form of Σ̂ is returned as ``sigma_hat``: THEORY.md's pointwise
+        ``(2α/Σ) E Tr(I − (I + ΣH)⁻¹)``, or the Stein (distributional) form, which is the
+        stationarity condition of Φ also where the prox is non-convex and z* jumps (the
+        two agree where the prox is smooth; at β = 4, Σ = 0.5 they differ by ~50 %). Both
+        are always available as ``sigma_hat_pointwise`` and ``sigma_hat_stein``.
+
+    Returns
+    -------
+    OutputSide
+        ``m_hat, q_hat, sigma_hat, train_error, moreau, sigma_hat_pointwise,
+        sigma_hat_stein`` (also readable as a mapping).
+    """
+    if sigma_hat_form not in ("pointwise", "stein"):
+        raise ValueError(f"sigma_hat_form must be one of ['pointwise', 'stein'], got "
+                         f"{sigma_hat_form!r}.")
+    m, q, Q0, noise = _check_overlaps(m, q, Q0, noise)
+    sigma = check_scalar_range(sigma, "sigma", low=0, low_inclusive=False)
+    alpha = check_scalar_range(alpha, "alpha", low=0)
+    nodes = _check_nodes(channel, nodes)
+    K = channel.K
+    var0 = Q0 + noise / 2
+    omega, w, V, zeta2 = _gaussian_pair(m, q, var0, nodes, K)
+
+    y = channel.labels(w)
+    # exact-fit logits of the label at the student's β: a start of the softmax prox
+    start = w * (channel.target_beta_ / channel.beta_)
+    z = channel.prox(y, omega, sigma, start=start)
+    loss, _, H = channel._derivs(y, z)
+    g = (z - omega) / sigma
+
+    # m̂. THEORY.md writes 2α E[gᵀ(u0 − (m/q)ω)]/(Q0 − m²/q), Stein's lemma on u0 | ω. Since g
+    # depends on (u0, ξ̃) only through w = u0 + ξ̃, and w | ω ~ N((m/q)ω, V I), V = Q0 − m²/q
+    # + Δ/2, Stein's lemma on w gives the same quantity, E[Σ_k ∂g_k/∂w_k]:
+    #   E[gᵀ(w − (m/q)ω)]/V = E[gᵀ ζ2]/√V  with  ζ2 = (w − (m/q)ω)/√V  ~ N(0, I).
+    # The Stein form is the derivative in the sense of distributions: it also counts the
+    # jumps of z*(w) where the global minimiser of the non-convex softmax prox switches
+    # branch, which the pointwise derivative (prox_jacobian_w) misses — at β = 4 and
+    # Σ ≳ 0.5 the two differ by 25–60 %. When V vanishes (m² = q Q0, Δ = 0) the ratio is
+    # 0/0 and we use the pointwise derivative, Tr ∂g/∂w from the implicit function theorem;
+    # it is exact at the perfect-recovery point m = q = Q0, β = β0, where z* = ω = w
+    # uniquely (and the Stein estimate is stable down to V ≈ 1e-10 Q0 on Sobol nodes).
+    if V > 1e-10 * var0:
+        m_hat = 2 * alpha * float(nodes.mean(np.sum(g * zeta2, axis=1))) / float(np.sqrt(V))
+    else:
+        dz = channel.prox_jacobian_w(w, z, sigma)
+        m_hat = 2 * alpha * float(nodes.mean(np.trace(dz, axis1=1, axis2=2))) / sigma
+    q_hat = 2 * alpha * float(nodes.mean(np.sum(g * g, axis=1)))
+    lam = np.linalg.eigvalsh(H)
+    den = np.maximum(1 + sigma * lam, 1e-12)       # ≥ 0 at a global minimiser
+    tr = np.sum(sigma * lam / den, axis=1)          # Tr(I − (I + ΣH)⁻¹)
+    sigma_hat_pw = 2 * alpha / sigma * float(nodes.mean(tr))
+    # Σ̂ = 4α ∂M/∂q = −2α E[div_ω g] (Φ's stationarity in q). With w̃ = w − (m/q)ω
+    # independent of ω, d/dω|_w̃ = ∂_ω + (m/q)∂_w, so by Stein on ω and on w̃:
+    # E[div_ω g] = E[gᵀω]/q − (m/q) E[gᵀw̃]/V = E[gᵀζ1]/√q − (m/q) m̂/(2α).
+    # The pointwise form (THEORY.md) misses the jumps of z*(ω) of a non-convex prox.
+    if q > 1e-8 * var0:
+        zeta1 = nodes.points[:, :K]
+        sigma_hat_st = (-2 * alpha * float(nodes.mean(np.sum(g * zeta1, axis=1)))
+                        / float(np.sqrt(q)) + (m / q) * m_hat)
+    else:
+        sigma_hat_st = sigma_hat_pw
+    sigma_hat = sigma_hat_st if sigma_hat_form == "stein" else sigma_hat_pw
+    train = float(nodes.mean(loss))
+    moreau = float(nodes.mean(np.sum((z - omega) ** 2, axis=1) / (2 * sigma) + loss))
+    return OutputSide(m_hat=m_hat, q_hat=q_hat, sigma_hat=sigma_hat, train_error=train,
+                      moreau=moreau, sigma_hat_pointwise=sigma_hat_pw,
+                      sigma_hat_stein=sigma_hat_st)
+
+
+def test_error(channel, *, m, q, Q0, noise, nodes=None):
+    """Asymptotic test error ``E Σ_ab (labels(v0)_ab − attention(v)_ab)²``.
+
+    Per component ``(v0, v) ~ N(0, [[Q0 + Δ/2, m], [m, q]])``, i.i.d. over the K components
+    (``v0`` includes the label noise).
+
+    Parameters
+    ----------
+    channel : SoftmaxChannel or LinearChannel
+    m, q, Q0, noise : float
+    nodes : GaussianNodes of dim 2K, optional
+
+    Returns
+    -------
+    float
+    """
+    m, q, Q0, noise = _check_overlaps(m, q, Q0, noise)
+    nodes = _check_nodes(channel, nodes)
+    v, v0, _, _ = _gaussian_pair(m, q, Q0 + noise / 2, nodes, channel.K)
+    r = channel.labels(v0) - channel.attention(v)
+    return float(nodes.mean(_squared_norm(r)))
+
+
+test_error.__test__ = False  # not a pytest test despite its name
