@@ -9,12 +9,12 @@ factored attention decays as a power of n (THEORY.md §8): in ``d ≪ n ≪ d²`
 
 because the modes are recovered one by one, each new mode needing more samples than the
 last (:mod:`skattn.theory.powerlaw`). The same exponent holds all along the path
-``λ = c √(n/d²)`` of the weight decay (:mod:`skattn.scaling`); here ``c = 10``, which keeps
-the whole noise bulk below the threshold.
+``λ = c √(n/d²)`` of the weight decay (:mod:`skattn.theory.powerlaw.regimes`); here
+``c = 10``, which keeps the whole noise bulk below the threshold.
 
 We measure the learning curve with scikit-learn's
 :func:`~sklearn.model_selection.learning_curve` on :class:`~skattn.TiedAttentionRegressor` (linear attention, T = 2, label noise Δ = 0.5,
-d = 100, three splits), with :class:`~skattn.scaling.ScaledLambdaRegressor` setting
+d = 100, three splits), with :class:`~skattn.estimators.ScaledLambdaRegressor` setting
 ``reg_lambda = c √n / d`` at every training size. For linear attention the excess risk of a
 fitted ``S`` is exactly ``2K ‖S − S0‖²_F / d`` (``K = T(T+1)/2``), which we use as the score.
 
@@ -36,9 +36,9 @@ from sklearn.model_selection import ShuffleSplit, learning_curve
 
 from skattn import PowerLawTarget, TiedAttentionRegressor, make_attention_indexed
 from skattn.plotting import PALETTE, paper_style, plot_phase_diagram, save_figure
-from skattn.scaling import (ScaledLambdaRegressor, excess_risk_exponent, fit_power_law,
-                            phase_diagram)
-from skattn.theory.powerlaw import theory_learning_curve
+from skattn.estimators import ScaledLambdaRegressor
+from skattn.scaling import fit_power_law
+from skattn.theory.powerlaw import excess_risk_exponent, phase_diagram, theory_learning_curve
 
 D, T, NOISE, C_LAMBDA = 100, 2, 0.5, 10.0
 K = T * (T + 1) // 2
@@ -134,7 +134,7 @@ with paper_style():
 # %%
 # The phase diagram of §8
 # -----------------------
-# Regimes of :func:`skattn.scaling.scaling_regime` in the (n, λ) plane at d = 1000 (for
+# Regimes of :func:`skattn.theory.powerlaw.scaling_regime` in the (n, λ) plane at d = 1000 (for
 # linear attention, T = 2, Δ = 0.5; crossovers located to within factors of order one),
 # with the path λ = c √n/d of the curves above: parallel to the recovery/regularized
 # boundary λ ≈ √(4KΔ n/d²), along which both regimes give the same exponent.

@@ -1,236 +1,40 @@
-"""Scaling laws of the excess risk for power-law targets (THEORY.md §8).
+"""Power-law fits of measured learning curves, with confidence intervals (THEORY.md §8).
 
-For a power-law target ``λ_i ∝ √d · i^(−γ)`` (γ > 1/2, label noise Δ > 0) the excess
-test error ``e_test − e0`` of factored attention trained with weight decay λ (sum
-objective ``Σ_μ ℓ_μ + λ‖W‖²_F``) follows a power law of n whose exponent depends on the
-regime (the phase diagram of Defilippis et al. 2025 and of the paper). The state evolution
-gives ``Ŝ ≈ η ReLU(S0 + δZ − ε)`` with, up to constants of order one,
-
-- the noise level of the effective observation ``δ ≍ √(Δ d²/n) = √(Δ/α)``,
-- the threshold set by the weight decay ``ε ≍ λ d²/n = λ/α``,
-
-and mode i is recovered when ``λ_i ≳ max(δ, ε)``; the target's eigenvalues run from
-``λ_1 ≍ √d`` down to ``λ_d ≍ d^{1/2−γ}``. Counting the recovered modes and the error
-they leave gives the regimes of :data:`REGIMES`:
-
-- ``"plateau"`` — ``max(δ, ε) ≳ λ_1`` (``n ≲ d``, or a huge λ): nothing is recovered,
-  the excess risk stays ``≍ Q0``; exponent 0;
-- ``"recovery"`` — ``ε ≲ δ`` and ``d ≪ n ≪ d²``: ``(n/d)^(−1 + 1/(2γ))``;
-- ``"bulk"`` — ``ε ≲ δ`` and ``n ≫ d²``: the noise bulk dominates, ``d²/n``; exponent −1;
-- ``"regularized"`` — ``δ ≲ ε`` with ``λ_d ≲ ε ≲ λ_1``: the threshold sets the recovered
-  modes, ``(λ d^{3/2}/n)^(2 − 1/γ)``; exponent ``−(2 − 1/γ)``;
-- ``"shrinkage"`` — ``δ ≲ ε ≲ λ_d``: every mode is above the threshold and shrunk by it,
-  ``(λ d²/n)²``; exponent −2;
-- ``"optimal"`` — λ tuned at each n (``λ ∝ √(n/d²)``): the LASSO minimax rate
-  ``n^(−1 + 1/(2γ))``.
-
-Exponents are with respect to n at fixed d and λ (for ``"optimal"``: along the optimal
-λ(n) ∝ √(n/d²) path, the LASSO minimax rate). The ``ε ≲ δ`` condition is
-``λ ≲ √(n/d²)`` of THEORY.md §8 (with the constants of :func:`scaling_regime`,
-``λ ≤ √(4KΔα)``). Along any path ``λ = c √(n)/d`` the ``"recovery"`` and
-``"regularized"`` rates coincide, ``(n/d)^(−1+1/(2γ))``: this is the path the learning
-curves of :class:`ScaledLambdaRegressor` follow.
-
-The exponents are asymptotic: they need many recovered modes. Finite-size corrections
-measured with the finite-d theory (linear attention, T = 2, Δ = 0.5):
-
-- mostly in ``n/d``: over ``n/d ∈ [4, 40]`` the fitted exponent along ``λ = c √n/d``
-  depends on c — for d = 100, −0.56 (γ = 1.25) and −0.34 (γ = 0.75) with c = 10, −0.63
-  and −0.45 with c = 5 — because for small c part of the noise bulk survives the
-  threshold and its faster ``d²/n`` decay steepens the curve; for γ = 1.25 it is the same
-  at d = 100, 128 and 1000 (−0.557, −0.557, −0.553);
-- for γ close to 1/2 the truncation of the spectrum at i = d matters: γ = 0.75, c = 10
-  gives −0.336, −0.329, −0.30 at d = 100, 128, 1000 over the same window, and at
-  d = 1000 the local slope runs from −0.20 (n/d = 2) through −0.34 (n/d = 40) to −0.40
-  (n/d = 1000); for γ = 1.25 it settles at −0.59.
-
-Without label noise (Δ = 0) δ shrinks with the error itself and the decay is faster (the
-theory gives slopes near ``1 − 2γ`` at small λ).
-
-Besides the regime map this module fits power laws with confidence intervals
-(:func:`fit_power_law`).
+:func:`fit_power_law` fits ``err − e0 ≈ C · n^b`` to errors measured at several sample
+sizes (simulations, or the theory's own curves); :func:`irreducible_error` gives the
+``e0`` of a configuration. The asymptotic exponents to compare ``b`` with, and the regime
+map they come from, are theory: they live in :mod:`skattn.theory.powerlaw.regimes` and are
+re-exported here (:data:`REGIMES`, :func:`excess_risk_exponent`, :func:`scaling_regime`,
+:func:`phase_diagram`). The estimator that follows the ``λ ∝ √n`` path of those laws is
+:class:`skattn.estimators.ScaledLambdaRegressor`.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from scipy import stats
 
 from ._validation import check_choice, check_finite_array, check_scalar_range
+from .theory.powerlaw import (
+    REGIMES,
+    excess_risk_exponent,
+    irreducible_error,
+    phase_diagram,
+    scaling_regime,
+)
 
 __all__ = [
     "REGIMES",
     "excess_risk_exponent",
     "scaling_regime",
     "phase_diagram",
+    "irreducible_error",
     "PowerLawFit",
     "fit_power_law",
-    "ScaledLambdaRegressor",
 ]
-
-#: The regimes of the excess-risk phase diagram (see the module docstring).
-REGIMES = ("plateau", "recovery", "bulk", "regularized", "shrinkage", "optimal")
-
-
-def _check_gamma(gamma):
-    gamma = check_scalar_range(gamma, "gamma", low=0, low_inclusive=False)
-    if gamma <= 0.5:
-        raise ValueError(f"gamma must be > 1/2 for these scaling laws (the target's energy "
-                         f"Σ λ_i² must be dominated by its top modes), got {gamma}.")
-    return gamma
-
-
-def excess_risk_exponent(gamma, regime="recovery"):
-    """Exponent b of ``e_test − e0 ∝ n^b`` (fixed d and λ) in a regime of §8.
-
-    Parameters
-    ----------
-    gamma : float
-        Decay exponent γ > 1/2 of the target spectrum.
-    regime : {"plateau", "recovery", "bulk", "regularized", "shrinkage", "optimal"}
-        See the module docstring; "recovery" (the default) is ``d ≪ n ≪ d²`` at small λ.
-
-    Returns
-    -------
-    float
-        ``0``, ``−1 + 1/(2γ)``, ``−1``, ``−(2 − 1/γ)``, ``−2`` or ``−1 + 1/(2γ)``.
-
-    Examples
-    --------
-    >>> from skattn.scaling import excess_risk_exponent
-    >>> excess_risk_exponent(1.25)
-    -0.6
-    >>> excess_risk_exponent(1.25, "regularized")
-    -1.2
-    """
-    gamma = _check_gamma(gamma)
-    check_choice(regime, "regime", REGIMES)
-    return {
-        "plateau": 0.0,
-        "recovery": -1.0 + 1.0 / (2.0 * gamma),
-        "bulk": -1.0,
-        "regularized": -(2.0 - 1.0 / gamma),
-        "shrinkage": -2.0,
-        "optimal": -1.0 + 1.0 / (2.0 * gamma),
-    }[regime]
-
-
-def _scales(n, d, reg_lambda, gamma, n_tokens, noise):
-    """δ, ε, λ_1, λ_d and α of the regime map (see :func:`scaling_regime`)."""
-    n_a = check_finite_array(n, "n")
-    d_a = check_finite_array(d, "d")
-    lam_a = check_finite_array(reg_lambda, "reg_lambda")
-    if np.any(n_a <= 0):
-        raise ValueError("n must be > 0.")
-    if np.any(d_a < 1):
-        raise ValueError("d must be >= 1.")
-    if np.any(lam_a < 0):
-        raise ValueError("reg_lambda must be >= 0.")
-    n_tokens = check_scalar_range(n_tokens, "n_tokens", low=1, integer=True)
-    noise = check_scalar_range(noise, "noise", low=0, low_inclusive=False)
-    K = n_tokens * (n_tokens + 1) / 2
-    n_b, d_b, lam_b = np.broadcast_arrays(n_a, d_a, lam_a)
-    alpha = n_b / d_b ** 2
-    delta = np.sqrt(noise / (4 * K * alpha))
-    eps = lam_b / (4 * K * alpha)
-    # λ_1 = √d / (Σ_{i ≤ d} i^(−2γ))^{1/2}: the normalisation Σ λ_i² = d of PowerLawTarget
-    dd = np.unique(np.rint(d_b).astype(np.int64))
-    norm = {int(k): np.sqrt(np.sum(np.arange(1, k + 1, dtype=float) ** (-2 * gamma)))
-            for k in dd}
-    top = np.sqrt(d_b) / np.vectorize(lambda k: norm[int(k)])(np.rint(d_b))
-    bottom = top * d_b ** (-gamma)
-    return delta, eps, top, bottom, alpha, K
-
-
-def scaling_regime(n, d, reg_lambda, gamma, *, n_tokens=1, noise=1.0):
-    """Regime of the phase diagram of §8 at sample size n, dimension d and weight decay λ.
-
-    The scales are those of the state evolution at small α for the linear channel with
-    ``K = T(T+1)/2`` components per sample, which fixes the constants (THEORY.md §4):
-    ``m̂ ≈ Σ̂ ≈ 4Kα`` and ``q̂ ≈ 8Kα·Δ/2`` when the noise dominates the error, so
-
-    - ``δ = √q̂/m̂ = √(Δ/(4Kα))``, ``ε = 2λ/m̂ = λ/(4Kα)`` (``α = n/d²``, width p = d);
-    - ``λ_1 = √d / (Σ_{i≤d} i^(−2γ))^{1/2}`` and ``λ_d = λ_1 d^(−γ)``, the extreme
-      eigenvalues of :class:`~skattn.data.PowerLawTarget`;
-
-    and the regime is
-
-    - ``max(δ, ε) ≥ λ_1`` → ``"plateau"``;
-    - else ``ε ≤ δ`` → ``"recovery"`` if ``2Kα ≤ 1`` (below the interpolation scale
-      ``n ≈ d²/(2K)``), ``"bulk"`` otherwise;
-    - else (``ε > δ``) → ``"shrinkage"`` if ``ε ≤ λ_d``, ``"regularized"`` otherwise.
-
-    The crossovers are located to within factors of order one (Σ and the error itself are
-    neglected in m̂, q̂). For softmax use the same map as an order of magnitude.
-
-    Parameters
-    ----------
-    n : float or array-like
-        Number of samples (> 0).
-    d : int or array-like of int
-        Token dimension (≥ 1).
-    reg_lambda : float or array-like
-        Weight decay λ ≥ 0 of the sum objective ``Σ_μ ℓ_μ + λ‖W‖²_F``.
-    gamma : float
-        γ > 1/2.
-    n_tokens : int, default=1
-        T.
-    noise : float, default=1.0
-        Label noise Δ > 0 (the rates of §8 are those of noisy labels).
-
-    Returns
-    -------
-    str or ndarray of str
-        A name from :data:`REGIMES` (never ``"optimal"``, which is a path, not a point),
-        an array of names when any argument is an array (broadcast together).
-    """
-    gamma = _check_gamma(gamma)
-    delta, eps, top, bottom, alpha, K = _scales(n, d, reg_lambda, gamma, n_tokens, noise)
-    out = np.where(
-        np.maximum(delta, eps) >= top, "plateau",
-        np.where(eps <= delta, np.where(2 * K * alpha <= 1, "recovery", "bulk"),
-                 np.where(eps <= bottom, "shrinkage", "regularized"))).astype(object)
-    if out.ndim == 0:
-        return str(out[()])
-    return out.astype(str)
-
-
-def phase_diagram(d, gamma, *, n, reg_lambda, n_tokens=1, noise=1.0):
-    """The regime map of :func:`scaling_regime` on a grid of (n, λ), with exponent labels.
-
-    Parameters
-    ----------
-    d : int
-        Token dimension.
-    gamma : float
-        γ > 1/2.
-    n : array-like of shape (nx,)
-        Sample sizes (horizontal axis).
-    reg_lambda : array-like of shape (ny,)
-        Weight decays (vertical axis).
-    n_tokens : int, default=1
-    noise : float, default=1.0
-        See :func:`scaling_regime`.
-
-    Returns
-    -------
-    regimes : ndarray of int, shape (ny, nx)
-        Index into :data:`REGIMES` at each grid point.
-    labels : list of str
-        For each entry of :data:`REGIMES`, its name and excess-risk exponent, e.g.
-        ``"recovery: n^-0.60"``; ready for :func:`skattn.plotting.plot_phase_diagram`.
-    """
-    gamma = _check_gamma(gamma)
-    n = check_finite_array(n, "n", ndim=1)
-    lam = check_finite_array(reg_lambda, "reg_lambda", ndim=1)
-    names = scaling_regime(n[None, :], d, lam[:, None], gamma, n_tokens=n_tokens,
-                           noise=noise)
-    index = {r: i for i, r in enumerate(REGIMES)}
-    regimes = np.vectorize(index.__getitem__, otypes=[int])(names)
-    labels = [f"{r}: $n^{{{excess_risk_exponent(gamma, r):.2f}}}$" for r in REGIMES]
-    return regimes, labels
 
 
 @dataclass
@@ -288,13 +92,16 @@ def fit_power_law(n, err, e0=0.0, *, confidence=0.95, method="t", n_bootstrap=20
         Errors; with r columns (repetitions, e.g. the ``test_scores`` of sklearn's
         ``learning_curve`` negated), every finite entry is one observation.
     e0 : float, default=0.0
-        Irreducible error subtracted before the fit (``err − e0`` must be > 0).
+        Irreducible error subtracted before the fit (``err − e0`` must be > 0), e.g. from
+        :func:`irreducible_error` (``K Δ`` for linear attention with label noise Δ).
     confidence : float in (0, 1), default=0.95
         Level of the interval on the exponent.
     method : {"t", "bootstrap"}, default="t"
         ``"t"``: Student-t interval ``b ± t_{k−2} · stderr`` (ordinary least squares,
         scipy.stats); ``"bootstrap"``: percentile interval of the slope over
-        ``n_bootstrap`` resamplings of the points (pairs bootstrap).
+        ``n_bootstrap`` resamplings of the points (pairs bootstrap,
+        :func:`scipy.stats.bootstrap` on the point indices; resamples whose points all
+        share one n, which have no slope, are left out).
     n_bootstrap : int, default=2000
     random_state : int, Generator or None
         Seed of the bootstrap.
@@ -302,6 +109,20 @@ def fit_power_law(n, err, e0=0.0, *, confidence=0.95, method="t", n_bootstrap=20
     Returns
     -------
     PowerLawFit
+
+    Warns
+    -----
+    RuntimeWarning
+        When ``log(err − e0)`` is significantly curved in ``log n`` (a quadratic term with
+        p < 0.001 that moves the local slope by more than 0.1 across the range): a power
+        law is then a poor model, most often because e0 is off — too low when the curve
+        flattens (a floor is left in ``err − e0``), too high when it steepens — or
+        because the points straddle two regimes.
+
+    Raises
+    ------
+    ValueError
+        When ``err − e0 ≤ 0`` at a point (``e0 ≥ min(err)``: e0 is too high).
 
     Examples
     --------
@@ -312,8 +133,6 @@ def fit_power_law(n, err, e0=0.0, *, confidence=0.95, method="t", n_bootstrap=20
     >>> round(fit.exponent, 6)
     -0.6
     """
-    from scipy import stats
-
     n = check_finite_array(n, "n", ndim=1)
     try:
         err = np.asarray(err, dtype=float)  # NaN entries (failed fits) are skipped
@@ -356,90 +175,75 @@ def fit_power_law(n, err, e0=0.0, *, confidence=0.95, method="t", n_bootstrap=20
         ci = (b - t * stderr, b + t * stderr)
     else:
         n_bootstrap = check_scalar_range(n_bootstrap, "n_bootstrap", low=10, integer=True)
-        rng = np.random.default_rng(random_state)
-        slopes = []
-        for _ in range(n_bootstrap):
-            idx = rng.integers(0, k, k)
-            xs = x[idx]
-            if np.ptp(xs) == 0:
-                continue
-            slopes.append(np.polyfit(xs, ly[idx], 1)[0])
-        lo, hi = np.quantile(slopes, [0.5 - confidence / 2, 0.5 + confidence / 2])
-        ci = (float(lo), float(hi))
+        ci = _bootstrap_slope_interval(x, ly, confidence, n_bootstrap, random_state)
+    _warn_if_curved(x, ly, b, e0)
     return PowerLawFit(exponent=b, prefactor=float(np.exp(a)), stderr=stderr,
                        ci=(float(ci[0]), float(ci[1])), confidence=confidence, method=method,
                        n_points=k, r2=r2, residuals=res)
 
 
-class ScaledLambdaRegressor(RegressorMixin, BaseEstimator):
-    """Fit an attention regressor with a weight decay that grows with the sample size.
+def _bootstrap_slope_interval(x, ly, confidence, n_resamples, random_state):
+    """Percentile interval of the least-squares slope over pairs resamplings of (x, ly)."""
 
-    ``fit(X, y)`` fits a clone of ``estimator`` with
-    ``reg_lambda = scale · n_samples^exponent``. With ``exponent=0.5`` and
-    ``scale = c/d`` this is ``λ = c √(n/d²)``: the path along which the excess risk of a
-    power-law target follows ``(n/d)^(−1+1/(2γ))`` at every n (module docstring), so that
-    scikit-learn's ``learning_curve`` — which clones one estimator for every training
-    size — measures that scaling law.
+    def slope(idx, axis=-1):
+        xs, ys = x[idx], ly[idx]
+        xc = xs - xs.mean(axis=axis, keepdims=True)
+        sxx = np.sum(xc * xc, axis=axis)
+        sxy = np.sum(xc * ys, axis=axis)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # a resample whose points all share one n has no slope: NaN, left out below
+            return np.where(np.ptp(xs, axis=axis) > 0, sxy / sxx, np.nan)
 
-    Parameters
-    ----------
-    estimator : estimator with a ``reg_lambda`` parameter
-        E.g. :class:`~skattn.TiedAttentionRegressor`.
-    scale : float, default=1.0
-        Prefactor (≥ 0).
-    exponent : float, default=0.5
-        Power of n.
+    with warnings.catch_warnings():
+        # degenerate resamples make scipy's own interval NaN (and warn): handled below
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = stats.bootstrap((np.arange(x.size),), slope, n_resamples=n_resamples,
+                              vectorized=True, method="percentile",
+                              confidence_level=confidence,
+                              rng=np.random.default_rng(random_state))
+    slopes = res.bootstrap_distribution
+    if not np.any(np.isfinite(slopes)):
+        raise ValueError("every bootstrap resample put all its points at one n; use "
+                         "method='t' or more distinct n.")
+    # the percentiles scipy takes, over the resamples that have a slope
+    lo, hi = np.nanquantile(slopes, [0.5 - confidence / 2, 0.5 + confidence / 2])
+    return float(lo), float(hi)
 
-    Attributes
-    ----------
-    estimator_ : estimator
-        The fitted clone.
-    reg_lambda_ : float
-        The weight decay it was fitted with.
-    n_features_in_ : int
-        Forwarded from ``estimator_`` when it has it.
-    """
 
-    def __init__(self, estimator, scale=1.0, exponent=0.5):
-        self.estimator = estimator
-        self.scale = scale
-        self.exponent = exponent
+#: a quadratic term in log n must be this significant (p-value) and move the local slope by
+#: at least this much across the fitted range before fit_power_law warns about e0
+_CURVATURE_P_VALUE = 1e-3
+_CURVATURE_SLOPE_DRIFT = 0.1
 
-    def fit(self, X, y, **fit_params):
-        """Fit the clone on ``(X, y)`` (``fit_params`` are passed on)."""
-        scale = check_scalar_range(self.scale, "scale", low=0)
-        exponent = check_scalar_range(self.exponent, "exponent")
-        if not hasattr(self.estimator, "get_params") or \
-                "reg_lambda" not in self.estimator.get_params():
-            raise TypeError("estimator must be a scikit-learn estimator with a reg_lambda "
-                            f"parameter, got {type(self.estimator).__name__}.")
-        n = len(X)
-        if n < 1:
-            raise ValueError("X must hold at least one sample.")
-        self.reg_lambda_ = float(scale * n ** exponent)
-        self.estimator_ = clone(self.estimator).set_params(reg_lambda=self.reg_lambda_)
-        self.estimator_.fit(X, y, **fit_params)
-        if hasattr(self.estimator_, "n_features_in_"):
-            self.n_features_in_ = self.estimator_.n_features_in_
-        return self
 
-    def predict(self, X):
-        """``estimator_.predict(X)``."""
-        from sklearn.utils.validation import check_is_fitted
-
-        check_is_fitted(self, "estimator_")
-        return self.estimator_.predict(X)
-
-    def score(self, X, y, sample_weight=None):
-        """``estimator_.score(X, y)``."""
-        from sklearn.utils.validation import check_is_fitted
-
-        check_is_fitted(self, "estimator_")
-        return self.estimator_.score(X, y, sample_weight=sample_weight)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        inner = self.estimator.__sklearn_tags__()
-        tags.input_tags = inner.input_tags
-        tags.target_tags = inner.target_tags
-        return tags
+def _warn_if_curved(x, ly, slope, e0):
+    """Warn when ``log(err − e0)`` bends in ``log n`` (the usual sign of a wrong e0)."""
+    if np.unique(x).size < 4 or x.size < 5:
+        return  # too few points to tell curvature from noise
+    xc = x - x.mean()
+    design = np.column_stack([np.ones_like(xc), xc, xc * xc])
+    coef, _, rank, _ = np.linalg.lstsq(design, ly, rcond=None)
+    if rank < 3:
+        return
+    dof = x.size - 3
+    rss = float(np.sum((ly - design @ coef) ** 2))
+    cov = rss / dof * np.linalg.inv(design.T @ design)
+    curvature = float(coef[2])
+    drift = 2 * curvature * float(np.ptp(x))  # change of the local slope over the range
+    if abs(drift) <= _CURVATURE_SLOPE_DRIFT:
+        return
+    se = float(np.sqrt(cov[2, 2]))
+    p_value = 2 * stats.t.sf(abs(curvature) / se, dof) if se > 0 else 0.0
+    if p_value >= _CURVATURE_P_VALUE:
+        return
+    if slope >= 0:
+        hint = "the error does not decrease"
+    elif drift > 0:  # a decreasing curve that flattens: a floor is left in err − e0
+        hint = "e0 may be too low"
+    else:
+        hint = "e0 may be too high"
+    warnings.warn(
+        f"log(err − e0) is curved in log n (local slope changes by {drift:+.2f} across the "
+        f"range, p = {p_value:.1g}) with e0 = {e0:g}: {hint}, or the points straddle two "
+        "regimes. Check e0 (irreducible_error gives it for a configuration).",
+        RuntimeWarning, stacklevel=3)

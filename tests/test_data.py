@@ -38,6 +38,14 @@ def test_power_law_target_normalisation():
     assert np.allclose(np.sort(np.linalg.eigvalsh(s0))[::-1], eig, atol=1e-9)
     with pytest.raises(ValueError, match="n_features"):
         target.spectral_law()
+    # the profile is theory.laws' (data samples from the theory's formula, one way)
+    from skattn.theory.laws import power_law_eigenvalues
+
+    np.testing.assert_array_equal(eig, power_law_eigenvalues(1.0, 100, cutoff=20))
+    with pytest.raises(ValueError, match="gamma"):
+        power_law_eigenvalues(0.0, 10)
+    with pytest.raises(ValueError, match="cutoff"):
+        power_law_eigenvalues(1.0, 10, cutoff=0)
 
 
 def test_spectrum_target_matrix_and_errors():

@@ -14,6 +14,7 @@ from skattn.theory.powerlaw import (
     error_coefficients,
     error_decomposition,
     emergence_alpha,
+    irreducible_error,
     isolation_thresholds,
     powerlaw_law,
     recovered_modes,
@@ -177,6 +178,47 @@ def test_error_coefficients():
     e0n = error_coefficients(SimpleNamespace(Q0=1.0, m=0.5, params=dict(soft.params,
                                                                          noise=0.5)))[0]
     assert e0n > 0
+
+
+@pytest.mark.parametrize("attention, noise, Q0", [("linear", 0.2, 1.0),
+                                                   ("softmax", 0.0, 1.0),
+                                                   ("softmax", 0.5, 1.0),
+                                                   ("softmax", 0.5, 1.5)])
+def test_irreducible_error_is_the_e0_of_the_decomposition(attention, noise, Q0):
+    params = dict(attention=attention, n_tokens=2, beta=1.0, target_beta=1.0, noise=noise)
+    result = SimpleNamespace(Q0=Q0, m=0.5 * Q0, params=params)
+    e0 = irreducible_error(2, attention=attention, noise=noise, Q0=Q0, n_nodes=4096)
+    assert e0 == error_coefficients(result, n_nodes=4096)[0]
+
+
+def test_irreducible_error_is_below_every_error_for_linear_attention():
+    # linear attention: e0 = KΔ is the minimum of e_test = KΔ + 2K‖S − S0‖²/d
+    from skattn.theory.powerlaw.decomposition import _error_function
+
+    e = _error_function("linear", 2, 1.0, 1.0, 1.0, 0.3, 16, 0)
+    e0 = irreducible_error(2, attention="linear", noise=0.3)
+    for m, q in [(0.9, 0.9), (0.5, 0.3), (1.0, 1.1)]:
+        assert e(m, q) >= e0
+
+
+def test_theory_does_not_import_data():
+    """data depends on theory.laws one way: importing the theory pulls in no skattn.data."""
+    import subprocess
+    import sys
+
+    code = ("import sys, skattn.theory, skattn.theory.powerlaw as p, skattn.scaling; "
+            "p.powerlaw_law(1.25, 10); p.scaling_regime(1e3, 100, 0.1, 1.25); "
+            "bad = sorted(m for m in sys.modules if m.startswith(('skattn.data', 'torch'))); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_powerlaw_law_is_the_target_law():
+    law = powerlaw_law(1.25, 50, cutoff=30)
+    np.testing.assert_array_equal(
+        law.eigenvalues, PowerLawTarget(1.25, cutoff=30).spectral_law(50).eigenvalues)
 
 
 @pytest.mark.parametrize("noise", [0.0, 0.5])

@@ -1,6 +1,7 @@
-"""Tests of skattn.scaling: excess-risk exponents, the regime map, power-law fits, the
-λ ∝ √n wrapper, and (slow) the learning-curve scaling law of THEORY.md §8 measured with
-scikit-learn's ``learning_curve`` on TiedAttentionRegressor."""
+"""Tests of the scaling laws of THEORY.md §8: excess-risk exponents and the regime map
+(skattn.theory.powerlaw.regimes), power-law fits (skattn.scaling), the λ ∝ √n wrapper
+(skattn.estimators.ScaledLambdaRegressor), and (slow) the learning-curve scaling law
+measured with scikit-learn's ``learning_curve`` on TiedAttentionRegressor."""
 
 import warnings
 
@@ -8,11 +9,11 @@ import numpy as np
 import pytest
 
 from skattn.data import PowerLawTarget
-from skattn.scaling import (
+from skattn.estimators import ScaledLambdaRegressor
+from skattn.scaling import fit_power_law, irreducible_error
+from skattn.theory.powerlaw import (
     REGIMES,
-    ScaledLambdaRegressor,
     excess_risk_exponent,
-    fit_power_law,
     phase_diagram,
     scaling_regime,
 )
@@ -60,7 +61,7 @@ def test_scaling_regime_points():
     assert scaling_regime(n, d, 1.1 * edge, g, **kw) == "regularized"
     # the threshold and noise scales are those of the state evolution: at d = 100,
     # n = 400, λ = 2 (T = 2 linear, Δ = 0.5) it gives ε = 4.38, the map uses 4.17
-    from skattn.scaling import _scales
+    from skattn.theory.powerlaw.regimes import _scales
 
     delta, eps, top, bottom, alpha, K = _scales(400, d, 2.0, g, 2, 0.5)
     assert eps == pytest.approx(4.38, rel=0.1)
@@ -141,6 +142,96 @@ def test_fit_power_law_skips_nan_and_errors():
         fit_power_law(n, [1.0, 0.5, 0.2, 0.1], method="jackknife")
     with pytest.raises(ValueError, match="n must"):
         fit_power_law(-n, [1.0, 0.5, 0.2, 0.1])
+
+
+def test_scaling_reexports_the_theory_regimes():
+    import skattn.scaling
+    import skattn.theory.powerlaw as powerlaw
+
+    for name in ("REGIMES", "excess_risk_exponent", "scaling_regime", "phase_diagram",
+                 "irreducible_error"):
+        assert getattr(skattn.scaling, name) is getattr(powerlaw, name)
+
+
+def test_fit_power_law_bootstrap_matches_t_interval():
+    # scipy.stats.bootstrap on the point indices: with Gaussian log-noise the percentile
+    # interval of the pairs bootstrap is close to the t interval, and it is reproducible
+    rng = np.random.default_rng(3)
+    n = np.geomspace(100, 10000, 10)
+    err = 2 * n[:, None] ** -0.5 * np.exp(0.05 * rng.standard_normal((10, 4)))
+    t_fit = fit_power_law(n, err)
+    boot = fit_power_law(n, err, method="bootstrap", random_state=7)
+    assert boot.method == "bootstrap" and boot.exponent == t_fit.exponent
+    assert boot.ci == fit_power_law(n, err, method="bootstrap", random_state=7).ci
+    np.testing.assert_allclose(boot.ci, t_fit.ci, atol=0.2 * (t_fit.ci[1] - t_fit.ci[0]))
+
+
+def test_fit_power_law_bootstrap_skips_degenerate_resamples():
+    # 5 points at 3 distinct n: some resamples put every point at one n (no slope); the
+    # interval comes from the others and stays finite
+    n = np.array([10.0, 10, 20, 20, 40])
+    err = np.array([1.0, 1.1, 0.7, 0.75, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_power_law(n, err, method="bootstrap", n_bootstrap=500, random_state=0)
+    assert np.all(np.isfinite(fit.ci)) and fit.ci[0] < fit.exponent < fit.ci[1]
+    with pytest.raises(ValueError, match="n_bootstrap"):
+        fit_power_law(n, err, method="bootstrap", n_bootstrap=5)
+
+
+# ---------------------------------------------------------------------------------------
+# the irreducible error e0 and the warning on a wrong e0
+# ---------------------------------------------------------------------------------------
+
+def test_wrong_e0_warns_right_e0_does_not():
+    n = np.geomspace(100, 10000, 7)
+    e0 = irreducible_error(2, attention="linear", noise=0.1)  # K Δ = 3 × 0.1
+    err = e0 + 2.5 * n ** -0.6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_power_law(n, err, e0=e0)
+    assert fit.exponent == pytest.approx(-0.6)
+    # forgetting the noise floor: the curve flattens, the fitted exponent is far off
+    with pytest.warns(RuntimeWarning, match="e0 may be too low"):
+        fit = fit_power_law(n, err, e0=0.0)
+    assert fit.exponent > -0.2
+    # overshooting it (still below min err): the curve steepens (a bend this sharp needs a
+    # few more points to be significant)
+    n10 = np.geomspace(100, 10000, 10)
+    with pytest.warns(RuntimeWarning, match="e0 may be too high"):
+        fit_power_law(n10, e0 + 2.5 * n10 ** -0.6, e0=e0 + 0.5 * 2.5 * n10[-1] ** -0.6)
+    # e0 >= min(err): log(err − e0) undefined
+    with pytest.raises(ValueError, match="e0"):
+        fit_power_law(n, err, e0=float(err.min()))
+
+
+def test_e0_warning_is_rare_on_noisy_power_laws():
+    rng = np.random.default_rng(5)
+    n = np.geomspace(100, 10000, 7)
+    n_warned = 0
+    for _ in range(100):
+        err = 3 * n[:, None] ** -0.4 * np.exp(0.1 * rng.standard_normal((7, 3)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit_power_law(n, err)
+        n_warned += any(issubclass(w.category, RuntimeWarning) for w in caught)
+    assert n_warned <= 2
+
+
+def test_irreducible_error_values():
+    # linear attention: the label noise summed over the K = T(T+1)/2 entries
+    assert irreducible_error(2, attention="linear", noise=0.5) == pytest.approx(1.5)
+    assert irreducible_error(3, attention="linear", noise=0.2, Q0=1.5) == pytest.approx(1.2)
+    # softmax: zero without noise at β = β0; with noise it grows with Δ
+    assert irreducible_error(2) == pytest.approx(0.0, abs=1e-12)
+    assert irreducible_error(2, target_beta=2.0) > 0
+    assert 0 < irreducible_error(2, noise=0.1) < irreducible_error(2, noise=0.5)
+    with pytest.raises(ValueError, match="noise"):
+        irreducible_error(2, noise=-0.1)
+    with pytest.raises(ValueError, match="attention"):
+        irreducible_error(2, attention="relu")
+    with pytest.raises(ValueError, match="Q0"):
+        irreducible_error(2, Q0=0.0)
 
 
 # ---------------------------------------------------------------------------------------

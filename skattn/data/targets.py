@@ -12,7 +12,7 @@ from scipy.stats import ortho_group
 
 from .._validation import check_finite_array, check_scalar_range
 from .._validation import check_random_state_arg as check_random_state
-from ..theory.laws import DiscreteLaw, WishartLaw
+from ..theory.laws import DiscreteLaw, WishartLaw, power_law_eigenvalues
 
 __all__ = ["Target", "WishartTarget", "PowerLawTarget", "SpectrumTarget"]
 
@@ -125,12 +125,8 @@ class PowerLawTarget(Target):
 
     def eigenvalues(self, n_features):
         """The normalised spectrum, in decreasing order."""
-        d = _check_n_features(n_features)
-        i = np.arange(1, d + 1, dtype=float)
-        lam = i ** (-self.gamma)
-        if self.cutoff is not None:
-            lam[self.cutoff:] = 0.0
-        return lam * np.sqrt(d / np.sum(lam ** 2))
+        return power_law_eigenvalues(self.gamma, _check_n_features(n_features),
+                                     self.cutoff)
 
     def sample(self, n_features, random_state=None):
         d = _check_n_features(n_features)

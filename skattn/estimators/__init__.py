@@ -3,7 +3,8 @@
 from ._base import BaseAttentionRegressor, infer_structure
 from .direct import DirectAttentionRegressor
 from .predictor import AsymptoticPredictor
+from .scaled import ScaledLambdaRegressor
 from .tied import TiedAttentionRegressor
 
 __all__ = ["TiedAttentionRegressor", "DirectAttentionRegressor", "AsymptoticPredictor", "BaseAttentionRegressor",
-           "infer_structure"]
+           "infer_structure", "ScaledLambdaRegressor"]

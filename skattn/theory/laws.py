@@ -1,7 +1,9 @@
 """Spectral laws of targets S0 (THEORY.md §1), as the theory needs them.
 
-A law knows its atoms, its absolutely continuous part, its moments, its support and its
-Cauchy transform ``G(z) = ∫ μ(dx) / (z - x)`` in the upper half plane.
+This module holds the spectral formulas that :mod:`skattn.data` samples from (data
+depends on it, never the reverse). A law knows its atoms, its absolutely continuous part,
+its moments, its support and its Cauchy transform ``G(z) = ∫ μ(dx) / (z - x)`` in the
+upper half plane.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import numpy as np
 
 from .._validation import check_finite_array, check_scalar_range
 
-__all__ = ["SpectralLaw", "WishartLaw", "DiscreteLaw"]
+__all__ = ["SpectralLaw", "WishartLaw", "DiscreteLaw", "power_law_eigenvalues",
+           "powerlaw_law"]
 
 
 class SpectralLaw:
@@ -156,3 +159,53 @@ class DiscreteLaw(SpectralLaw):
 
     def __repr__(self):
         return f"DiscreteLaw(n_atoms={self.n_atoms})"
+
+
+def power_law_eigenvalues(gamma, n_features, cutoff=None):
+    """The normalised power-law spectrum ``λ_i ∝ i^(−γ)``, ``Σ λ_i² = d``, decreasing.
+
+    Parameters
+    ----------
+    gamma : float
+        Decay exponent γ > 0.
+    n_features : int
+        Dimension d ≥ 1.
+    cutoff : int or None, default=None
+        Number of non-zero modes (``λ_i = 0`` for ``i > cutoff``); None keeps all ``d``.
+
+    Returns
+    -------
+    ndarray of shape (d,)
+        ``λ_i = √d · i^(−γ) / (Σ_{j ≤ min(d, cutoff)} j^(−2γ))^{1/2}`` (zero past the
+        cutoff), so that ``Q0 = Tr S0²/d = 1``.
+    """
+    gamma = check_scalar_range(gamma, "gamma", low=0, low_inclusive=False)
+    d = check_scalar_range(n_features, "n_features", low=1, integer=True)
+    if cutoff is not None:
+        cutoff = check_scalar_range(cutoff, "cutoff", low=1, integer=True)
+    i = np.arange(1, d + 1, dtype=float)
+    lam = i ** (-gamma)
+    if cutoff is not None:
+        lam[cutoff:] = 0.0
+    return lam * np.sqrt(d / np.sum(lam ** 2))
+
+
+def powerlaw_law(gamma, n_features, cutoff=None):
+    """The law ``(1/d) Σ_i δ_{λ_i}`` of a power-law target at finite d.
+
+    Parameters
+    ----------
+    gamma : float
+        Decay exponent γ > 0 of ``λ_i ∝ i^(−γ)``.
+    n_features : int
+        Dimension d.
+    cutoff : int or None, default=None
+        Number of non-zero modes (see :class:`~skattn.data.PowerLawTarget`).
+
+    Returns
+    -------
+    DiscreteLaw
+        Atoms ``λ_i = √d · i^(−γ) / (Σ_j j^(−2γ))^{1/2}`` (so ``Σ λ_i² = d``), from
+        :func:`power_law_eigenvalues`.
+    """
+    return DiscreteLaw(power_law_eigenvalues(gamma, n_features, cutoff))
