@@ -47,6 +47,12 @@ def test_every_option_has_help():
             assert action.help, f"skattn {name} {action.option_strings} has no help"
 
 
+def test_model_parameters_match_the_library():
+    from skattn.cli import _theory_param_names
+    from skattn.experiments import MODEL_PARAMETERS
+    assert _theory_param_names() == list(MODEL_PARAMETERS) + ["parametrization"]
+
+
 def test_version(capsys):
     code, out, _ = run(capsys, "--version")
     assert code == 0 and out.startswith("skattn ")

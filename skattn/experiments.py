@@ -1,0 +1,755 @@
+"""Experiments: state-evolution rows, simulation rows, resumable sweeps and the demo.
+
+The library behind ``skattn theory``, ``skattn simulate``, ``skattn sweep`` and
+``skattn demo``. A *parameter row* is a dict with the keys of :data:`MODEL_PARAMETERS`
+(plus ``parametrization`` for the theory), as :func:`parameter_grid` builds them; a
+*target* is named (``"wishart"`` with ``kappa0`` or ``"powerlaw"`` with ``gamma``) so
+rows stay plain JSON-able values.
+
+Bad parameters raise ``ValueError`` (or ``TypeError``) naming the parameter, before any
+long computation starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import time
+import warnings
+
+import numpy as np
+
+from .parallel import map_jobs
+from .reporting import format_rows, format_table
+
+__all__ = [
+    "MODEL_PARAMETERS", "THEORY_RESULT_COLUMNS", "TARGETS", "ESTIMATORS",
+    "parameter_grid", "make_target", "theory_rows", "theory_sweep_rows", "theory_point",
+    "fit_one", "run_fits", "simulate_rows", "DEMO_SETTINGS", "DEMO_LAMBDAS", "DEMO_COLUMNS",
+    "run_demo", "demo_table",
+]
+
+#: Keys of a parameter row (``parametrization`` is added for the theory).
+MODEL_PARAMETERS = ("n_features", "n_tokens", "reg_lambda", "target", "kappa0", "gamma",
+                    "width_ratio", "beta", "target_beta", "noise", "attention", "task")
+
+#: Results of one state-evolution point, as columns of :func:`theory_rows`.
+THEORY_RESULT_COLUMNS = ("test_error", "train_error", "train_objective", "s_error",
+                         "atom_mass", "m", "q", "sigma", "m_hat", "q_hat", "sigma_hat", "Q0",
+                         "eta", "delta", "epsilon", "converged", "n_iter", "residual",
+                         "message")
+
+TARGETS = ("wishart", "powerlaw")
+ESTIMATORS = ("tied", "direct", "amp")
+
+# keys of a fit job that describe how it was run, not the experiment (left out of rows)
+_RUN_SETTINGS = ("n_test", "device", "max_iter", "torch_threads")
+
+
+def parameter_grid(values):
+    """Cartesian product of lists of parameter values, irrelevant parameters set to None.
+
+    Parameters
+    ----------
+    values : dict of str to list
+        Parameter name -> the values to combine (in the order given).
+
+    Returns
+    -------
+    list of dict
+        One row per distinct combination. A Wishart target drops ``gamma``, a power-law
+        target drops ``kappa0`` and the direct parametrization drops ``width_ratio``
+        (set to None), so combinations that differ only there appear once.
+
+    Raises
+    ------
+    ValueError
+        If a value list is empty.
+    """
+    for name, options in values.items():
+        if len(options) == 0:
+            raise ValueError(f"{name} must have at least one value, got an empty list.")
+    names = list(values)
+    rows, seen = [], set()
+    for combo in itertools.product(*values.values()):
+        row = dict(zip(names, combo))
+        if "target" in row:
+            if row["target"] == "wishart":
+                row["gamma"] = None
+            else:
+                row["kappa0"] = None
+        if row.get("parametrization") == "direct":
+            row["width_ratio"] = None
+        key = tuple(row.items())
+        if key not in seen:
+            seen.add(key)
+            rows.append(row)
+    return rows
+
+
+def make_target(target, *, kappa0=None, gamma=None):
+    """The target of a parameter row: ``WishartTarget(kappa0)`` or ``PowerLawTarget(gamma)``.
+
+    Parameters
+    ----------
+    target : {"wishart", "powerlaw"}
+    kappa0 : float, optional
+        Rank ratio of a Wishart target.
+    gamma : float, optional
+        Decay exponent of a power-law target.
+
+    Returns
+    -------
+    Target
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is not one of :data:`TARGETS` (the target itself checks its
+        parameter).
+    """
+    from .data import PowerLawTarget, WishartTarget
+
+    if target == "wishart":
+        return WishartTarget(kappa0)
+    if target == "powerlaw":
+        return PowerLawTarget(gamma)
+    raise ValueError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {target!r}.")
+
+
+def _row_target(params):
+    return make_target(params["target"], kappa0=params.get("kappa0"),
+                       gamma=params.get("gamma"))
+
+
+# ----------------------------------------------------------------------------------------
+# TEMPORARY solve_state_evolution arguments. Until the validated
+# skattn.theory.problem.StateEvolutionProblem is merged, these two helpers build the
+# keyword arguments of solve_state_evolution from a parameter row and check them before
+# a long run; the problem object replaces both.
+# ----------------------------------------------------------------------------------------
+
+def _se_kwargs(params, *, n_nodes, tol, max_iter):
+    kw = dict(n_tokens=params["n_tokens"], reg_lambda=params["reg_lambda"],
+              target=_row_target(params), beta=params["beta"],
+              target_beta=params["target_beta"], noise=params["noise"],
+              attention=params["attention"], task=params["task"],
+              parametrization=params.get("parametrization", "factored"),
+              n_features=params["n_features"], n_nodes=n_nodes)
+    # None: the solver's defaults
+    kw.update({k: v for k, v in (("tol", tol), ("max_iter", max_iter)) if v is not None})
+    if params.get("width_ratio") is not None:
+        kw["width_ratio"] = params["width_ratio"]
+    return kw
+
+
+def _check_se_point(alpha, kw):
+    from .theory.state_evolution import PARAMETRIZATIONS, _check_common
+
+    _check_common(alpha, kw["n_tokens"], kw.get("width_ratio", 1.0), kw["reg_lambda"],
+                  kw["beta"], kw["target_beta"], kw["noise"], kw["attention"], kw["task"],
+                  kw["parametrization"])
+    if kw["parametrization"] not in PARAMETRIZATIONS:  # pragma: no cover - _check_common
+        raise ValueError(f"parametrization must be one of {PARAMETRIZATIONS}")
+    if kw["parametrization"] == "direct" and kw["reg_lambda"] == 0:
+        raise ValueError("reg_lambda must be > 0 for the direct parametrization "
+                         "(use a small value for the ridgeless limit).")
+    d = kw["n_features"]
+    if d is not None and d < 2:
+        raise ValueError(f"n_features must be >= 2 (or 'inf'), got {d}.")
+    if d is None and getattr(kw["target"], "finite_size_only", False):
+        raise ValueError("--target powerlaw has no d → ∞ limit: pass a dimension with "
+                         "--n-features (e.g. --n-features 200).")
+
+
+# ----------------------------------------------------------------------------------------
+# theory
+# ----------------------------------------------------------------------------------------
+
+def _result_values(res, missing):
+    out = {}
+    for c in THEORY_RESULT_COLUMNS:
+        try:
+            out[c] = getattr(res, c)
+        except Exception:  # e.g. a spectrum quantity at a non-finite point
+            out[c] = missing
+    return out
+
+
+def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs=None,
+                verbose=0):
+    """State evolution on every (parameter group × α); α curves are warm-started.
+
+    Parameters
+    ----------
+    groups : list of dict
+        Parameter rows (keys of :data:`MODEL_PARAMETERS` and ``parametrization``);
+        ``n_features`` None is the d → ∞ continuum.
+    alphas : list of float
+        Sample ratios, solved in increasing order (duplicates once).
+    n_nodes : int, default=8192
+        Quadrature nodes, passed to :func:`skattn.theory.solve_state_evolution`.
+    tol, max_iter : float and int, optional
+        Passed to the solver when given (default: the solver's).
+    n_jobs : int or None
+        Parallel chunks of each α curve (joblib).
+    verbose : int, default=0
+        > 0 shows a progress bar.
+
+    Returns
+    -------
+    list of dict
+        One row per point: the parameters and :data:`THEORY_RESULT_COLUMNS`
+        (non-computable ones NaN).
+
+    Raises
+    ------
+    ValueError or TypeError
+        Naming the bad parameter; every point is checked before any is solved.
+    """
+    from .theory import state_evolution_curve
+
+    alphas = sorted(set(float(a) for a in alphas))
+    plans = []
+    for params in groups:
+        kw = _se_kwargs(params, n_nodes=n_nodes, tol=tol, max_iter=max_iter)
+        for a in alphas:
+            _check_se_point(a, kw)
+        plans.append((params, kw))
+    rows = []
+    for params, kw in plans:
+        lam = kw.pop("reg_lambda")
+        results = state_evolution_curve(alphas, reg_lambda=lam, n_jobs=n_jobs,
+                                        verbose=verbose, **kw)
+        for res in results:
+            rows.append({"alpha": res.alpha, **params, **_result_values(res, float("nan"))})
+    return rows
+
+
+def theory_sweep_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None):
+    """The explicit rows of a resumable state-evolution sweep, each point checked.
+
+    Parameters
+    ----------
+    groups : list of dict
+        Parameter rows as for :func:`theory_rows`.
+    alphas : list of float
+        Sample ratios (in the order given).
+    n_nodes, tol, max_iter
+        Solver settings, stored in every row.
+
+    Returns
+    -------
+    list of dict
+        Rows for :func:`skattn.sweep.run_sweep` with :func:`theory_point`.
+
+    Raises
+    ------
+    ValueError or TypeError
+        Naming the bad parameter.
+    """
+    rows = []
+    for params in groups:
+        for a in alphas:
+            _check_se_point(a, _se_kwargs(params, n_nodes=n_nodes, tol=tol,
+                                          max_iter=max_iter))
+            rows.append({"alpha": a, **params, "n_nodes": n_nodes, "tol": tol,
+                         "max_iter": max_iter})
+    return rows
+
+
+def theory_point(alpha, n_nodes, tol, max_iter, **params):
+    """One state-evolution point, solved cold, as a flat dict of results.
+
+    The function that :func:`skattn.sweep.run_sweep` calls on each row of
+    :func:`theory_sweep_rows`.
+
+    Parameters
+    ----------
+    alpha : float
+    n_nodes, tol, max_iter
+        Solver settings (``tol``, ``max_iter`` None: the solver's defaults).
+    **params
+        One parameter row.
+
+    Returns
+    -------
+    dict
+        :data:`THEORY_RESULT_COLUMNS` (None where not computable).
+    """
+    from .theory import solve_state_evolution
+
+    res = solve_state_evolution(alpha, **_se_kwargs(params, n_nodes=n_nodes, tol=tol,
+                                                    max_iter=max_iter))
+    return _result_values(res, None)
+
+
+# ----------------------------------------------------------------------------------------
+# simulations
+# ----------------------------------------------------------------------------------------
+
+def fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kappa0=None,
+            gamma=None, width_ratio=1.0, beta=1.0, target_beta=1.0, noise=0.0,
+            attention="softmax", task="seq2lab", seed=0, solver="adam", max_iter=5000,
+            n_test=2000, device="cpu", torch_threads=None, return_eigenvalues=False):
+    """Fit one estimator on one synthetic data set drawn from a teacher.
+
+    The teacher, the training set (``n = round(α d²)`` samples) and the test set are seeded
+    by ``seed``, ``10000 + seed`` and ``20000 + seed``, the estimator by ``seed``.
+
+    Parameters
+    ----------
+    estimator : {"tied", "direct", "amp"}
+        :class:`~skattn.TiedAttentionRegressor`, :class:`~skattn.DirectAttentionRegressor`
+        or :class:`~skattn.AsymptoticPredictor`.
+    n_features, alpha, n_tokens, reg_lambda : int, float, int, float
+        Dimension d, sample ratio α, sequence length T and weight decay λ.
+    target, kappa0, gamma : str and float
+        The target, as for :func:`make_target`.
+    width_ratio, beta, target_beta, noise, attention, task
+        The rest of the parameter row (``width_ratio`` None means 1).
+    seed : int, default=0
+    solver : {"adam", "lbfgs"}, default="adam"
+        Optimiser of tied/direct.
+    max_iter : int, default=5000
+        Optimiser iterations of tied/direct.
+    n_test : int, default=2000
+        Test samples.
+    device : str, default="cpu"
+        Torch device of tied/direct.
+    torch_threads : int or None
+        Set torch's intra-op threads of this process first (None: leave them).
+    return_eigenvalues : bool, default=False
+        Add the eigenvalues of the learned ``S_``.
+
+    Returns
+    -------
+    dict
+        ``n_samples``, ``test_error``, ``train_error``, ``train_objective`` (per d²; for
+        AMP the factored objective at ``S_``), ``fit_time`` (s), ``converged`` (False if
+        the fit warned of non-convergence), ``n_iter`` and optionally ``eigenvalues``.
+    """
+    from sklearn.exceptions import ConvergenceWarning
+
+    if torch_threads is not None:
+        import torch
+        torch.set_num_threads(int(torch_threads))
+    from .data import AttentionIndexedModel
+    from .estimators import AsymptoticPredictor, DirectAttentionRegressor, TiedAttentionRegressor
+    from .metrics import attention_error
+
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {', '.join(map(repr, ESTIMATORS))}, "
+                         f"got {estimator!r}.")
+    d = int(n_features)
+    teacher = AttentionIndexedModel(d, n_tokens=n_tokens,
+                                    target=make_target(target, kappa0=kappa0, gamma=gamma),
+                                    beta=target_beta, noise=noise, attention=attention,
+                                    random_state=seed)
+    n = max(1, int(round(alpha * d * d)))
+    X, y = teacher.sample(n, task=task, random_state=10_000 + seed)
+    Xt, yt = teacher.sample(n_test, task=task, random_state=20_000 + seed)
+    width = 1.0 if width_ratio is None else float(width_ratio)
+    if estimator == "tied":
+        est = TiedAttentionRegressor(width=width, reg_lambda=reg_lambda, beta=beta,
+                                     attention=attention, task=task, solver=solver,
+                                     max_iter=max_iter, device=device, random_state=seed)
+    elif estimator == "direct":
+        est = DirectAttentionRegressor(reg_lambda=reg_lambda, beta=beta, attention=attention,
+                                       task=task, solver=solver, max_iter=max_iter,
+                                       device=device, random_state=seed)
+    else:
+        est = AsymptoticPredictor(width=width, reg_lambda=reg_lambda, beta=beta,
+                                  attention=attention, task=task, random_state=seed)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        est.fit(X, y)
+    fit_time = time.perf_counter() - t0
+    test_error = attention_error(yt, est.predict(Xt), task=task)
+    if hasattr(est, "train_objective_"):
+        train_error, objective = est.train_error_, est.train_objective_
+    else:  # AMP: objective of factored ERM at S_, with the estimator's rank p = κd
+        train_error = attention_error(y, est.predict(X), task=task)
+        rank = max(1, int(round(width * d)))
+        objective = (n * train_error
+                     + reg_lambda * math.sqrt(rank * d) * float(np.trace(est.S_))) / d ** 2
+    out = dict(n_samples=n, test_error=float(test_error), train_error=float(train_error),
+               train_objective=float(objective), fit_time=fit_time,
+               converged=bool(getattr(est, "converged_", True)) and not any(
+                   issubclass(w.category, ConvergenceWarning) for w in caught),
+               n_iter=int(getattr(est, "n_iter_", 0)))
+    if return_eigenvalues:
+        out["eigenvalues"] = np.linalg.eigvalsh(est.S_)
+    return out
+
+
+def _fit_job(job):
+    return fit_one(**job)
+
+
+def run_fits(jobs, *, n_jobs=1, progress=None):
+    """Run :func:`fit_one` on every job, sequentially or in joblib processes.
+
+    Parameters
+    ----------
+    jobs : list of dict
+        Keyword arguments of :func:`fit_one`.
+    n_jobs : int or None, default=1
+        None or 1: one after the other in this process; otherwise joblib workers
+        (``-1``: all CPUs), each fit with one torch thread unless the job sets
+        ``torch_threads``, since these problems are too small for intra-op parallelism.
+    progress : callable, optional
+        ``progress(n_done, n_total, job, result)``, called in this process as each fit
+        finishes.
+
+    Returns
+    -------
+    list of dict
+        The results of :func:`fit_one`, in the order of ``jobs``.
+    """
+    if n_jobs is None or n_jobs == 1:
+        backend, n_jobs = "sequential", 1
+    else:
+        backend = "joblib"
+        jobs = [{**job, "torch_threads": job.get("torch_threads") or 1} for job in jobs]
+    n_done = 0
+
+    def on_result(index, result):
+        nonlocal n_done
+        n_done += 1
+        if progress:
+            progress(n_done, len(jobs), jobs[index], result)
+
+    return map_jobs(_fit_job, [(job,) for job in jobs], backend=backend, n_jobs=n_jobs,
+                    on_result=on_result)
+
+
+def _sem(values):
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    # one seed has no spread to estimate
+    return float(stats.sem(values, ddof=1)) if values.size > 1 else float("nan")
+
+
+def simulate_rows(groups, alphas, seeds, *, estimators, solver="adam", max_iter=5000,
+                  n_test=2000, device="cpu", n_jobs=1, per_seed=False, theory=False,
+                  n_nodes=8192, torch_threads=1, progress=None):
+    """Fit estimators on synthetic data for every parameter row, α and seed.
+
+    Parameters
+    ----------
+    groups : list of dict
+        Parameter rows (keys of :data:`MODEL_PARAMETERS`; ``n_features`` an integer).
+    alphas : list of float
+        Sample ratios (increasing, duplicates once).
+    seeds : list of int
+    estimators : list of {"tied", "direct", "amp"}
+        The direct estimator runs only on rows with ``width_ratio`` None or 1.
+    solver, max_iter, n_test, device, torch_threads
+        Passed to :func:`fit_one`.
+    n_jobs : int or None, default=1
+        Passed to :func:`run_fits`.
+    per_seed : bool, default=False
+        One row per seed instead of means and standard errors over seeds.
+    theory : bool, default=False
+        Add ``predicted_test_error``, ``predicted_train_error``,
+        ``predicted_train_objective`` and ``prediction_converged`` from the state
+        evolution (the d → ∞ continuum for Wishart targets, the finite-d one otherwise).
+    n_nodes : int, default=8192
+        Quadrature nodes of the predictions.
+    progress : callable, optional
+        Passed to :func:`run_fits`.
+
+    Returns
+    -------
+    list of dict
+        One row per (parameters, α, estimator) with ``n_samples``, ``n_seeds``,
+        ``test_error``, ``train_error``, ``train_objective`` (means and ``*_sem``),
+        ``fit_time`` and ``converged``; with ``per_seed=True`` one row per seed with the
+        results of :func:`fit_one`. Empty if no (row, estimator) pair applies.
+
+    Raises
+    ------
+    ValueError or TypeError
+        Naming the bad parameter; every point is checked before any fit.
+    """
+    jobs, keys = [], []
+    for params in groups:
+        if params["n_features"] is None:
+            raise ValueError("n_features must be a finite dimension d for simulations "
+                             "(e.g. 60), got None.")
+        for a in sorted(set(alphas)):
+            for est in estimators:
+                if est == "direct" and params.get("width_ratio") not in (None, 1.0):
+                    continue
+                for s in seeds:
+                    job = dict(estimator=est, alpha=a, seed=s, solver=solver,
+                               max_iter=max_iter, n_test=n_test, device=device,
+                               torch_threads=torch_threads,
+                               **{k: v for k, v in params.items() if k != "parametrization"})
+                    jobs.append(job)
+                    keys.append((tuple(params.items()), a, est))
+    # cheap checks before the long part
+    for job in jobs:
+        _check_se_point(job["alpha"], dict(
+            n_tokens=job["n_tokens"], width_ratio=job.get("width_ratio") or 1.0,
+            reg_lambda=job["reg_lambda"], beta=job["beta"], target_beta=job["target_beta"],
+            noise=job["noise"], attention=job["attention"], task=job["task"],
+            parametrization="factored", n_features=job["n_features"],
+            target=_row_target(job)))
+    results = run_fits(jobs, n_jobs=n_jobs, progress=progress)
+    if per_seed:
+        rows = [{**{k: v for k, v in job.items() if k not in _RUN_SETTINGS}, **r}
+                for job, r in zip(jobs, results)]
+    else:
+        rows = _mean_over_seeds(jobs, keys, results)
+    if theory:
+        _add_predictions(rows, n_nodes)
+    return rows
+
+
+def _mean_over_seeds(jobs, keys, results):
+    grouped = {}  # insertion-ordered: rows come out in job order
+    for job, key, r in zip(jobs, keys, results):
+        grouped.setdefault(key, (job, []))[1].append(r)
+    rows = []
+    for job, rs in grouped.values():
+        row = {k: v for k, v in job.items() if k != "seed" and k not in _RUN_SETTINGS}
+        row["n_samples"] = rs[0]["n_samples"]
+        row["n_seeds"] = len(rs)
+        for q in ("test_error", "train_error", "train_objective"):
+            row[q] = float(np.mean([r[q] for r in rs]))
+            row[q + "_sem"] = _sem([r[q] for r in rs])
+        row["fit_time"] = float(np.mean([r["fit_time"] for r in rs]))
+        row["converged"] = all(r["converged"] for r in rs)
+        rows.append(row)
+    return rows
+
+
+def _add_predictions(rows, n_nodes):
+    from .theory import solve_state_evolution
+
+    cache = {}
+    for row in rows:
+        par = "direct" if row["estimator"] == "direct" else "factored"
+        p = {k: row.get(k) for k in MODEL_PARAMETERS}
+        p["parametrization"] = par
+        if par == "direct":
+            p["width_ratio"] = None
+        key = (tuple(p.items()), row["alpha"])
+        if key not in cache:
+            # Wishart targets have a continuum limit: predict it, not one finite-d draw
+            kw = _se_kwargs({**p, "n_features": None if p["target"] == "wishart"
+                             else p["n_features"]}, n_nodes=n_nodes, tol=None, max_iter=None)
+            cache[key] = solve_state_evolution(row["alpha"], **kw)
+        res = cache[key]
+        row["predicted_test_error"] = res.test_error
+        row["predicted_train_error"] = res.train_error
+        row["predicted_train_objective"] = res.train_objective
+        row["prediction_converged"] = res.converged
+
+
+# ----------------------------------------------------------------------------------------
+# demo
+# ----------------------------------------------------------------------------------------
+
+DEMO_SETTINGS = {
+    "full": dict(n_features=80, theory_alphas=np.geomspace(0.05, 1.0, 12).round(4),
+                 sim_alphas=(0.1, 0.2, 0.35, 0.5, 0.75), seeds=(0, 1), n_test=4000,
+                 n_nodes=8192, spectrum=(0.01, 0.5)),
+    "quick": dict(n_features=32, theory_alphas=np.geomspace(0.05, 1.0, 6).round(4),
+                  sim_alphas=(0.2, 0.6), seeds=(0, 1), n_test=1000, n_nodes=2048,
+                  spectrum=(0.01, 0.6)),
+}
+DEMO_LAMBDAS = (0.01, 0.1)
+DEMO_COLUMNS = ["alpha", "lambda", "e_test_theory", "e_test_sim", "e_test_sem",
+                "obj_theory", "obj_sim", "obj_sem", "theory_converged", "fits_converged"]
+
+
+def run_demo(out="out", *, quick=False, solver="adam", n_features=None, n_jobs=1,
+             log=print):
+    """The headline demo: theory vs gradient-trained tied attention (see ``skattn demo``).
+
+    T = 2 softmax, Wishart κ0 = 0.5 target, β = β0 = 1, λ ∈ {0.01, 0.1}: state-evolution
+    test error and objective/d² along α, gradient-trained :class:`TiedAttentionRegressor`
+    points (mean ± s.e.m. over 2 seeds), and the learned spectrum of one model against the
+    predicted density. Writes ``skattn_demo.png`` and ``skattn_demo.csv`` in ``out``.
+
+    Parameters
+    ----------
+    out : str, default="out"
+        Output directory (created if missing).
+    quick : bool, default=False
+        The small settings of :data:`DEMO_SETTINGS` (d = 32, fewer points).
+    solver : {"adam", "lbfgs"}, default="adam"
+    n_features : int, optional
+        Dimension d of the simulations (default: that of the settings).
+    n_jobs : int, default=1
+        Parallel fits (see :func:`run_fits`).
+    log : callable, default=print
+        Receives one progress line at a time.
+
+    Returns
+    -------
+    rows : list of dict
+        One row per simulated (α, λ), with the keys of :data:`DEMO_COLUMNS`; see
+        :func:`demo_table`.
+    path : str
+        The PNG written.
+    """
+    import matplotlib
+    if not os.environ.get("MPLBACKEND"):
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .data import WishartTarget
+    from .plotting import MARKERS, PALETTE, paper_style, plot_error_curve, plot_spectrum
+    from .theory import state_evolution_curve
+
+    cfg = dict(DEMO_SETTINGS["quick" if quick else "full"])
+    if n_features is not None:
+        cfg["n_features"] = int(n_features)
+    d, T, kappa0 = cfg["n_features"], 2, 0.5
+    target = WishartTarget(kappa0)
+    t_start = time.perf_counter()
+    log(f"skattn demo{' --quick' if quick else ''}: T={T} softmax, Wishart κ0={kappa0}, "
+        f"β=β0=1, λ ∈ {list(DEMO_LAMBDAS)}; simulations d={d}, solver={solver}, "
+        f"seeds={list(cfg['seeds'])}")
+
+    # theory
+    alphas = np.unique(np.concatenate([cfg["theory_alphas"], cfg["sim_alphas"]]))
+    curves = {}
+    for lam in DEMO_LAMBDAS:
+        t0 = time.perf_counter()
+        curves[lam] = state_evolution_curve(alphas, reg_lambda=lam, n_tokens=T,
+                                            target=target, n_nodes=cfg["n_nodes"])
+        n_bad = sum(not r.converged for r in curves[lam])
+        log(f"  theory  λ={lam:g}: {alphas.size} state-evolution points in "
+            f"{time.perf_counter() - t0:.1f} s" + (f" ({n_bad} not converged)" if n_bad
+                                                   else ""))
+
+    # simulations
+    jobs = []
+    for lam in DEMO_LAMBDAS:
+        for a in cfg["sim_alphas"]:
+            for s in cfg["seeds"]:
+                # one torch thread: these problems are too small for intra-op
+                # parallelism, which only slows them down on a busy machine
+                jobs.append(dict(estimator="tied", n_features=d, alpha=float(a), n_tokens=T,
+                                 reg_lambda=lam, target="wishart", kappa0=kappa0, seed=s,
+                                 solver=solver, n_test=cfg["n_test"], device="cpu",
+                                 torch_threads=1,
+                                 return_eigenvalues=(lam, a) == cfg["spectrum"] and s == 0))
+    t0 = time.perf_counter()
+
+    def progress(i, n, job, r):
+        log(f"  fit {i:2d}/{n}: α={job['alpha']:<5g} λ={job['reg_lambda']:<5g} "
+            f"seed={job['seed']}  test error {r['test_error']:.4g}  "
+            f"objective/d² {r['train_objective']:.4g}  ({r['fit_time']:.1f} s)")
+
+    fits = run_fits(jobs, n_jobs=n_jobs, progress=progress)
+    log(f"  {len(jobs)} fits in {time.perf_counter() - t0:.1f} s")
+
+    rows, sims, eig = [], {}, None
+    for lam in DEMO_LAMBDAS:
+        th = {round(r.alpha, 10): r for r in curves[lam]}
+        sims[lam] = {"alpha": [], "test_error": ([], []), "train_objective": ([], [])}
+        for a in cfg["sim_alphas"]:
+            rs = [f for j, f in zip(jobs, fits) if j["reg_lambda"] == lam and j["alpha"] == a]
+            for j, f in zip(jobs, fits):
+                if "eigenvalues" in f and j["reg_lambda"] == lam and j["alpha"] == a:
+                    eig = f["eigenvalues"]
+            res = th[round(float(a), 10)]
+            row = {"alpha": float(a), "lambda": lam,
+                   "e_test_theory": res.test_error,
+                   "e_test_sim": float(np.mean([f["test_error"] for f in rs])),
+                   "e_test_sem": _sem([f["test_error"] for f in rs]),
+                   "obj_theory": res.train_objective,
+                   "obj_sim": float(np.mean([f["train_objective"] for f in rs])),
+                   "obj_sem": _sem([f["train_objective"] for f in rs]),
+                   "theory_converged": res.converged,
+                   "fits_converged": all(f["converged"] for f in rs)}
+            rows.append(row)
+            sims[lam]["alpha"].append(float(a))
+            for q, key in (("test_error", "e_test"), ("train_objective", "obj")):
+                sims[lam][q][0].append(row[key + "_sim"])
+                sims[lam][q][1].append(row[key + "_sem"])
+
+    # figure
+    lam_s, a_s = cfg["spectrum"]
+    spec_res = {round(r.alpha, 10): r for r in curves[lam_s]}[round(float(a_s), 10)]
+    os.makedirs(out, exist_ok=True)
+    with paper_style():
+        fig, axes = plt.subplots(1, 3, figsize=(11.5, 3.5), constrained_layout=True)
+        for i, lam in enumerate(DEMO_LAMBDAS):
+            for ax, q in zip(axes[:2], ("test_error", "train_objective")):
+                plot_error_curve(curves[lam], quantity=q, ax=ax, color=PALETTE[i],
+                                 marker=MARKERS[i], logy=True, logx=True,
+                                 label=f"theory, λ = {lam:g}",
+                                 sim_label=f"{'Adam' if solver == 'adam' else 'L-BFGS'}, "
+                                           f"d = {d}, λ = {lam:g}",
+                                 simulations={"alpha": sims[lam]["alpha"],
+                                              "mean": sims[lam][q][0],
+                                              "sem": sims[lam][q][1]})
+        axes[0].set_title("(a) test error")
+        axes[1].set_title(r"(b) training objective / $d^2$")
+        handles, labels = axes[0].get_legend_handles_labels()
+        axes[0].legend(handles, labels, fontsize=7, loc="lower left")
+        plot_spectrum(spec_res, eig, ax=axes[2], bins=20 if quick else 25)
+        axes[2].set_title(f"(c) learned spectrum, α = {a_s:g}, λ = {lam_s:g}, d = {d}")
+        fig.suptitle(f"Tied softmax attention, T = {T}, Wishart target κ0 = {kappa0}, "
+                     f"β = β0 = 1: state evolution (lines) vs gradient training (points)",
+                     fontsize=9)
+        path = os.path.join(out, "skattn_demo.png")
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+
+    with open(os.path.join(out, "skattn_demo.csv"), "w") as fh:
+        fh.write(format_rows(rows, DEMO_COLUMNS, "csv"))
+    log(f"  total {time.perf_counter() - t_start:.1f} s; wrote {path} and "
+        f"{os.path.join(out, 'skattn_demo.csv')}")
+    return rows, path
+
+
+def demo_table(rows):
+    """The demo's rows as the table ``skattn demo`` prints.
+
+    Parameters
+    ----------
+    rows : list of dict
+        As returned by :func:`run_demo` (non-empty).
+
+    Returns
+    -------
+    str
+        Theory next to simulation (mean ± s.e.m.) for the test error and objective/d²;
+        a ``*`` marks a point whose state evolution or fits did not converge.
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is empty.
+    """
+    if not rows:
+        raise ValueError("rows must hold at least one demo row, got none.")
+
+    def pm(mean, sem, precision):
+        if math.isfinite(sem):
+            return f"{mean:.{precision}g} ± {sem:.1g}"
+        return f"{mean:.{precision}g}"
+
+    out = []
+    for r in rows:
+        flag = "" if r["theory_converged"] and r["fits_converged"] else " *"
+        out.append({"α": r["alpha"], "λ": r["lambda"],
+                    "e_test theory": r["e_test_theory"],
+                    "e_test sim ± sem": pm(r["e_test_sim"], r["e_test_sem"], 4) + flag,
+                    "obj/d² theory": r["obj_theory"],
+                    "obj/d² sim ± sem": pm(r["obj_sim"], r["obj_sem"], 4)})
+    text = format_table(out, list(out[0]))
+    if any(not (r["theory_converged"] and r["fits_converged"]) for r in rows):
+        text += "* a state-evolution point or a fit did not converge\n"
+    return text
