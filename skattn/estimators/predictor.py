@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..amp import amp, seq2seq_to_attention
 from ..theory.channels import channel_for
+from ..theory.problem import StateEvolutionProblem, split_model_keywords
 from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
 from ._base import BaseAttentionRegressor
 
@@ -146,15 +147,19 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         rs = self.random_state
         return 0 if rs is None else (rs if isinstance(rs, Integral) else 0)
 
-    def _se_kwargs(self, n_tokens, width_ratio):
+    def _se_problem(self, n_tokens, width_ratio, overrides=None):
+        """This estimator's StateEvolutionProblem and solver options, with ``overrides``."""
         if self.target is None:
             raise ValueError("target must be set (e.g. target=WishartTarget(0.5)) to compute "
                              "state-evolution predictions.")
-        return dict(n_tokens=n_tokens, reg_lambda=self.reg_lambda, target=self.target,
-                    width_ratio=width_ratio, beta=self.beta, target_beta=self.target_beta,
-                    noise=self.noise, attention=self.attention, n_features=self.n_features,
-                    parametrization=self.parametrization,
-                    n_nodes=self.n_nodes, random_state=self._seed())
+        model, options = split_model_keywords(overrides or {})
+        problem = StateEvolutionProblem(
+            target=self.target, n_tokens=n_tokens, reg_lambda=self.reg_lambda,
+            width_ratio=width_ratio, beta=self.beta, target_beta=self.target_beta,
+            noise=self.noise, attention=self.attention, n_features=self.n_features,
+            parametrization=self.parametrization)
+        options = {"n_nodes": self.n_nodes, "random_state": self._seed(), **options}
+        return problem.replace(**model), options
 
     # ------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -207,7 +212,8 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         self.state_ = None
         if self.target is not None:
             alpha = X3.shape[0] / d ** 2
-            state = solve_state_evolution(alpha, **self._se_kwargs(T, width_ratio))
+            problem, options = self._se_problem(T, width_ratio)
+            state = solve_state_evolution(alpha, problem, **options)
             self.state_ = state
             self.predicted_test_error_ = state.test_error
             self.predicted_train_error_ = state.train_error
@@ -243,8 +249,8 @@ class AsymptoticPredictor(BaseAttentionRegressor):
             if self.n_features is None:
                 raise ValueError("an integer width needs n_features to give κ = p/d.")
             width_ratio = self.width / self.n_features
-        params = {**self._se_kwargs(n_tokens, width_ratio), **kwargs}
-        return solve_state_evolution(alpha, **params)
+        problem, options = self._se_problem(n_tokens, width_ratio, kwargs)
+        return solve_state_evolution(alpha, problem, **options)
 
     def curve(self, alphas, n_tokens, n_jobs=None, **kwargs):
         """State evolution along ``alphas`` (warm-started), as a list of results."""
@@ -252,8 +258,10 @@ class AsymptoticPredictor(BaseAttentionRegressor):
             self.width / self.n_features if self.n_features else None)
         if width_ratio is None:
             raise ValueError("an integer width needs n_features to give κ = p/d.")
-        params = {**self._se_kwargs(n_tokens, width_ratio), **kwargs}
-        return state_evolution_curve(alphas, n_jobs=n_jobs, verbose=self.verbose, **params)
+        reg_lambda = kwargs.pop("reg_lambda", self.reg_lambda)  # may vary along the curve
+        problem, options = self._se_problem(n_tokens, width_ratio, kwargs)
+        return state_evolution_curve(alphas, problem, reg_lambda=reg_lambda, n_jobs=n_jobs,
+                                     verbose=self.verbose, **options)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -4,6 +4,7 @@
 - :mod:`~skattn.theory.spectral` — free convolution with a semicircle, J, D;
 - :mod:`~skattn.theory.channels` — output side (softmax / linear channels, prox);
 - :mod:`~skattn.theory.denoisers` — prior side (factored spectral threshold, direct ridge);
+- :mod:`~skattn.theory.problem` — a validated state-evolution problem (the model, no α);
 - :mod:`~skattn.theory.state_evolution` — the solver and its result;
 - :mod:`~skattn.theory.thresholds`, :mod:`~skattn.theory.bayes`,
   :mod:`~skattn.theory.optimal` — thresholds, Bayes-optimal baseline, optimal λ;
@@ -33,6 +34,7 @@ from .powerlaw import (
     recovered_modes,
     theory_learning_curve,
 )
+from .problem import StateEvolutionProblem
 from .state_evolution import (
     StateEvolutionResult,
     resolve_target_law,
@@ -45,7 +47,8 @@ __all__ = [
     "ConvolvedLaw", "free_convolution", "semicircle_law",
     "SoftmaxChannel", "LinearChannel", "channel_for", "GaussianNodes",
     "FactoredDenoiser", "DirectDenoiser",
-    "StateEvolutionResult", "solve_state_evolution", "state_evolution_curve",
+    "StateEvolutionProblem", "StateEvolutionResult", "solve_state_evolution",
+    "state_evolution_curve",
     "resolve_target_law",
     "interpolation_threshold", "perfect_recovery_threshold", "bayes_optimal_threshold",
     "bayes_optimal", "BayesOptimalResult", "optimal_reg_lambda",

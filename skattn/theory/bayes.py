@@ -40,10 +40,11 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from scipy import optimize
 
-from .._validation import check_choice, check_scalar_range
+from .._validation import check_scalar_range
 from .channels import GaussianNodes, channel_for, test_error
+from .problem import UNSET, resolve_problem
 from .spectral import free_convolution
-from .thresholds import _law, bayes_optimal_threshold, effective_constraints
+from .thresholds import bayes_optimal_threshold, effective_constraints
 
 __all__ = ["BayesOptimalResult", "bayes_optimal", "denoising_mmse"]
 
@@ -180,9 +181,9 @@ def _predictor_error(channel, q, V, nodes, n_inner, seed):
     return max(total / outer.shape[0], 0.0)
 
 
-def bayes_optimal(alpha, *, n_tokens, target, attention="softmax", noise=0.0,
-                  target_beta=1.0, n_features=None, n_nodes=8192, n_inner=1024,
-                  random_state=0):
+def bayes_optimal(alpha, problem=None, *, n_tokens=UNSET, target=UNSET, attention=UNSET,
+                  noise=UNSET, target_beta=UNSET, n_features=UNSET, n_nodes=8192,
+                  n_inner=1024, random_state=0):
     """Bayes-optimal MMSE of S and test errors at sample ratio α (THEORY.md §7).
 
     Solves ``mmse(t) + Δ/2 = 2 K_eff α t`` (``t = 1/q̂``, see the module docstring) for
@@ -194,6 +195,10 @@ def bayes_optimal(alpha, *, n_tokens, target, attention="softmax", noise=0.0,
     ----------
     alpha : float
         Sample ratio ``n/d² > 0``.
+    problem : StateEvolutionProblem, optional
+        The model, instead of the keywords below. Only its T, target, attention, noise,
+        target_beta and n_features are used: the Bayes-optimal learner knows the teacher
+        (its β is β0), and has no λ, width or parametrization.
     n_tokens : int
         Sequence length T.
     target : Target or SpectralLaw
@@ -225,13 +230,15 @@ def bayes_optimal(alpha, *, n_tokens, target, attention="softmax", noise=0.0,
     0.0
     """
     alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
-    check_choice(attention, "attention", ("softmax", "linear"))
+    problem = resolve_problem(problem, "bayes_optimal", n_tokens=n_tokens, target=target,
+                              attention=attention, noise=noise, target_beta=target_beta,
+                              n_features=n_features)
+    n_tokens, attention, noise = problem.n_tokens, problem.attention, problem.noise
+    target_beta = problem.target_beta
     K_eff = effective_constraints(n_tokens, attention)
-    noise = check_scalar_range(noise, "noise", low=0)
-    target_beta = check_scalar_range(target_beta, "target_beta", low=0, low_inclusive=False)
     n_nodes = check_scalar_range(n_nodes, "n_nodes", low=16, integer=True)
     n_inner = check_scalar_range(n_inner, "n_inner", low=16, integer=True)
-    law = _law(target, n_features)
+    law, _ = problem.target_law()
     Q0 = float(law.second_moment())
     threshold = bayes_optimal_threshold(n_tokens=n_tokens, target=law, attention=attention)
 

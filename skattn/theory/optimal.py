@@ -14,6 +14,7 @@ import numpy as np
 from scipy import optimize
 
 from .._validation import check_choice, check_scalar_range
+from .problem import UNSET, resolve_problem, split_model_keywords
 from .state_evolution import solve_state_evolution
 
 __all__ = ["optimal_reg_lambda"]
@@ -24,14 +25,17 @@ def _warm(res):
     return bool(res.converged and res.q > 0 and res.sigma > 0 and np.isfinite(res.sigma))
 
 
-def optimal_reg_lambda(alpha, *, parametrization="factored", bounds=(1e-3, 10.0), n_grid=7,
-                       xatol=0.01, quantity="test_error", init=None, **kwargs):
+def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e-3, 10.0),
+                       n_grid=7, xatol=0.01, quantity="test_error", init=None, **kwargs):
     """The λ minimising the state-evolution prediction of the test error at one α.
 
     Parameters
     ----------
     alpha : float
         Sample ratio ``n/d² > 0``.
+    problem : StateEvolutionProblem, optional
+        The model (its ``reg_lambda`` is ignored: λ is searched), instead of the model
+        keywords (``parametrization`` and those in ``kwargs``).
     parametrization : {"factored", "direct"}, default="factored"
         Which model's λ (weight decay on W, or ridge on V; THEORY.md §2).
     bounds : tuple of float, default=(1e-3, 10.0)
@@ -48,8 +52,9 @@ def optimal_reg_lambda(alpha, *, parametrization="factored", bounds=(1e-3, 10.0)
     init : StateEvolutionResult, optional
         Warm start of the first solve (e.g. the optimum at a neighbouring α).
     **kwargs
-        Passed to :func:`~skattn.theory.solve_state_evolution`: ``n_tokens`` and
-        ``target`` (required), ``noise``, ``attention``, ``beta``, ``width_ratio``, …
+        Passed to :func:`~skattn.theory.solve_state_evolution`: without a problem,
+        ``n_tokens`` and ``target`` (required), ``noise``, ``attention``, ``beta``,
+        ``width_ratio``, …; solver options (``n_nodes``, ``tol``, …) in any case.
 
     Returns
     -------
@@ -73,7 +78,12 @@ def optimal_reg_lambda(alpha, *, parametrization="factored", bounds=(1e-3, 10.0)
     True
     """
     alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
-    check_choice(parametrization, "parametrization", ("factored", "direct"))
+    if "reg_lambda" in kwargs:
+        raise TypeError("optimal_reg_lambda() got an unexpected keyword argument "
+                        "'reg_lambda'.")
+    model, options = split_model_keywords(kwargs)
+    problem = resolve_problem(problem, "optimal_reg_lambda", parametrization=parametrization,
+                              **model)
     check_choice(quantity, "quantity", ("test_error", "s_error"))
     try:
         lo, hi = (float(b) for b in bounds)
@@ -83,9 +93,6 @@ def optimal_reg_lambda(alpha, *, parametrization="factored", bounds=(1e-3, 10.0)
         raise ValueError(f"bounds must satisfy 0 < λ_min < λ_max < inf, got {bounds!r}.")
     n_grid = check_scalar_range(n_grid, "n_grid", low=3, integer=True)
     xatol = check_scalar_range(xatol, "xatol", low=0, low_inclusive=False)
-    for key in ("reg_lambda", "parametrization"):
-        if key in kwargs:
-            raise TypeError(f"optimal_reg_lambda() got an unexpected keyword argument {key!r}.")
 
     solved = {}  # log10 λ → result
 
@@ -99,11 +106,10 @@ def optimal_reg_lambda(alpha, *, parametrization="factored", bounds=(1e-3, 10.0)
                        key=lambda k: abs(k - loglam), default=None)
             if near is not None:
                 start = solved[near]
-        res = solve_state_evolution(alpha, reg_lambda=10.0 ** loglam,
-                                    parametrization=parametrization, init=start, **kwargs)
+        point = problem.replace(reg_lambda=10.0 ** loglam)
+        res = solve_state_evolution(alpha, point, init=start, **options)
         if not res.converged and start is not None:  # warm start failed: try cold
-            cold = solve_state_evolution(alpha, reg_lambda=10.0 ** loglam,
-                                         parametrization=parametrization, **kwargs)
+            cold = solve_state_evolution(alpha, point, **options)
             if cold.converged or cold.residual < res.residual:
                 res = cold
         solved[loglam] = res

@@ -29,6 +29,7 @@ import numpy as np
 from scipy import optimize
 
 from .._validation import check_choice, check_scalar_range
+from .problem import ATTENTIONS, UNSET, resolve_problem
 from .spectral import free_convolution
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
     "statistical_dimension",
 ]
 
-PARAMETRIZATIONS = ("factored", "direct")
-ATTENTIONS = ("softmax", "linear")
 
 
 def effective_constraints(n_tokens, attention="softmax"):
@@ -96,15 +95,6 @@ def semicircle_relu_moments(t):
     if r.ndim == 0:
         return float(r), float(j)
     return r, j
-
-
-def _law(target, n_features):
-    from .state_evolution import resolve_target_law
-
-    if n_features is None and getattr(target, "finite_size_only", False):
-        raise ValueError(f"{type(target).__name__} has no d → ∞ law: pass n_features.")
-    law, _ = resolve_target_law(target, n_features)
-    return law
 
 
 def _atoms(law):
@@ -207,8 +197,8 @@ def _interpolation_delta(law, Q0, noise):
     return float(optimize.brentq(g, lo, hi, xtol=1e-12 * scale, rtol=1e-12))
 
 
-def interpolation_threshold(*, n_tokens, target, attention="softmax", noise=0.0,
-                            parametrization="factored", n_features=None):
+def interpolation_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, attention=UNSET,
+                            noise=UNSET, parametrization=UNSET, n_features=UNSET):
     """Largest α at which the λ → 0⁺ minimiser still fits the training set exactly.
 
     **Factored** (THEORY.md §6; width ratio κ ≥ 1). In the λ → 0⁺ limit an interpolating
@@ -239,6 +229,9 @@ def interpolation_threshold(*, n_tokens, target, attention="softmax", noise=0.0,
 
     Parameters
     ----------
+    problem : StateEvolutionProblem, optional
+        The model (its T, target, attention, noise, parametrization and n_features are
+        used), instead of the keywords below.
     n_tokens : int
         Sequence length T.
     target : Target or SpectralLaw
@@ -262,20 +255,21 @@ def interpolation_threshold(*, n_tokens, target, attention="softmax", noise=0.0,
     >>> round(interpolation_threshold(n_tokens=2, target=WishartTarget(0.2), noise=0.5), 4)
     0.1379
     """
-    K_eff = effective_constraints(n_tokens, attention)
-    check_choice(parametrization, "parametrization", PARAMETRIZATIONS)
-    noise = check_scalar_range(noise, "noise", low=0)
-    law = _law(target, n_features)
-    if parametrization == "direct":
+    problem = resolve_problem(problem, "interpolation_threshold", n_tokens=n_tokens,
+                              target=target, attention=attention, noise=noise,
+                              parametrization=parametrization, n_features=n_features)
+    K_eff = effective_constraints(problem.n_tokens, problem.attention)
+    law, _ = problem.target_law()
+    if problem.parametrization == "direct":
         return 1.0 / (2 * K_eff)
     _check_psd(law)
     Q0 = float(law.second_moment())
-    delta = _interpolation_delta(law, Q0, noise)
+    delta = _interpolation_delta(law, Q0, problem.noise)
     return float(free_convolution(law, delta).D(0.0) / (2 * K_eff))
 
 
-def perfect_recovery_threshold(*, n_tokens, target, attention="softmax",
-                               parametrization="factored", n_features=None):
+def perfect_recovery_threshold(problem=None, *, n_tokens=UNSET, target=UNSET,
+                               attention=UNSET, parametrization=UNSET, n_features=UNSET):
     """Smallest α at which the noiseless λ → 0⁺ estimator recovers S0 (test error → 0).
 
     **Factored** (κ ≥ 1): the λ → 0⁺ limit is nuclear-norm (trace) minimisation over PSD
@@ -299,6 +293,9 @@ def perfect_recovery_threshold(*, n_tokens, target, attention="softmax",
 
     Parameters
     ----------
+    problem : StateEvolutionProblem, optional
+        The model (its T, target, attention, parametrization and n_features are used),
+        instead of the keywords below.
     n_tokens : int
     target : Target or SpectralLaw
     attention : {"softmax", "linear"}, default="softmax"
@@ -316,16 +313,19 @@ def perfect_recovery_threshold(*, n_tokens, target, attention="softmax",
     >>> round(perfect_recovery_threshold(n_tokens=2, target=WishartTarget(0.2)), 4)
     0.1278
     """
-    K_eff = effective_constraints(n_tokens, attention)
-    check_choice(parametrization, "parametrization", PARAMETRIZATIONS)
-    law = _law(target, n_features)
-    if parametrization == "direct":
+    problem = resolve_problem(problem, "perfect_recovery_threshold", n_tokens=n_tokens,
+                              target=target, attention=attention,
+                              parametrization=parametrization, n_features=n_features)
+    K_eff = effective_constraints(problem.n_tokens, problem.attention)
+    law, _ = problem.target_law()
+    if problem.parametrization == "direct":
         return 1.0 / (2 * K_eff)
     _check_psd(law)
     return statistical_dimension(_zero_atom(law))[0] / (2 * K_eff)
 
 
-def bayes_optimal_threshold(*, n_tokens, target, attention="softmax", n_features=None):
+def bayes_optimal_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, attention=UNSET,
+                            n_features=UNSET):
     """Smallest α at which the Bayes-optimal MMSE of S vanishes (noiseless labels).
 
     The MMSE of the §7 fixed point solves ``mmse(t) = 2 K_eff α t``, ``t = 1/q̂``, with
@@ -339,6 +339,9 @@ def bayes_optimal_threshold(*, n_tokens, target, attention="softmax", n_features
 
     Parameters
     ----------
+    problem : StateEvolutionProblem, optional
+        The model (its T, target, attention and n_features are used), instead of the
+        keywords below.
     n_tokens : int
     target : Target or SpectralLaw
     attention : {"softmax", "linear"}, default="softmax"
@@ -355,7 +358,9 @@ def bayes_optimal_threshold(*, n_tokens, target, attention="softmax", n_features
     >>> round(bayes_optimal_threshold(n_tokens=2, target=WishartTarget(0.2)), 12)
     0.09
     """
-    K_eff = effective_constraints(n_tokens, attention)
-    law = _law(target, n_features)
+    problem = resolve_problem(problem, "bayes_optimal_threshold", n_tokens=n_tokens,
+                              target=target, attention=attention, n_features=n_features)
+    K_eff = effective_constraints(problem.n_tokens, problem.attention)
+    law, _ = problem.target_law()
     _, mass = _atoms(law)
     return float((1.0 - np.sum(mass ** 2)) / (2 * K_eff))

@@ -1,0 +1,300 @@
+"""One state-evolution problem: the model, validated once, without the sample ratio α.
+
+A :class:`StateEvolutionProblem` holds what defines the high-dimensional limit of one
+attention model (THEORY.md §2–5): the target, the sequence length T, the temperatures
+β and β0, the label noise Δ, the attention, task and parametrization, the regularisation
+λ, the width ratio κ and, optionally, a finite size d. It builds the pieces the generic
+solver needs (the channel, the target law, the denoiser), so the solver, the thresholds,
+the Bayes-optimal baseline and the λ search all read one description.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .._validation import check_choice, check_scalar_range
+from .channels import channel_for
+from .denoisers import DirectDenoiser, FactoredDenoiser
+from .laws import DiscreteLaw, SpectralLaw
+
+__all__ = ["StateEvolutionProblem", "resolve_target_law"]
+
+PARAMETRIZATIONS = ("factored", "direct")
+ATTENTIONS = ("softmax", "linear")
+TASKS = ("seq2lab", "seq2seq")
+
+
+class _Unset:
+    """Default of a model keyword the caller did not give (None means d → ∞ already)."""
+
+    def __repr__(self):
+        return "<unset>"
+
+    def __reduce__(self):  # one instance, also across pickling (joblib workers)
+        return "UNSET"
+
+
+UNSET = _Unset()
+
+
+def _check_target_type(target):
+    if not isinstance(target, SpectralLaw) and not (hasattr(target, "spectral_law")
+                                                    and hasattr(target, "sample")):
+        raise TypeError("target must be a skattn Target (WishartTarget, PowerLawTarget, "
+                        f"SpectrumTarget) or a SpectralLaw, got {type(target).__name__}.")
+
+
+def _check_target(target, n_features):
+    """Type of the target, and whether it has a law at this ``n_features``."""
+    _check_target_type(target)
+    if isinstance(target, SpectralLaw):
+        if n_features is not None and not (isinstance(target, DiscreteLaw)
+                                           and target.n_atoms == n_features):
+            raise ValueError("a finite-d state evolution from a SpectralLaw needs a "
+                             "DiscreteLaw with n_features atoms; pass a Target instead.")
+    elif n_features is None and getattr(target, "finite_size_only", False):
+        raise ValueError(f"{type(target).__name__} has no d → ∞ law: pass n_features.")
+
+
+def _check_model_scalars(n_tokens, width_ratio, reg_lambda, beta, target_beta, noise,
+                         attention, task, parametrization):
+    """Validate the scalar model parameters; returns them as Python numbers.
+
+    The order of the checks is the order of the error a user sees first.
+    """
+    check_choice(attention, "attention", ATTENTIONS)
+    n_tokens = check_scalar_range(n_tokens, "n_tokens", low=2 if attention == "softmax" else 1,
+                                  integer=True)
+    width_ratio = check_scalar_range(width_ratio, "width_ratio", low=0, low_inclusive=False)
+    reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
+    beta = check_scalar_range(beta, "beta", low=0, low_inclusive=False)
+    target_beta = check_scalar_range(target_beta, "target_beta", low=0, low_inclusive=False)
+    noise = check_scalar_range(noise, "noise", low=0)
+    # seq2seq has the same channel as seq2lab in the limit: ‖(σ̂ − σ)x‖²/d → Σ_ab (σ̂ − σ)²
+    check_choice(task, "task", TASKS)
+    check_choice(parametrization, "parametrization", PARAMETRIZATIONS)
+    return n_tokens, width_ratio, reg_lambda, beta, target_beta, noise
+
+
+def resolve_target_law(target, n_features=None, random_state=0):
+    """Spectral law (and finite-d eigenvalues) of a target given as Target or SpectralLaw.
+
+    Parameters
+    ----------
+    target : Target or SpectralLaw
+    n_features : int or None, default=None
+        None: the d → ∞ law; an integer d: the law of one d×d target.
+    random_state : int, default=0
+        Seeds the draw of targets whose finite-d spectrum is random (e.g. Wishart).
+
+    Returns
+    -------
+    law : SpectralLaw
+    eigenvalues : ndarray of shape (n_features,) or None
+        None in the continuum.
+    """
+    if isinstance(target, SpectralLaw):
+        if n_features is None:
+            return target, None
+        _check_target(target, n_features)
+        return target, target.eigenvalues
+    _check_target_type(target)
+    if n_features is None:
+        return target.spectral_law(None), None
+    law = None
+    try:
+        law = target.spectral_law(n_features)
+    except ValueError:
+        pass
+    if isinstance(law, DiscreteLaw) and law.n_atoms == n_features:
+        eig = law.eigenvalues
+    else:  # e.g. Wishart: the eigenvalues of one fixed draw at this d
+        eig = np.linalg.eigvalsh(target.sample(n_features, random_state))
+    eig = np.clip(eig, 0.0, None)
+    return DiscreteLaw(eig), eig
+
+
+@dataclass(frozen=True, repr=False)
+class StateEvolutionProblem:
+    """The model of one state evolution, without the sample ratio α.
+
+    Validated once, at construction; :meth:`replace` gives a changed, re-validated copy.
+    Frozen, picklable, and equal (and hashable) when the fields are (a Target compares by
+    value, a SpectralLaw by identity).
+
+    Parameters
+    ----------
+    target : Target or SpectralLaw
+        The target family (e.g. ``WishartTarget(0.5)``) or its spectral law.
+    n_tokens : int
+        Sequence length T (≥ 2 for softmax, ≥ 1 for linear attention).
+    reg_lambda : float, default=0.0
+        λ ≥ 0 in ``Σ_μ ℓ_μ + λ‖W‖²_F`` (or ``λ‖V‖²_F`` for ``parametrization="direct"``,
+        where solving the state evolution needs λ > 0).
+    width_ratio : float, default=1.0
+        κ = p/d of the factored model; the trace penalty is ``λ̃ = √κ λ``.
+    beta, target_beta : float, default=1.0
+        Inverse temperatures of the student and of the teacher.
+    noise : float, default=0.0
+        Label noise Δ ≥ 0.
+    attention : {"softmax", "linear"}, default="softmax"
+    task : {"seq2lab", "seq2seq"}, default="seq2lab"
+        Both have the same limit; accepted for symmetry with the estimators.
+    parametrization : {"factored", "direct"}, default="factored"
+    n_features : int or None, default=None
+        None: the d → ∞ continuum; an integer d ≥ 2: the finite-d deterministic version
+        (needed for power-law targets and width_ratio < 1).
+
+    Examples
+    --------
+    >>> from skattn.data import WishartTarget
+    >>> problem = StateEvolutionProblem(WishartTarget(0.5), n_tokens=2, reg_lambda=0.01)
+    >>> problem.replace(noise=0.1)
+    StateEvolutionProblem(target=WishartTarget(rank_ratio=0.5), n_tokens=2, reg_lambda=0.01, noise=0.1)
+    """
+
+    target: object
+    n_tokens: int
+    reg_lambda: float = 0.0
+    width_ratio: float = 1.0
+    beta: float = 1.0
+    target_beta: float = 1.0
+    noise: float = 0.0
+    attention: str = "softmax"
+    task: str = "seq2lab"
+    parametrization: str = "factored"
+    n_features: int | None = None
+
+    def __post_init__(self):
+        (n_tokens, width_ratio, reg_lambda, beta, target_beta,
+         noise) = _check_model_scalars(self.n_tokens, self.width_ratio, self.reg_lambda,
+                                       self.beta, self.target_beta, self.noise,
+                                       self.attention, self.task, self.parametrization)
+        n_features = self.n_features
+        if n_features is not None:
+            n_features = check_scalar_range(n_features, "n_features", low=2, integer=True)
+        _check_target(self.target, n_features)
+        # frozen: the validated (plain Python) values are stored through object.__setattr__
+        for name, value in (("n_tokens", n_tokens), ("width_ratio", width_ratio),
+                            ("reg_lambda", reg_lambda), ("beta", beta),
+                            ("target_beta", target_beta), ("noise", noise),
+                            ("n_features", n_features)):
+            object.__setattr__(self, name, value)
+
+    def __repr__(self):
+        # like scikit-learn: the required fields, then only those that differ from default
+        shown = [f for f in fields(self)
+                 if f.default is dataclasses.MISSING or getattr(self, f.name) != f.default]
+        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in shown)
+        return f"{type(self).__name__}({args})"
+
+    def replace(self, **changes):
+        """A copy with some fields changed, validated again.
+
+        Parameters
+        ----------
+        **changes
+            New values of fields (e.g. ``reg_lambda=0.1``).
+
+        Returns
+        -------
+        StateEvolutionProblem
+        """
+        unknown = sorted(set(changes) - set(MODEL_KEYWORDS))
+        if unknown:
+            raise ValueError(f"replace() got {unknown[0]!r}, which is not a field of "
+                             f"StateEvolutionProblem; the fields are {list(MODEL_KEYWORDS)}.")
+        return dataclasses.replace(self, **changes)
+
+    # ---- the pieces of the state evolution ------------------------------------------------
+    @property
+    def reg_trace(self):
+        """The penalty on S: ``λ̃ = √κ λ`` on ``Tr S`` (factored), ``λ`` on ``‖V‖²_F`` (direct)."""
+        if self.parametrization == "factored":
+            return np.sqrt(self.width_ratio) * self.reg_lambda
+        return self.reg_lambda
+
+    def channel(self):
+        """The output channel (softmax or linear attention at T, β, β0)."""
+        return channel_for(self.attention, self.n_tokens, self.beta, self.target_beta)
+
+    def target_law(self, random_state=0):
+        """``(law, eigenvalues)`` of the target; see :func:`resolve_target_law`."""
+        return resolve_target_law(self.target, self.n_features, random_state)
+
+    def denoiser(self, law, target_eigenvalues=None, random_state=0):
+        """The prior side: factored spectral threshold or direct ridge.
+
+        Parameters
+        ----------
+        law : SpectralLaw
+            From :meth:`target_law`.
+        target_eigenvalues : ndarray or None, default=None
+            The finite-d eigenvalues from :meth:`target_law`.
+        random_state : int, default=0
+            Seeds the fixed GOE draw of the finite-d version.
+
+        Returns
+        -------
+        FactoredDenoiser or DirectDenoiser
+        """
+        if self.parametrization == "factored":
+            return FactoredDenoiser(law, width_ratio=self.width_ratio,
+                                    reg_lambda=self.reg_lambda, n_features=self.n_features,
+                                    target_eigenvalues=target_eigenvalues,
+                                    random_state=random_state)
+        if self.reg_lambda == 0:
+            raise ValueError("reg_lambda must be > 0 for the direct parametrization "
+                             "(use a small value for the ridgeless limit).")
+        return DirectDenoiser(law, reg_lambda=self.reg_lambda)
+
+
+MODEL_KEYWORDS = tuple(f.name for f in fields(StateEvolutionProblem))
+
+
+def split_model_keywords(keywords):
+    """Split keyword arguments into ``(model, other)``: fields of the problem, the rest."""
+    model = {k: v for k, v in keywords.items() if k in MODEL_KEYWORDS}
+    other = {k: v for k, v in keywords.items() if k not in MODEL_KEYWORDS}
+    return model, other
+
+
+def resolve_problem(problem, caller, **model):
+    """The problem of a call that takes either a problem or the model keywords.
+
+    Parameters
+    ----------
+    problem : StateEvolutionProblem or None
+    caller : str
+        Name of the calling function, for the error messages.
+    **model
+        The model keywords of the call; those equal to :data:`UNSET` were not given.
+
+    Returns
+    -------
+    StateEvolutionProblem
+
+    Raises
+    ------
+    ValueError
+        If a problem and a model keyword are both given.
+    TypeError
+        If ``problem`` is not a StateEvolutionProblem, or a required keyword is missing.
+    """
+    given = {k: v for k, v in model.items() if v is not UNSET}
+    if problem is None:
+        missing = [k for k in ("target", "n_tokens") if k not in given]
+        if missing:
+            raise TypeError(f"{caller}() needs a problem or the keyword {missing[0]!r}.")
+        return StateEvolutionProblem(**given)
+    if not isinstance(problem, StateEvolutionProblem):
+        raise TypeError(f"problem must be a StateEvolutionProblem, got "
+                        f"{type(problem).__name__}.")
+    if given:
+        key = next(iter(given))
+        raise ValueError(f"{caller}() got both a problem and {key}=; change the problem "
+                         f"instead: problem.replace({key}=...).")
+    return problem
