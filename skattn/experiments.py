@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import os
 import time
 import warnings
 
 import numpy as np
+from sklearn.utils import check_scalar
 
 from .parallel import map_jobs
 from .reporting import format_rows, format_table
@@ -124,43 +126,40 @@ def _row_target(params):
 
 
 # ----------------------------------------------------------------------------------------
-# TEMPORARY solve_state_evolution arguments. Until the validated
-# skattn.theory.problem.StateEvolutionProblem is merged, these two helpers build the
-# keyword arguments of solve_state_evolution from a parameter row and check them before
-# a long run; the problem object replaces both.
+# rows -> validated state-evolution problems
 # ----------------------------------------------------------------------------------------
 
-def _se_kwargs(params, *, n_nodes, tol, max_iter):
-    kw = dict(n_tokens=params["n_tokens"], reg_lambda=params["reg_lambda"],
-              target=_row_target(params), beta=params["beta"],
-              target_beta=params["target_beta"], noise=params["noise"],
-              attention=params["attention"], task=params["task"],
-              parametrization=params.get("parametrization", "factored"),
-              n_features=params["n_features"], n_nodes=n_nodes)
-    # None: the solver's defaults
-    kw.update({k: v for k, v in (("tol", tol), ("max_iter", max_iter)) if v is not None})
-    if params.get("width_ratio") is not None:
-        kw["width_ratio"] = params["width_ratio"]
-    return kw
+def row_problem(params):
+    """The validated :class:`~skattn.theory.StateEvolutionProblem` of one parameter row.
 
+    Raises
+    ------
+    ValueError or TypeError
+        Naming the bad parameter (validation happens once, here).
+    """
+    from .theory import StateEvolutionProblem
 
-def _check_se_point(alpha, kw):
-    from .theory.state_evolution import PARAMETRIZATIONS, _check_common
-
-    _check_common(alpha, kw["n_tokens"], kw.get("width_ratio", 1.0), kw["reg_lambda"],
-                  kw["beta"], kw["target_beta"], kw["noise"], kw["attention"], kw["task"],
-                  kw["parametrization"])
-    if kw["parametrization"] not in PARAMETRIZATIONS:  # pragma: no cover - _check_common
-        raise ValueError(f"parametrization must be one of {PARAMETRIZATIONS}")
-    if kw["parametrization"] == "direct" and kw["reg_lambda"] == 0:
+    problem = StateEvolutionProblem(
+        target=_row_target(params), n_tokens=params["n_tokens"],
+        reg_lambda=params["reg_lambda"], width_ratio=params.get("width_ratio") or 1.0,
+        beta=params["beta"], target_beta=params["target_beta"], noise=params["noise"],
+        attention=params["attention"], task=params["task"],
+        parametrization=params.get("parametrization", "factored"),
+        n_features=params["n_features"])
+    if problem.parametrization == "direct" and problem.reg_lambda == 0:
         raise ValueError("reg_lambda must be > 0 for the direct parametrization "
                          "(use a small value for the ridgeless limit).")
-    d = kw["n_features"]
-    if d is not None and d < 2:
-        raise ValueError(f"n_features must be >= 2 (or 'inf'), got {d}.")
-    if d is None and getattr(kw["target"], "finite_size_only", False):
-        raise ValueError("--target powerlaw has no d → ∞ limit: pass a dimension with "
-                         "--n-features (e.g. --n-features 200).")
+    return problem
+
+
+def _check_alpha(alpha):
+    check_scalar(alpha, "alpha", numbers.Real, min_val=0, include_boundaries="neither")
+
+
+def _solver_options(n_nodes, tol, max_iter):
+    # None: the solver's defaults
+    return {"n_nodes": n_nodes, **{k: v for k, v in (("tol", tol), ("max_iter", max_iter))
+                                   if v is not None}}
 
 
 # ----------------------------------------------------------------------------------------
@@ -211,17 +210,14 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     from .theory import state_evolution_curve
 
     alphas = sorted(set(float(a) for a in alphas))
-    plans = []
-    for params in groups:
-        kw = _se_kwargs(params, n_nodes=n_nodes, tol=tol, max_iter=max_iter)
-        for a in alphas:
-            _check_se_point(a, kw)
-        plans.append((params, kw))
+    for a in alphas:
+        _check_alpha(a)
+    plans = [(params, row_problem(params)) for params in groups]
+    options = _solver_options(n_nodes, tol, max_iter)
     rows = []
-    for params, kw in plans:
-        lam = kw.pop("reg_lambda")
-        results = state_evolution_curve(alphas, reg_lambda=lam, n_jobs=n_jobs,
-                                        verbose=verbose, **kw)
+    for params, problem in plans:
+        results = state_evolution_curve(alphas, problem, n_jobs=n_jobs, verbose=verbose,
+                                        **options)
         for res in results:
             rows.append({"alpha": res.alpha, **params, **_result_values(res, float("nan"))})
     return rows
@@ -251,9 +247,9 @@ def theory_sweep_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None):
     """
     rows = []
     for params in groups:
+        row_problem(params)
         for a in alphas:
-            _check_se_point(a, _se_kwargs(params, n_nodes=n_nodes, tol=tol,
-                                          max_iter=max_iter))
+            _check_alpha(a)
             rows.append({"alpha": a, **params, "n_nodes": n_nodes, "tol": tol,
                          "max_iter": max_iter})
     return rows
@@ -280,8 +276,8 @@ def theory_point(alpha, n_nodes, tol, max_iter, **params):
     """
     from .theory import solve_state_evolution
 
-    res = solve_state_evolution(alpha, **_se_kwargs(params, n_nodes=n_nodes, tol=tol,
-                                                    max_iter=max_iter))
+    res = solve_state_evolution(alpha, row_problem(params),
+                                **_solver_options(n_nodes, tol, max_iter))
     return _result_values(res, None)
 
 
@@ -494,12 +490,8 @@ def simulate_rows(groups, alphas, seeds, *, estimators, solver="adam", max_iter=
                     keys.append((tuple(params.items()), a, est))
     # cheap checks before the long part
     for job in jobs:
-        _check_se_point(job["alpha"], dict(
-            n_tokens=job["n_tokens"], width_ratio=job.get("width_ratio") or 1.0,
-            reg_lambda=job["reg_lambda"], beta=job["beta"], target_beta=job["target_beta"],
-            noise=job["noise"], attention=job["attention"], task=job["task"],
-            parametrization="factored", n_features=job["n_features"],
-            target=_row_target(job)))
+        _check_alpha(job["alpha"])
+        row_problem({**job, "parametrization": "factored"})
     results = run_fits(jobs, n_jobs=n_jobs, progress=progress)
     if per_seed:
         rows = [{**{k: v for k, v in job.items() if k not in _RUN_SETTINGS}, **r}
@@ -542,9 +534,10 @@ def _add_predictions(rows, n_nodes):
         key = (tuple(p.items()), row["alpha"])
         if key not in cache:
             # Wishart targets have a continuum limit: predict it, not one finite-d draw
-            kw = _se_kwargs({**p, "n_features": None if p["target"] == "wishart"
-                             else p["n_features"]}, n_nodes=n_nodes, tol=None, max_iter=None)
-            cache[key] = solve_state_evolution(row["alpha"], **kw)
+            problem = row_problem({**p, "n_features": None if p["target"] == "wishart"
+                                   else p["n_features"]})
+            cache[key] = solve_state_evolution(row["alpha"], problem,
+                                               **_solver_options(n_nodes, None, None))
         res = cache[key]
         row["predicted_test_error"] = res.test_error
         row["predicted_train_error"] = res.train_error

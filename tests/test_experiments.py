@@ -71,7 +71,7 @@ def test_theory_rows_linear_continuum():
     ({"attention": "softmax"}, 0.2, "n_tokens"),  # softmax needs T >= 2
     ({"parametrization": "direct", "reg_lambda": 0.0}, 0.2, "reg_lambda"),
     ({"n_features": 1}, 0.2, "n_features"),
-    ({"target": "powerlaw", "kappa0": None, "gamma": 1.0}, 0.2, "powerlaw"),
+    ({"target": "powerlaw", "kappa0": None, "gamma": 1.0}, 0.2, "n_features"),
 ])
 def test_theory_rows_checks_every_point_before_solving(monkeypatch, change, alpha, name):
     def never(*args, **kwargs):  # pragma: no cover - reached only if the check is missing

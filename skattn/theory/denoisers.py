@@ -14,14 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from .._validation import check_scalar_range
+from .._validation import check_random_state_arg, check_scalar_range
 from .laws import DiscreteLaw, SpectralLaw
 from .spectral import free_convolution
 
 __all__ = ["PriorState", "FactoredDenoiser", "DirectDenoiser", "goe_matrix"]
-
 
 @dataclass
 class PriorState:
@@ -36,13 +34,11 @@ class PriorState:
     trace: float = np.nan    #: Tr Ŝ / d
     eigenvalues: np.ndarray | None = None  #: finite-d spectrum of Ŝ (finite-d mode only)
 
-
 def goe_matrix(n_features, random_state=None):
     """GOE(d): symmetric, off-diagonal variance 1/d, diagonal variance 2/d (semicircle on [−2, 2])."""
-    rng = check_random_state(random_state)
+    rng = check_random_state_arg(random_state)
     g = rng.standard_normal((n_features, n_features))
     return (g + g.T) / np.sqrt(2 * n_features)
-
 
 class FactoredDenoiser:
     """Spectral soft threshold of factored (tied) attention.
@@ -141,7 +137,6 @@ class FactoredDenoiser:
                           delta=np.sqrt(max(q_hat, 0.0)) / m_hat, epsilon=eps,
                           trace=float(np.sum(f) / d), eigenvalues=np.sort(f))
 
-
 class DirectDenoiser:
     """Ridge denoiser of direct (Frobenius) attention, THEORY.md §5.
 
@@ -162,7 +157,6 @@ class DirectDenoiser:
                           sigma=1.0 / a, eta=m_hat / a,
                           delta=np.sqrt(max(q_hat, 0.0)) / m_hat if m_hat > 0 else np.inf,
                           epsilon=0.0, trace=m_hat * law_mean(self.law) / a)
-
 
 def law_mean(law):
     """``∫ x μ(dx)``."""
