@@ -495,6 +495,7 @@ def _fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kapp
         torch.set_num_threads(int(torch_threads))
     from .data import AttentionIndexedModel
     from .estimators import AsymptoticPredictor, DirectAttentionRegressor, TiedAttentionRegressor
+    from .estimators._mixin import resolve_width
     from .metrics import attention_error
 
     params = dict(target=target, kappa0=kappa0, gamma=gamma)
@@ -527,7 +528,7 @@ def _fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kapp
         train_error, objective = est.train_error_, est.train_objective_
     else:  # AMP: objective of factored ERM at S_
         train_error = attention_error(y, est.predict(X), task=task)
-        p = est._rank(d)
+        p = resolve_width(width, d)
         objective = (n * train_error
                      + reg_lambda * math.sqrt(p * d) * float(np.trace(est.S_))) / d ** 2
     out = dict(n_samples=n, test_error=float(test_error), train_error=float(train_error),

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils import check_random_state
 
+from .._validation import check_random_state_arg as check_random_state
 from .._validation import check_scalar_range
 from .laws import DiscreteLaw, SpectralLaw
 from .spectral import free_convolution
