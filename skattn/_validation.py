@@ -184,9 +184,10 @@ class Interval:
             return False
         low_closed = self.closed in ("left", "both")
         high_closed = self.closed in ("right", "both")
-        if self.low is not None and not (value >= self.low if low_closed else value > self.low):
-            return False
-        return self.high is None or (value <= self.high if high_closed else value < self.high)
+        above_low = self.low is None or (value >= self.low if low_closed else value > self.low)
+        below_high = self.high is None or (
+            value <= self.high if high_closed else value < self.high)
+        return above_low and below_high
 
     def __str__(self):
         left = "(-inf" if self.low is None else (
