@@ -12,6 +12,16 @@ import numpy as np
 
 __all__ = [
     "check_random_state_arg",
+    "is_random_state",
+    "InvalidParameterError",
+    "Interval",
+    "Options",
+    "Predicate",
+    "NONE",
+    "BOOLEAN",
+    "VERBOSE",
+    "RANDOM_STATE",
+    "validate_parameters",
     "check_scalar_range",
     "check_finite_array",
     "check_choice",
@@ -77,12 +87,177 @@ def check_choice(value, name, choices):
     return value
 
 
+_MAX_SEED = 2 ** 32 - 1  # numpy's RandomState accepts seeds in [0, 2**32 - 1]
+
+
 def check_random_state_arg(random_state, name="random_state"):
-    """``sklearn.utils.check_random_state`` with an error that names the argument."""
+    """Turn a seed argument into a ``numpy.random.RandomState``, or raise naming it.
+
+    The one random-state helper of skattn: every layer (data, estimators, training,
+    theory) seeds through it, so every layer accepts the same values.
+
+    Parameters
+    ----------
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
+        None: numpy's global RandomState; an int in ``[0, 2**32 - 1]``: a fresh
+        RandomState seeded with it; a RandomState: itself; a Generator: a RandomState
+        drawing from the Generator's bit generator (the two share one stream, so draws
+        through either advance the Generator, as they would a passed RandomState).
+    name : str, default="random_state"
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    rng : numpy.random.RandomState
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, for a negative or too large int, a bool, or any other type.
+    """
     from sklearn.utils import check_random_state
 
-    try:
+    if isinstance(random_state, np.random.Generator):
+        return np.random.RandomState(random_state.bit_generator)
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state,
+                                                                     (bool, np.bool_)):
+        if not 0 <= random_state <= _MAX_SEED:
+            raise ValueError(f"{name} must be None, an int in [0, {_MAX_SEED}], a numpy "
+                             f"RandomState or a numpy Generator, got {random_state!r}.")
+        return check_random_state(int(random_state))
+    if random_state is None or isinstance(random_state, np.random.RandomState):
         return check_random_state(random_state)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be None, an int or a numpy RandomState/Generator, "
-                         f"got {random_state!r}.") from exc
+    raise ValueError(f"{name} must be None, an int in [0, {_MAX_SEED}], a numpy RandomState "
+                     f"or a numpy Generator, got {random_state!r}.")
+
+
+def is_random_state(value):
+    """Whether :func:`check_random_state_arg` accepts ``value`` (for parameter tables)."""
+    try:
+        check_random_state_arg(value)
+    except ValueError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------- estimator parameters
+class InvalidParameterError(ValueError, TypeError):
+    """An estimator parameter has the wrong type or value (raised by ``fit``).
+
+    A subclass of both :class:`ValueError` and :class:`TypeError` (as scikit-learn's own),
+    so code catching either keeps working.
+    """
+
+
+class Interval:
+    """Numbers of one kind in a range, for a parameter table.
+
+    Parameters
+    ----------
+    kind : {"int", "real", "real_not_int"}
+        "int": integers; "real": any real number (ints included); "real_not_int": real
+        numbers that are not ints (so that an int and a float can mean different things,
+        as for ``width``). Bools are never accepted, and real values must be finite.
+    low, high : float or None
+        Bounds (None: unbounded).
+    closed : {"left", "right", "both", "neither"}, default="left"
+        Which bounds belong to the range.
+    """
+
+    _KINDS = {"int": "an int", "real": "a float", "real_not_int": "a float"}
+
+    def __init__(self, kind, low=None, high=None, *, closed="left"):
+        check_choice(kind, "kind", tuple(self._KINDS))
+        check_choice(closed, "closed", ("left", "right", "both", "neither"))
+        self.kind, self.low, self.high, self.closed = kind, low, high, closed
+
+    def accepts(self, value):
+        if isinstance(value, (bool, np.bool_)):
+            return False
+        if self.kind == "int" and not isinstance(value, numbers.Integral):
+            return False
+        if not isinstance(value, numbers.Real):
+            return False
+        if self.kind == "real_not_int" and isinstance(value, numbers.Integral):
+            return False
+        if not np.isfinite(value):
+            return False
+        low_closed = self.closed in ("left", "both")
+        high_closed = self.closed in ("right", "both")
+        above_low = self.low is None or (value >= self.low if low_closed else value > self.low)
+        below_high = self.high is None or (
+            value <= self.high if high_closed else value < self.high)
+        return above_low and below_high
+
+    def __str__(self):
+        left = "(-inf" if self.low is None else (
+            ("[" if self.closed in ("left", "both") else "(") + f"{self.low}")
+        right = "inf)" if self.high is None else (
+            f"{self.high}" + ("]" if self.closed in ("right", "both") else ")"))
+        return f"{self._KINDS[self.kind]} in the range {left}, {right}"
+
+
+class Options:
+    """One of a fixed set of strings, for a parameter table."""
+
+    def __init__(self, *options):
+        self.options = options
+
+    def accepts(self, value):
+        return isinstance(value, str) and value in self.options
+
+    def __str__(self):
+        return "a str among {" + ", ".join(repr(o) for o in self.options) + "}"
+
+
+class Predicate:
+    """Values a function accepts, described in words, for a parameter table."""
+
+    def __init__(self, test, description):
+        self.test, self.description = test, description
+
+    def accepts(self, value):
+        return bool(self.test(value))
+
+    def __str__(self):
+        return self.description
+
+
+NONE = Predicate(lambda value: value is None, "None")
+BOOLEAN = Predicate(lambda value: isinstance(value, (bool, np.bool_)), "a bool")
+VERBOSE = Predicate(
+    lambda value: isinstance(value, (bool, np.bool_)) or Interval("int", 0).accepts(value),
+    "an int in the range [0, inf) or a bool")
+RANDOM_STATE = Predicate(
+    is_random_state,
+    f"None, an int in [0, {_MAX_SEED}], a numpy RandomState or a numpy Generator")
+
+
+def validate_parameters(owner, params, constraints):
+    """Check each parameter against its table entry; raise naming the first that fails.
+
+    Parameters
+    ----------
+    owner : str
+        The estimator's class name, for the message.
+    params : dict
+        Parameter name -> value (e.g. ``estimator.get_params(deep=False)``).
+    constraints : dict
+        Parameter name -> list of accepted kinds (:class:`Interval`, :class:`Options`,
+        :class:`Predicate`); a value passes when any kind accepts it. Parameters absent
+        from the table are not checked.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``The 'name' parameter of Owner must be ... Got value instead.``
+    """
+    for name, accepted in constraints.items():
+        value = params[name]
+        if any(kind.accepts(value) for kind in accepted):
+            continue
+        described = [str(kind) for kind in accepted]
+        expected = described[0] if len(described) == 1 else (
+            ", ".join(described[:-1]) + " or " + described[-1])
+        raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {expected}. "
+                                    f"Got {value!r} instead.")

@@ -332,7 +332,8 @@ def fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kappa
         import torch
         torch.set_num_threads(int(torch_threads))
     from .data import AttentionIndexedModel
-    from .estimators import AsymptoticPredictor, DirectAttentionRegressor, TiedAttentionRegressor
+    from .estimators import (AsymptoticPredictor, DirectAttentionRegressor,
+                             TiedAttentionRegressor, resolve_width)
     from .metrics import attention_error
 
     if estimator not in ESTIMATORS:
@@ -368,7 +369,7 @@ def fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kappa
         train_error, objective = est.train_error_, est.train_objective_
     else:  # AMP: objective of factored ERM at S_, with the estimator's rank p = κd
         train_error = attention_error(y, est.predict(X), task=task)
-        rank = max(1, int(round(width * d)))
+        rank = resolve_width(width, d)
         objective = (n * train_error
                      + reg_lambda * math.sqrt(rank * d) * float(np.trace(est.S_))) / d ** 2
     out = dict(n_samples=n, test_error=float(test_error), train_error=float(train_error),

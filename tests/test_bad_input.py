@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from sklearn.utils._param_validation import InvalidParameterError
 
 from skattn import DirectAttentionRegressor, TiedAttentionRegressor, make_attention_indexed
+from skattn._validation import InvalidParameterError
 
 ESTIMATORS = [TiedAttentionRegressor, DirectAttentionRegressor]
 

@@ -134,3 +134,18 @@ def test_sample_bad_input():
         model.sample(0)
     with pytest.raises(ValueError, match="task"):
         model.sample(3, task="seq2vec")
+
+
+def test_random_state_helper_accepts_generators_and_names_bad_seeds():
+    from skattn._validation import check_random_state_arg
+
+    X1, y1 = make_attention_indexed(10, 4, random_state=np.random.default_rng(3))
+    X2, y2 = make_attention_indexed(10, 4, random_state=np.random.default_rng(3))
+    np.testing.assert_array_equal(X1, X2)
+    np.testing.assert_array_equal(y1, y2)
+    assert isinstance(check_random_state_arg(np.random.default_rng(0)), np.random.RandomState)
+    rs = np.random.RandomState(0)
+    assert check_random_state_arg(rs) is rs
+    for bad in (-1, 2 ** 32, "seed", 1.5, True):
+        with pytest.raises(ValueError, match="seed_arg"):
+            check_random_state_arg(bad, name="seed_arg")

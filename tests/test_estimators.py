@@ -52,7 +52,8 @@ def test_fit_attributes_and_objective(Est, task):
     X, y = make_attention_indexed(300, 12, n_tokens=3, task=task, random_state=1)
     est = Est(reg_lambda=0.05, dtype="float64", random_state=0).fit(X, y)
     d = 12
-    assert est.n_features_in_ == d and est.n_tokens_ == 3 and est.task_ == task
+    assert est.token_dim_ == d and est.n_tokens_ == 3 and est.task_ == task
+    assert est.n_features_in_ == 3 * d  # columns of the flattened X
     assert est.device_ in ("cpu", "cuda") or est.device_.startswith("cuda")
     assert isinstance(est.n_iter_, int) and est.n_iter_ == len(est.loss_curve_)
     assert isinstance(est.converged_, bool) and est.converged_
@@ -94,7 +95,8 @@ def test_predict_layouts_follow_fit(data):
     est3 = TiedAttentionRegressor(random_state=0, max_iter=30).fit(X, y)
     est2 = TiedAttentionRegressor(random_state=0, max_iter=30).fit(X.reshape(n, -1),
                                                                    y.reshape(n, -1))
-    assert est2.n_tokens_ == T and est2.n_features_in_ == d and est2.task_ == "seq2lab"
+    assert est2.n_tokens_ == T and est2.token_dim_ == d and est2.task_ == "seq2lab"
+    assert est2.n_features_in_ == est3.n_features_in_ == T * d
     assert est3.predict(X).shape == (n, T, T)
     assert est3.predict(X.reshape(n, -1)).shape == (n, T, T)
     assert est2.predict(X).shape == (n, T * T)
@@ -112,7 +114,8 @@ def test_flattened_seq2seq_needs_n_tokens():
     with pytest.raises(ValueError, match="n_tokens"):
         TiedAttentionRegressor(max_iter=5).fit(Xf, yf)
     est = TiedAttentionRegressor(n_tokens=3, max_iter=50, random_state=0).fit(Xf, yf)
-    assert est.task_ == "seq2seq" and est.n_tokens_ == 3 and est.n_features_in_ == 8
+    assert est.task_ == "seq2seq" and est.n_tokens_ == 3 and est.token_dim_ == 8
+    assert est.n_features_in_ == Xf.shape[1] == 24
     assert est.predict(Xf).shape == (n, 24)
     ref = TiedAttentionRegressor(max_iter=50, random_state=0).fit(X, y)
     np.testing.assert_allclose(est.W_, ref.W_, rtol=1e-5, atol=1e-6)
@@ -252,9 +255,13 @@ def test_warm_start_continues(data):
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
         first = est.train_objective_
+        first_curve = list(est.loss_curve_)
         est.set_params(warm_start=True)
         est.fit(X, y)
-    assert est.loss_curve_[0] <= first * (1 + 1e-6)
+    # the second fit continues the first: its curve is appended (as MLPRegressor's)
+    assert est.loss_curve_[:len(first_curve)] == first_curve
+    assert len(est.loss_curve_) == len(first_curve) + est.n_iter_
+    assert est.loss_curve_[len(first_curve)] <= first * (1 + 1e-6)
     assert est.train_objective_ < first
     # mismatched shapes are reported, not silently re-initialised
     est.set_params(width=3)
@@ -341,3 +348,38 @@ def test_attention_matrix_and_verbose(data, capsys):
     assert A.shape == (100, 2, 2)
     np.testing.assert_allclose(A.sum(-1), 1.0)
     np.testing.assert_allclose(est.predict(X), A @ X, rtol=1e-12)
+
+
+def test_n_features_in_counts_the_columns_sklearn_sees():
+    """n_features_in_ is the width of the flattened X, so it agrees with
+    feature_names_in_; the token dimension d is token_dim_."""
+    pa = pytest.importorskip("pyarrow")
+    X, y = make_attention_indexed(60, 5, n_tokens=2, random_state=0)
+    Xf = X.reshape(60, -1)
+    table = pa.table({f"x{i}": Xf[:, i] for i in range(Xf.shape[1])})
+    est = TiedAttentionRegressor(max_iter=5, random_state=0).fit(table, y)
+    assert est.n_features_in_ == len(est.feature_names_in_) == 10
+    assert est.token_dim_ == 5 and est.n_tokens_ == 2
+    # a 3-D X has the same n_features_in_ (its flattened width) and the same fit
+    est3 = TiedAttentionRegressor(max_iter=5, random_state=0).fit(X, y)
+    assert est3.n_features_in_ == 10
+    np.testing.assert_allclose(est.predict(table), est3.predict(X))
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_random_state_accepts_a_generator(Est, data):
+    X, y = data
+    a = Est(init_scale=1.0, max_iter=5, random_state=np.random.default_rng(7)).fit(X, y)
+    b = Est(init_scale=1.0, max_iter=5, random_state=np.random.default_rng(7)).fit(X, y)
+    np.testing.assert_array_equal(a.S_, b.S_)
+    with pytest.raises(ValueError, match="'random_state' parameter"):
+        Est(random_state=-1).fit(X, y)
+
+
+def test_cold_start_resets_the_loss_curve(data):
+    X, y = data
+    est = TiedAttentionRegressor(max_iter=4, random_state=0, warm_start=True).fit(X, y)
+    est.fit(X, y)
+    assert len(est.loss_curve_) == 8
+    est.set_params(warm_start=False).fit(X, y)
+    assert len(est.loss_curve_) == est.n_iter_ == 4

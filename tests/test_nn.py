@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from skattn.data import make_attention_indexed, preactivation as np_preactivation
 from skattn.data import softmax as np_softmax
+from skattn.data import teacher
+from skattn.data.teacher import TASKS
 from skattn.metrics import attention_error
 from skattn.nn import (
     DirectAttention,
@@ -100,6 +102,24 @@ def test_functional_rejects_unknown_options():
         F.attention_output(h, torch.zeros(1, 2, 3), "seq2vec")
     with pytest.raises(ValueError, match="task"):
         F.per_sample_loss(h, h, "seq2vec")
+
+
+@HYP
+@given(dims, seeds, st.sampled_from(["softmax", "linear"]), st.sampled_from(TASKS),
+       st.floats(0.1, 10.0))
+def test_forward_model_numpy_matches_torch(shape, seed, attention, task, beta):
+    """One forward model: data.teacher (numpy) and nn.functional (torch) agree in float64."""
+    n, T, d, _ = shape
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, T, d))
+    G = rng.standard_normal((d, d))
+    S = (G + G.T) / 2
+    A_np = teacher.attention_map(teacher.preactivation(X, S), beta, attention)
+    out_np = teacher.attention_output(A_np, X, task)
+    Xt, St = torch.from_numpy(X), torch.from_numpy(S)
+    out_torch = F.attention_output(F.attention_map(F.preactivation(Xt, St), beta, attention),
+                                   Xt, task).numpy()
+    np.testing.assert_allclose(out_np, out_torch, rtol=1e-12, atol=1e-12)
 
 
 # ------------------------------------------------------------------------- invariances

@@ -139,3 +139,38 @@ def test_amp_torch_backend_matches_numpy(problem):
     assert b.kkt_residual_ <= 1e-6
     with pytest.raises(ValueError, match="device"):
         AsymptoticPredictor(device="tpu").fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_predictions_without_a_target_name_target(problem):
+    _, X, y, _, _ = problem
+    est = AsymptoticPredictor(max_iter=5).fit(X, y)
+    assert est.state_ is None
+    for name in ("predicted_test_error_", "predicted_train_error_",
+                 "predicted_train_objective_", "predicted_spectrum_"):
+        with pytest.raises(ValueError, match="target") as info:
+            getattr(est, name)
+        assert not isinstance(info.value, AttributeError)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_predictor_is_no_torch_regressor_and_shares_the_sklearn_surface(problem):
+    from skattn.estimators import BaseAttentionRegressor
+    from skattn.estimators._mixin import AttentionRegressorMixin
+
+    _, X, y, _, _ = problem
+    assert not issubclass(AsymptoticPredictor, BaseAttentionRegressor)
+    assert issubclass(AsymptoticPredictor, AttentionRegressorMixin)
+    assert AsymptoticPredictor().device == TiedAttentionRegressor().device == "auto"
+    est = AsymptoticPredictor(max_iter=5).fit(X.reshape(len(X), -1), y)
+    assert est.n_features_in_ == 40 and est.token_dim_ == 20 and est.n_tokens_ == 2
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_default_device_gives_the_numpy_numbers(problem):
+    """device="auto" runs numpy without CUDA; with CUDA, torch in float64 (tested in
+    test_amp_torch_backend_matches_numpy on the CPU to the same tolerance)."""
+    _, X, y, _, _ = problem
+    auto = AsymptoticPredictor(reg_lambda=0.05, max_iter=50).fit(X, y)
+    numpy_path = AsymptoticPredictor(reg_lambda=0.05, max_iter=50, device="numpy").fit(X, y)
+    np.testing.assert_allclose(auto.S_, numpy_path.S_, atol=1e-8)

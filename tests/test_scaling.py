@@ -255,7 +255,7 @@ def test_scaled_lambda_regressor():
     assert est.reg_lambda_ == pytest.approx(0.25 * 8.0)
     assert est.estimator_.reg_lambda == est.reg_lambda_ and base.reg_lambda == 1e-2
     assert est.predict(X).shape == y.shape
-    assert np.isfinite(est.score(X, y)) and est.n_features_in_ == 6
+    assert np.isfinite(est.score(X, y)) and est.n_features_in_ == 2 * 6
     with pytest.raises(TypeError, match="reg_lambda"):
         ScaledLambdaRegressor(object()).fit(X, y)
     with pytest.raises(ValueError, match="scale"):

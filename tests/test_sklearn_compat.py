@@ -156,3 +156,25 @@ def test_joblib_round_trip(Est, data, tmp_path):
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
     assert loaded.get_params() == est.get_params()
     assert loaded.loss_curve_ == est.loss_curve_
+
+
+def test_only_public_sklearn_names_are_imported():
+    """skattn imports no private scikit-learn module or name (``_``-prefixed)."""
+    import ast
+    from pathlib import Path
+
+    import skattn
+
+    private = []
+    for path in Path(skattn.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sklearn"):
+                names = node.module.split(".") + [alias.name for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [part for alias in node.names if alias.name.startswith("sklearn")
+                         for part in alias.name.split(".")]
+            else:
+                continue
+            if any(name.startswith("_") for name in names):
+                private.append(f"{path.name}:{node.lineno}")
+    assert not private, private

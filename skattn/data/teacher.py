@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.special
+
 from .._validation import (
     check_choice,
     check_finite_array,
@@ -20,6 +22,7 @@ __all__ = [
     "preactivation",
     "softmax",
     "attention_map",
+    "attention_output",
     "AttentionIndexedModel",
     "make_attention_indexed",
 ]
@@ -27,39 +30,67 @@ __all__ = [
 ATTENTIONS = ("softmax", "linear")
 TASKS = ("seq2lab", "seq2seq")
 
+# The forward model of THEORY.md §1–2 in numpy. skattn.nn.functional is its torch twin:
+# same names, signatures, operation order and errors (tests/test_nn.py compares the two).
+
 
 def preactivation(X, S):
     """Trace-centred pre-activation ``h_ab = (x_aᵀ S x_b − δ_ab Tr S)/√d``.
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_tokens, n_features)
+    X : ndarray of shape (..., n_tokens, n_features)
     S : ndarray of shape (n_features, n_features), symmetric
 
     Returns
     -------
-    h : ndarray of shape (n_samples, n_tokens, n_tokens), symmetric in its last two axes
+    h : ndarray of shape (..., n_tokens, n_tokens), symmetric in its last two axes
     """
     X = np.asarray(X, dtype=float)
     S = np.asarray(S, dtype=float)
     d = X.shape[-1]
-    h = np.einsum("nai,ij,nbj->nab", X, S, X, optimize=True)
-    h -= np.trace(S) * np.eye(X.shape[1])
-    return h / np.sqrt(d)
+    T = X.shape[-2]
+    h = (X @ S) @ np.swapaxes(X, -1, -2)
+    return (h - np.trace(S) * np.eye(T)) / np.sqrt(d)
 
 
 def softmax(z, beta=1.0):
     """Row-wise softmax ``σ_β(z)_ab = exp(β z_ab) / Σ_c exp(β z_ac)`` (log-sum-exp stable)."""
-    z = beta * np.asarray(z, dtype=float)
-    z = z - np.max(z, axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / np.sum(e, axis=-1, keepdims=True)
+    return scipy.special.softmax(beta * np.asarray(z, dtype=float), axis=-1)
 
 
 def attention_map(h, beta=1.0, attention="softmax"):
-    """The attention matrix ``σ_β(h)`` (softmax) or ``h`` itself (linear attention)."""
+    """Row-wise ``σ_β(h)``: softmax at inverse temperature β, or the identity.
+
+    Parameters
+    ----------
+    h : ndarray of shape (..., n_tokens, n_tokens)
+    beta : float, default=1.0
+    attention : {"softmax", "linear"}, default="softmax"
+
+    Returns
+    -------
+    A : ndarray of the same shape as ``h``
+    """
     check_choice(attention, "attention", ATTENTIONS)
     return softmax(h, beta) if attention == "softmax" else np.asarray(h, dtype=float)
+
+
+def attention_output(A, X, task):
+    """The model output: the attention matrix (seq2lab) or ``A X`` (seq2seq).
+
+    Parameters
+    ----------
+    A : ndarray of shape (..., n_tokens, n_tokens)
+    X : ndarray of shape (..., n_tokens, n_features)
+    task : {"seq2lab", "seq2seq"}
+
+    Returns
+    -------
+    y_pred : ndarray of shape (..., n_tokens, n_tokens or n_features)
+    """
+    check_choice(task, "task", TASKS)
+    return A if task == "seq2lab" else A @ X
 
 
 class AttentionIndexedModel:
@@ -148,8 +179,7 @@ class AttentionIndexedModel:
         rng = check_random_state(random_state)
         X = rng.standard_normal((n_samples, self.n_tokens, self.n_features))
         noise = self.sample_noise(n_samples, rng) if self.noise > 0 else None
-        A = self.attention_matrix(X, noise=noise)
-        y = A if task == "seq2lab" else A @ X
+        y = attention_output(self.attention_matrix(X, noise=noise), X, task)
         return X, y
 
     def __repr__(self):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-
 from ..nn.modules import DirectAttention
 from ._base import BaseAttentionRegressor
 
@@ -43,10 +42,10 @@ class DirectAttentionRegressor(BaseAttentionRegressor):
         data do not constrain stay at zero (the minimum-norm solution).
     device : str, default="auto"
     dtype : {"float32", "float64"}, default="float32"
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState, Generator or None, default=None
     verbose : int, default=0
     warm_start : bool, default=False
-        Start from the fitted ``V_``.
+        Start from the fitted ``V_`` and append to ``loss_curve_``.
 
     Attributes
     ----------
@@ -54,8 +53,13 @@ class DirectAttentionRegressor(BaseAttentionRegressor):
         Learned symmetric matrix.
     S_ : ndarray of shape (n_features, n_features)
         ``V_ / √d``.
-    n_iter_, loss_curve_, train_objective_, train_error_, converged_, n_features_in_, \
-n_tokens_, task_, device_ :
+    n_features_in_ : int
+        Number of columns of the flattened X, ``n_tokens_ * token_dim_`` (equal to
+        ``len(feature_names_in_)``).
+    token_dim_ : int
+        Token dimension d (features per token).
+    n_iter_, loss_curve_, train_objective_, train_error_, converged_, n_tokens_, task_, \
+device_, feature_names_in_ :
         As in :class:`TiedAttentionRegressor`.
 
     See Also
@@ -75,23 +79,12 @@ n_tokens_, task_, device_ :
                  tol=1e-6, n_iter_no_change=10, batch_size=None, init_scale=0.0,
                  device="auto", dtype="float32", random_state=None, verbose=0,
                  warm_start=False):
-        self.reg_lambda = reg_lambda
-        self.beta = beta
-        self.attention = attention
-        self.task = task
-        self.n_tokens = n_tokens
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
-        self.batch_size = batch_size
-        self.init_scale = init_scale
-        self.device = device
-        self.dtype = dtype
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
+        super().__init__(
+            reg_lambda=reg_lambda, beta=beta, attention=attention, task=task,
+            n_tokens=n_tokens, solver=solver, learning_rate_init=learning_rate_init,
+            max_iter=max_iter, tol=tol, n_iter_no_change=n_iter_no_change,
+            batch_size=batch_size, init_scale=init_scale, device=device, dtype=dtype,
+            random_state=random_state, verbose=verbose, warm_start=warm_start)
 
     def _param_shape(self, n_features):
         return (n_features, n_features)

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 import warnings
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
-from sklearn.base import _fit_context
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
+from .._validation import NONE, Interval, Options, Predicate
 from ..amp import amp, seq2seq_to_attention
+from ..data.targets import Target
 from ..theory.channels import channel_for
 from ..theory.problem import StateEvolutionProblem, split_model_keywords
 from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
-from ._base import BaseAttentionRegressor
+from ._mixin import DEVICE_STRING, WIDTH_CONSTRAINT, AttentionRegressorMixin, resolve_width
 
 __all__ = ["AsymptoticPredictor"]
 
 
-class AsymptoticPredictor(BaseAttentionRegressor):
+class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
     """Attention ERM solved by AMP, with its exact asymptotic predictions.
 
     ``fit`` runs approximate message passing on the data (THEORY.md §9), whose fixed point
@@ -62,12 +64,14 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         AMP damping (weight of the new iterate).
     n_nodes : int, default=8192
         Quadrature nodes of the state evolution.
-    device : {"numpy", "auto", "cpu", "cuda", "cuda:<index>"}, default="numpy"
+    device : {"auto", "numpy", "cpu", "cuda", "cuda:<index>"}, default="auto"
         Where AMP's products over all samples and its eigendecompositions run: "numpy",
-        or torch on a device ("auto": CUDA when available, else numpy). The per-sample
-        prox runs in numpy either way.
-    random_state : int or None, default=None
-        Seeds the quadrature nodes and finite-d draws of the state evolution.
+        or torch (float64) on a device; "auto": CUDA when available, else numpy, as the
+        regressors' "auto". The paths agree to round-off (about 1e-8 on ``S_`` at
+        ``tol=1e-9``). The per-sample prox runs in numpy either way.
+    random_state : int, RandomState, Generator or None, default=None
+        Seeds the quadrature nodes and finite-d draws of the state evolution (an int;
+        None or a random generator give the fixed seed 0).
     verbose : int, default=0
 
     Attributes
@@ -81,67 +85,61 @@ class AsymptoticPredictor(BaseAttentionRegressor):
     state_ : StateEvolutionResult or None
         Solved at ``α = n/d²`` when ``target`` is given.
     predicted_test_error_, predicted_train_error_, predicted_train_objective_ : float
+        From ``state_``; a ValueError naming ``target`` when it was None at fit.
     predicted_spectrum_ : dict
-        ``atom_mass``, ``support`` and ``eigenvalues`` (a typical spectrum at this d).
-    n_features_in_, n_tokens_, task_ : int, int, str
+        ``atom_mass``, ``support`` and ``eigenvalues`` (a typical spectrum at this d);
+        a ValueError naming ``target`` when it was None at fit.
+    n_features_in_ : int
+        Number of columns of the flattened X, ``n_tokens_ * token_dim_`` (equal to
+        ``len(feature_names_in_)``).
+    token_dim_ : int
+        Token dimension d (features per token); ``S_`` is d × d.
+    n_tokens_, task_ : int, str
+        Token count T and "seq2lab" or "seq2seq".
+    device_ : str
+        "cpu" (numpy or torch on the CPU) or the CUDA device AMP ran on.
+    feature_names_in_ : ndarray of shape (n_tokens * n_features,)
+        Column names, when X was a DataFrame with string column names.
     """
 
-    _parameter_constraints: dict = {
-        "width": [Interval(Integral, 1, None, closed="left"),
-                  Interval(Real, 0, None, closed="neither")],
-        "parametrization": [StrOptions({"factored", "direct"})],
-        "reg_lambda": [Interval(Real, 0, None, closed="left")],
-        "beta": [Interval(Real, 0, None, closed="neither")],
-        "attention": [StrOptions({"softmax", "linear"})],
-        "task": [StrOptions({"auto", "seq2lab", "seq2seq"})],
-        "n_tokens": [Interval(Integral, 1, None, closed="left"), None],
-        "target": "no_validation",
-        "target_beta": [Interval(Real, 0, None, closed="neither")],
-        "noise": [Interval(Real, 0, None, closed="left")],
-        "n_features": [Interval(Integral, 2, None, closed="left"), None],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "damping": [Interval(Real, 0, 1, closed="right")],
-        "n_nodes": [Interval(Integral, 16, None, closed="left")],
-        "device": [StrOptions({"auto", "cpu", "numpy"}), str],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
+    _constraints: dict = {
+        **AttentionRegressorMixin._constraints,
+        "width": WIDTH_CONSTRAINT,
+        "parametrization": [Options("factored", "direct")],
+        "target": [NONE, Predicate(lambda value: isinstance(value, Target),
+                                   "a skattn Target (e.g. WishartTarget(0.5))")],
+        "target_beta": [Interval("real", 0, closed="neither")],
+        "noise": [Interval("real", 0)],
+        "n_features": [Interval("int", 2), NONE],
+        "tol": [Interval("real", 0, closed="neither")],
+        "damping": [Interval("real", 0, 1, closed="right")],
+        "n_nodes": [Interval("int", 16)],
+        "device": [Predicate(lambda value: value == "numpy" or DEVICE_STRING.accepts(value),
+                             "a str among 'auto', 'numpy', 'cpu', 'cuda' or 'cuda:<index>'")],
     }
 
     def __init__(self, width=1.0, parametrization="factored", reg_lambda=1e-2, beta=1.0,
                  attention="softmax",
                  task="auto", n_tokens=None, target=None, target_beta=1.0, noise=0.0,
                  n_features=None, max_iter=500, tol=1e-8, damping=0.5, n_nodes=8192,
-                 device="numpy", random_state=None, verbose=0):
+                 device="auto", random_state=None, verbose=0):
+        super().__init__(reg_lambda=reg_lambda, beta=beta, attention=attention, task=task,
+                         n_tokens=n_tokens, max_iter=max_iter, tol=tol, device=device,
+                         random_state=random_state, verbose=verbose)
         self.width = width
         self.parametrization = parametrization
-        self.reg_lambda = reg_lambda
-        self.beta = beta
-        self.attention = attention
-        self.task = task
-        self.n_tokens = n_tokens
         self.target = target
         self.target_beta = target_beta
         self.noise = noise
         self.n_features = n_features
-        self.max_iter = max_iter
-        self.tol = tol
         self.damping = damping
         self.n_nodes = n_nodes
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
 
     # ----------------------------------------------------------------- helpers
     def _width_ratio(self, d):
         if isinstance(self.width, Integral):
             return self.width / d
         return float(self.width)
-
-    def _rank(self, d):
-        if isinstance(self.width, Integral):
-            return int(self.width)
-        return max(1, int(round(self.width * d)))
 
     def _seed(self):
         rs = self.random_state
@@ -162,7 +160,6 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         return problem.replace(**model), options
 
     # ------------------------------------------------------------------- fit
-    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Run AMP on ``(X, y)`` and, if ``target`` is set, solve SE at ``α = n/d²``.
 
@@ -175,17 +172,18 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         -------
         self : object
         """
+        self._validate_params()
         X3, y3, T, d, task, y_ndim = self._validate_fit_data(X, y)
         if isinstance(self.width, Integral) and self.width > d:
             raise ValueError(f"width={self.width} exceeds n_features={d}; the rank of S is "
                              "at most d.")
-        self.n_features_in_, self.n_tokens_, self.task_ = d, T, task
+        for name, value in self._structure_attributes(T, d, task, y_ndim).items():
+            setattr(self, name, value)
         self.device_ = self.device if self.device not in ("numpy", "auto") else "cpu"
         if self.device == "auto":
-            import torch
+            import torch  # only to see whether AMP's "auto" will pick CUDA
 
             self.device_ = "cuda" if torch.cuda.is_available() else "cpu"
-        self._y_ndim = y_ndim
         if task == "seq2seq" and d < T:
             raise ValueError(f"seq2seq outputs determine the attention matrix only when "
                              f"n_features >= n_tokens; X has n_features={d} < n_tokens={T}.")
@@ -196,7 +194,8 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         if direct and self.reg_lambda == 0:
             raise ValueError("reg_lambda must be > 0 with parametrization='direct'.")
         reg = self.reg_lambda if direct else np.sqrt(width_ratio) * self.reg_lambda
-        result = amp(channel, X3, A, reg_trace=reg, rank=d if direct else self._rank(d),
+        rank = d if direct else resolve_width(self.width, d)
+        result = amp(channel, X3, A, reg_trace=reg, rank=rank,
                      max_iter=self.max_iter, tol=self.tol, damping=self.damping,
                      parametrization=self.parametrization,
                      device=None if self.device == "numpy" else self.device,
@@ -210,15 +209,13 @@ class AsymptoticPredictor(BaseAttentionRegressor):
             warnings.warn(f"AsymptoticPredictor: AMP did not converge ({result.message}); "
                           "lower damping or raise max_iter.", ConvergenceWarning)
         self.state_ = None
+        self._predicted_spectrum = None
         if self.target is not None:
             alpha = X3.shape[0] / d ** 2
             problem, options = self._se_problem(T, width_ratio)
             state = solve_state_evolution(alpha, problem, **options)
             self.state_ = state
-            self.predicted_test_error_ = state.test_error
-            self.predicted_train_error_ = state.train_error
-            self.predicted_train_objective_ = state.train_objective
-            self.predicted_spectrum_ = {
+            self._predicted_spectrum = {
                 "atom_mass": state.atom_mass,
                 "support": state.spectrum_support(),
                 "eigenvalues": state.sample_spectrum(d, random_state=self._seed()),
@@ -227,6 +224,38 @@ class AsymptoticPredictor(BaseAttentionRegressor):
                 warnings.warn(f"state evolution did not converge: {state.message}",
                               ConvergenceWarning)
         return self
+
+    # ------------------------------------------------------------- predictions
+    def _fitted_state(self, attribute):
+        """``state_``, or an error naming ``target`` when fit solved no state evolution."""
+        check_is_fitted(self)
+        if self.state_ is None:
+            raise ValueError(
+                f"{attribute} needs target: this AsymptoticPredictor was fitted with "
+                f"target=None, so no state evolution was solved. Set target (e.g. "
+                f"target=WishartTarget(0.5)) and fit again.")
+        return self.state_
+
+    @property
+    def predicted_test_error_(self):
+        """Test error predicted by the state evolution at ``α = n/d²`` (needs ``target``)."""
+        return self._fitted_state("predicted_test_error_").test_error
+
+    @property
+    def predicted_train_error_(self):
+        """Training error predicted by the state evolution (needs ``target``)."""
+        return self._fitted_state("predicted_train_error_").train_error
+
+    @property
+    def predicted_train_objective_(self):
+        """Training objective / d² predicted by the state evolution (needs ``target``)."""
+        return self._fitted_state("predicted_train_objective_").train_objective
+
+    @property
+    def predicted_spectrum_(self):
+        """``atom_mass``, ``support`` and a typical ``eigenvalues`` draw (needs ``target``)."""
+        self._fitted_state("predicted_spectrum_")
+        return self._predicted_spectrum
 
     # --------------------------------------------------------------- data-free
     def state_evolution(self, alpha, n_tokens, **kwargs):
@@ -262,8 +291,3 @@ class AsymptoticPredictor(BaseAttentionRegressor):
         problem, options = self._se_problem(n_tokens, width_ratio, kwargs)
         return state_evolution_curve(alphas, problem, reg_lambda=reg_lambda, n_jobs=n_jobs,
                                      verbose=self.verbose, **options)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = False
-        return tags

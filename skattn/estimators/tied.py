@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-from numbers import Integral
 
-from sklearn.utils._param_validation import Interval, RealNotInt
-
+from .._validation import Interval
 from ..nn.modules import FactoredAttention
 from ._base import BaseAttentionRegressor
+from ._mixin import WIDTH_CONSTRAINT, resolve_width
 
 __all__ = ["TiedAttentionRegressor"]
 
@@ -70,12 +69,13 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
         "auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda:<index>".
     dtype : {"float32", "float64"}, default="float32"
         Training precision. Predictions are computed in float64.
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState, Generator or None, default=None
         Seeds the initial W and the minibatch order.
     verbose : int, default=0
         If > 0, a progress bar shows the current objective / d².
     warm_start : bool, default=False
-        Start from the fitted ``W_`` instead of a random W.
+        Start from the fitted ``W_`` instead of a random W, and append to ``loss_curve_``
+        (as :class:`~sklearn.neural_network.MLPRegressor` does).
 
     Attributes
     ----------
@@ -86,9 +86,10 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
     width_ : int
         p.
     n_iter_ : int
-        Iterations run.
+        Iterations run by the last call to ``fit``.
     loss_curve_ : list of float
-        Objective / d² after each iteration.
+        Objective / d² after each iteration, over every fit since the last cold start
+        (``warm_start=True`` appends to it).
     train_objective_ : float
         Final objective / d² (the quantity the theory predicts).
     train_error_ : float
@@ -96,7 +97,11 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
     converged_ : bool
         Whether the stopping rule was met before ``max_iter``.
     n_features_in_ : int
-        Token dimension d.
+        Number of input columns as scikit-learn counts them: those of the flattened X,
+        ``n_tokens_ * token_dim_`` (so it equals ``len(feature_names_in_)``), whichever
+        layout ``fit`` received.
+    token_dim_ : int
+        Token dimension d (features per token); ``S_`` is d × d.
     n_tokens_ : int
         Token count T.
     task_ : str
@@ -119,12 +124,11 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
     (2, 2, 2)
     """
 
-    _parameter_constraints: dict = {
-        **BaseAttentionRegressor._parameter_constraints,
-        "width": [Interval(Integral, 1, None, closed="left"),
-                  Interval(RealNotInt, 0, None, closed="neither")],
-        "init_scale": [Interval(RealNotInt, 0, None, closed="neither"),
-                       Interval(Integral, 1, None, closed="left")],
+    _constraints: dict = {
+        **BaseAttentionRegressor._constraints,
+        "width": WIDTH_CONSTRAINT,
+        # W = 0 is a stationary point of the objective: the start must be random
+        "init_scale": [Interval("real", 0, closed="neither")],
     }
 
     def __init__(self, width=1.0, reg_lambda=1e-2, beta=1.0, attention="softmax", task="auto",
@@ -133,31 +137,15 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
                  device="auto", dtype="float32", random_state=None, verbose=0,
                  warm_start=False):
         self.width = width
-        self.reg_lambda = reg_lambda
-        self.beta = beta
-        self.attention = attention
-        self.task = task
-        self.n_tokens = n_tokens
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
-        self.batch_size = batch_size
-        self.init_scale = init_scale
-        self.device = device
-        self.dtype = dtype
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
-
-    def _width(self, n_features):
-        if isinstance(self.width, Integral):
-            return int(self.width)
-        return max(1, int(round(self.width * n_features)))
+        super().__init__(
+            reg_lambda=reg_lambda, beta=beta, attention=attention, task=task,
+            n_tokens=n_tokens, solver=solver, learning_rate_init=learning_rate_init,
+            max_iter=max_iter, tol=tol, n_iter_no_change=n_iter_no_change,
+            batch_size=batch_size, init_scale=init_scale, device=device, dtype=dtype,
+            random_state=random_state, verbose=verbose, warm_start=warm_start)
 
     def _param_shape(self, n_features):
-        return (n_features, self._width(n_features))
+        return (n_features, resolve_width(self.width, n_features))
 
     def _fitted_param(self):
         return self.W_

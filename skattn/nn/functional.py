@@ -8,6 +8,10 @@ Conventions follow THEORY.md §1–2 exactly:
 - attention ``σ_β(h)`` is a row-wise softmax at inverse temperature β, or the identity
   (linear attention);
 - per-sample loss ``ℓ = Σ_ab (ŷ_ab − y_ab)²`` (seq2lab) or ``‖ŷ − y‖²_F / d`` (seq2seq).
+
+:mod:`skattn.data.teacher` is the numpy twin of ``preactivation``, ``softmax``,
+``attention_map`` and ``attention_output``: same names, signatures, operation order and
+errors, so the teacher and the models compute one forward model.
 """
 
 from __future__ import annotations
@@ -16,9 +20,13 @@ import math
 
 import torch
 
+from .._validation import check_choice
+from ..data.teacher import ATTENTIONS, TASKS
+
 __all__ = [
     "preactivation",
     "preactivation_factored",
+    "softmax",
     "attention_map",
     "attention_output",
     "per_sample_loss",
@@ -26,21 +34,17 @@ __all__ = [
     "direct_S",
 ]
 
-ATTENTIONS = ("softmax", "linear")
-TASKS = ("seq2lab", "seq2seq")
-
-
 def preactivation(X, S):
     """Trace-centred pre-activation from a symmetric matrix S.
 
     Parameters
     ----------
-    X : Tensor of shape (n_samples, n_tokens, n_features)
+    X : Tensor of shape (..., n_tokens, n_features)
     S : Tensor of shape (n_features, n_features), symmetric
 
     Returns
     -------
-    h : Tensor of shape (n_samples, n_tokens, n_tokens)
+    h : Tensor of shape (..., n_tokens, n_tokens)
         ``(x_aᵀ S x_b − δ_ab Tr S) / √d``.
     """
     d = X.shape[-1]
@@ -73,10 +77,16 @@ def preactivation_factored(X, W):
     return (h - torch.sum(W * W) * eye) / (math.sqrt(p * d) * math.sqrt(d))
 
 
+def softmax(z, beta=1.0):
+    """Row-wise softmax ``σ_β(z)_ab = exp(β z_ab) / Σ_c exp(β z_ac)`` (log-sum-exp stable).
+
+    ``torch.softmax`` subtracts the row maximum, so large ``β z`` is safe.
+    """
+    return torch.softmax(beta * z, dim=-1)
+
+
 def attention_map(h, beta=1.0, attention="softmax"):
     """Row-wise ``σ_β(h)``: softmax at inverse temperature β, or the identity.
-
-    ``torch.softmax`` subtracts the row maximum (log-sum-exp), so large ``β h`` is safe.
 
     Parameters
     ----------
@@ -88,11 +98,8 @@ def attention_map(h, beta=1.0, attention="softmax"):
     -------
     A : Tensor of the same shape as ``h``
     """
-    if attention == "softmax":
-        return torch.softmax(beta * h, dim=-1)
-    if attention == "linear":
-        return h
-    raise ValueError(f"attention must be one of {list(ATTENTIONS)}, got {attention!r}.")
+    check_choice(attention, "attention", ATTENTIONS)
+    return softmax(h, beta) if attention == "softmax" else h
 
 
 def attention_output(A, X, task):
@@ -100,19 +107,16 @@ def attention_output(A, X, task):
 
     Parameters
     ----------
-    A : Tensor of shape (n_samples, n_tokens, n_tokens)
-    X : Tensor of shape (n_samples, n_tokens, n_features)
+    A : Tensor of shape (..., n_tokens, n_tokens)
+    X : Tensor of shape (..., n_tokens, n_features)
     task : {"seq2lab", "seq2seq"}
 
     Returns
     -------
-    y_pred : Tensor of shape (n_samples, n_tokens, n_tokens or n_features)
+    y_pred : Tensor of shape (..., n_tokens, n_tokens or n_features)
     """
-    if task == "seq2lab":
-        return A
-    if task == "seq2seq":
-        return A @ X
-    raise ValueError(f"task must be one of {list(TASKS)}, got {task!r}.")
+    check_choice(task, "task", TASKS)
+    return A if task == "seq2lab" else A @ X
 
 
 def per_sample_loss(y_pred, y, task):
@@ -128,12 +132,9 @@ def per_sample_loss(y_pred, y, task):
     -------
     loss : Tensor of shape (n_samples,)
     """
+    check_choice(task, "task", TASKS)
     sq = torch.sum((y_pred - y) ** 2, dim=(-2, -1))
-    if task == "seq2lab":
-        return sq
-    if task == "seq2seq":
-        return sq / y.shape[-1]
-    raise ValueError(f"task must be one of {list(TASKS)}, got {task!r}.")
+    return sq if task == "seq2lab" else sq / y.shape[-1]
 
 
 def factored_S(W):

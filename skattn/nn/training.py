@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.utils import check_random_state
 from tqdm.auto import tqdm
+
+from .._validation import check_random_state_arg as check_random_state
 
 __all__ = ["TrainingDivergedError", "TrainingResult", "train", "SOLVERS"]
 
