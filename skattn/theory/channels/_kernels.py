@@ -176,16 +176,15 @@ def prox2(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, n_st
             xb[n, 0], xb[n, 1], fb[n] = y0, y1, f
             continue
         best = math.inf
-        n_total = n_starts + 1 + (1 if use_warm else 0)
-        for k in range(n_total):
-            if k < n_starts:
+        for k in range(n_starts + 1):
+            if k == 0 and use_warm:     # the previous z* replaces the start at ω
+                y0, y1 = warm[n, 0], warm[n, 1]
+            elif k < n_starts:
                 t = k / (n_starts - 1) if n_starts > 1 else 0.0
                 y0, y1 = t * x_fit[n, 0], t * x_fit[n, 1]
-            elif k == n_starts:
+            else:
                 y0, y1 = _grid2(a0[n], p[n], r[n], s, P, Dinv, beta, x_fit[n, 0],
                                 x_fit[n, 1], D)
-            else:
-                y0, y1 = warm[n, 0], warm[n, 1]
             y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
             if f < best:
                 best, xb[n, 0], xb[n, 1] = f, y0, y1
@@ -358,13 +357,12 @@ def proxT(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
             xb[n], fb[n] = x, f
             continue
         best = math.inf
-        n_total = n_starts + (1 if use_warm else 0)
-        for k in range(n_total):
-            if k < n_starts:
+        for k in range(n_starts):
+            if k == 0 and use_warm:     # the previous z* replaces the start at ω
+                x0 = warm[n].copy()
+            else:
                 t = k / (n_starts - 1) if n_starts > 1 else 0.0
                 x0 = t * x_fit[n]
-            else:
-                x0 = warm[n].copy()
             x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
             if f < best:
                 best = f

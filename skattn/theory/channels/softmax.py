@@ -169,8 +169,9 @@ class SoftmaxChannel(_Channel):
         start : array_like of shape (N, K), optional
             A point ``z`` with ``attention(z) ≈ y`` (e.g. ``w β0/β`` when ``y = labels(w)``).
         warm : array_like of shape (N, K), optional
-            One more Newton start per sample, e.g. the previous ``z*`` of the same node in a
-            fixed-point iteration (it can only lower the objective found).
+            A start that replaces ω (the only start of the provably convex samples), e.g.
+            the previous ``z*`` of the same node in a fixed-point iteration: it needs a
+            few Newton steps where ω needs ten or more.
 
         Returns
         -------
@@ -208,8 +209,8 @@ class SoftmaxChannel(_Channel):
         convex = prob.convex()
         easy, hard = np.flatnonzero(convex), np.flatnonzero(~convex)
         if easy.size:
-            xb[easy], fb[easy] = _newton(prob, easy, np.zeros((easy.size, self.K_eff)),
-                                         radius, self.max_iter)
+            x0 = np.zeros((easy.size, self.K_eff)) if x_warm is None else x_warm[easy]
+            xb[easy], fb[easy] = _newton(prob, easy, x0, radius, self.max_iter)
         if hard.size:
             x0 = ts[None, :, None] * x_fit[hard, None, :]
             if self.n_tokens == 2:
@@ -217,8 +218,8 @@ class SoftmaxChannel(_Channel):
                 # minimiser of a few % of the samples at β ≳ 4
                 x_grid = prob.grid_starts(hard, x_fit[hard])
                 x0 = np.concatenate([x0, x_grid[:, None, :]], axis=1)
-            if x_warm is not None:
-                x0 = np.concatenate([x0, x_warm[hard, None, :]], axis=1)
+            if x_warm is not None:                 # the previous z* replaces ω
+                x0[:, 0] = x_warm[hard]
             S = x0.shape[1]
             rows = np.repeat(hard, S)
             x, f = _newton(prob, rows, x0.reshape(hard.size * S, -1), radius, self.max_iter)
