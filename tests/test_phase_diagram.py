@@ -33,10 +33,15 @@ def test_plot_and_bad_input():
     pd = phase_diagram([0.2, 0.4], [0.01, 0.1], backend="sequential", **KW)
     import matplotlib
     matplotlib.use("Agg")
-    ax = pd.plot("train_error")
+    import matplotlib.pyplot as plt
+    _, ax = plt.subplots()
+    assert pd.plot(ax, "train_error") is ax
     assert ax.get_xlabel() == "α"
     with pytest.raises(ValueError, match="quantity"):
-        pd.plot("nope")
+        pd.plot(ax, "nope")
+    with pytest.raises(ValueError, match="ax"):
+        pd.plot(None)
+    plt.close("all")
     with pytest.raises(ValueError, match="alphas"):
         phase_diagram([0.0, 0.1], [0.1], **KW)
     with pytest.raises(ValueError, match="reg_lambdas"):

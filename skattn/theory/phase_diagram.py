@@ -2,8 +2,8 @@
 
 Each row of fixed λ is one α path (:func:`state_evolution_curve`: every point starts from
 its converged neighbour, so it needs a few fixed-point iterations); the rows are spread
-over the workers by :func:`skattn.parallel.map_jobs`. Pure numpy: matplotlib is imported by
-:meth:`PhaseDiagram.plot` only.
+over the workers by :func:`skattn.parallel.map_jobs`. Pure numpy: :meth:`PhaseDiagram.plot`
+draws on a matplotlib Axes it is given (the theory layer imports no matplotlib).
 """
 
 from __future__ import annotations
@@ -46,14 +46,15 @@ class PhaseDiagram:
     converged: np.ndarray
     params: dict = field(default_factory=dict)
 
-    def plot(self, quantity="test_error", ax=None, log_lambda=True, **kwargs):
+    def plot(self, ax, quantity="test_error", log_lambda=True, **kwargs):
         """Draw one quantity as a colour map over (α, λ).
 
         Parameters
         ----------
+        ax : matplotlib Axes
+            E.g. ``plt.subplots()[1]``.
         quantity : str, default="test_error"
             One of ``test_error, train_error, train_objective, m, q, sigma``.
-        ax : matplotlib Axes, optional
         log_lambda : bool, default=True
             Logarithmic λ axis.
         **kwargs
@@ -65,10 +66,8 @@ class PhaseDiagram:
         """
         if quantity not in _FIELDS:
             raise ValueError(f"quantity must be one of {list(_FIELDS)}, got {quantity!r}.")
-        import matplotlib.pyplot as plt     # lazily: the theory layer needs no matplotlib
-
-        if ax is None:
-            _, ax = plt.subplots()
+        if not hasattr(ax, "pcolormesh"):
+            raise ValueError(f"ax must be a matplotlib Axes, got {type(ax).__name__}.")
         mesh = ax.pcolormesh(self.alphas, self.reg_lambdas, getattr(self, quantity),
                              shading="nearest", **kwargs)
         ax.figure.colorbar(mesh, ax=ax, label=quantity)

@@ -167,7 +167,7 @@ def _warm_start(channel, nodes, z=None):
 
 
 def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
-                sigma_hat_form="pointwise", warm_start=True):
+                sigma_hat_form="pointwise", warm_start=False):
     """Output side of the state evolution (THEORY.md §4, paper's factor 2).
 
     Per component ``ω ~ N(0, q)`` and ``w = u0 + ξ̃`` with
@@ -200,9 +200,11 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         stationarity condition of Φ also where the prox is non-convex and z* jumps (the
         two agree where the prox is smooth; at β = 4, Σ = 0.5 they differ by ~50 %). Both
         are always available as ``sigma_hat_pointwise`` and ``sigma_hat_stein``.
-    warm_start : bool, default=True
+    warm_start : bool, default=False
         Start the prox of each node from its ``z*`` of the previous call with the same
-        ``channel`` and ``nodes`` (the fixed-point iterations of one solve).
+        ``channel`` and ``nodes`` (the fixed-point iterations of one solve): fewer Newton
+        steps, but the result then depends on the previous call where the prox has
+        several local minima, so it is off by default.
 
     Returns
     -------
