@@ -5,8 +5,9 @@ Sections
 (a) training-step throughput of both estimators (forward + backward, full batch) against this
     machine's own float32 matrix-multiply rate at equal FLOPs;
 (b) L-BFGS vs Adam: iterations and wall time to the same objective;
-(c) theory timings: continuum state evolution (T = 2 softmax point, 32-point α curve,
-    T = 1 linear curve) and a finite-d point at d = 400;
+(c) theory timings as multiples of a fixed numpy workload timed in the same run: continuum
+    state evolution (T = 2 point, 32-point α curve, T = 3, 4, 6 points, T = 1 linear curve,
+    a 32×16 α×λ phase diagram on 2 jobs) and a finite-d point at d = 400;
 (d) peak memory of ``fit`` relative to the size of X (fresh subprocess, max RSS);
 (e) on a GPU: the estimators' and AMP's fits on ``--device`` against the CPU.
 
@@ -101,39 +102,72 @@ def bench_solvers(quick):
     return rows
 
 
+def _numpy_unit():
+    """Seconds of a fixed numpy workload (20 products of 512×512 float64 matrices).
+
+    Theory timings are reported as multiples of it, measured in the same run, so that a
+    shared or slower machine still gives comparable numbers.
+    """
+    A = np.random.default_rng(0).standard_normal((512, 512))
+
+    def work():
+        for _ in range(20):
+            A @ A
+    work()
+    return _timeit(work, repeat=5)
+
+
 def bench_theory(quick):
     from skattn.data import WishartTarget
     from skattn.theory import solve_state_evolution, state_evolution_curve
+    from skattn.theory.phase_diagram import phase_diagram
 
     target = WishartTarget(0.5)
-    rows = []
+    # compiled prox kernels: load (or compile) them once, outside the timings
+    for T in (2, 3):
+        solve_state_evolution(0.3, n_tokens=T, reg_lambda=0.01, target=target, n_nodes=64)
+    unit = _numpy_unit()
+    rows = [{"section": "c", "what": "numpy unit (20 × 512² float64 matmul)",
+             "seconds": unit}]
+
+    def row(what, seconds, goal_s, **extra):
+        rows.append({"section": "c", "what": what, "seconds": seconds,
+                     "ratio_to_unit": seconds / unit, "goal_s": goal_s, **extra})
+
     times = []
     for alpha in ([0.3] if quick else [0.1, 0.3, 0.6]):
         t = time.perf_counter()
         res = solve_state_evolution(alpha, n_tokens=2, reg_lambda=0.01, target=target)
         times.append(time.perf_counter() - t)
         assert res.converged, res.message
-    rows.append({"section": "c", "what": "T=2 softmax point (cold, median)",
-                 "seconds": statistics.median(times), "target_s": 2.0})
+    row("T=2 softmax point (cold, median)", statistics.median(times), 0.25)
     n_curve = 8 if quick else 32
     alphas = np.linspace(0.05, 1.0, n_curve)
     t = time.perf_counter()
     curve = state_evolution_curve(alphas, n_tokens=2, reg_lambda=0.01, target=target)
-    rows.append({"section": "c", "what": f"T=2 softmax {n_curve}-point α curve",
-                 "seconds": time.perf_counter() - t, "target_s": 60.0 * n_curve / 32,
-                 "converged": sum(r.converged for r in curve)})
+    row(f"T=2 softmax {n_curve}-point α curve", time.perf_counter() - t, 5.0 * n_curve / 32,
+        converged=sum(r.converged for r in curve))
+    for T, goal in ([(3, 1.0)] if quick else [(3, 1.0), (4, 2.0), (6, 10.0)]):
+        t = time.perf_counter()
+        res = solve_state_evolution(0.25, n_tokens=T, reg_lambda=0.02,
+                                    target=WishartTarget(0.3))
+        row(f"T={T} softmax point", time.perf_counter() - t, goal,
+            converged=int(res.converged))
     t = time.perf_counter()
     curve = state_evolution_curve(alphas, n_tokens=1, reg_lambda=0.01, target=target,
                                   attention="linear")
-    rows.append({"section": "c", "what": f"T=1 linear {n_curve}-point α curve",
-                 "seconds": time.perf_counter() - t, "target_s": 5.0 * n_curve / 32,
-                 "converged": sum(r.converged for r in curve)})
+    row(f"T=1 linear {n_curve}-point α curve", time.perf_counter() - t, 5.0 * n_curve / 32,
+        converged=sum(r.converged for r in curve))
+    n_a, n_l = (8, 4) if quick else (32, 16)
+    t = time.perf_counter()
+    pd = phase_diagram(np.linspace(0.05, 1.0, n_a), np.logspace(-3, 0, n_l), n_jobs=2,
+                       n_tokens=2, target=target)
+    row(f"{n_a}×{n_l} α×λ phase diagram, T=2, 2 jobs", time.perf_counter() - t,
+        60.0 * n_a * n_l / 512, converged=int(pd.converged.sum()))
     d = 200 if quick else 400
     t = time.perf_counter()
     res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=target, n_features=d)
-    rows.append({"section": "c", "what": f"finite-d point d={d}",
-                 "seconds": time.perf_counter() - t, "target_s": 10.0,
-                 "converged": int(res.converged)})
+    row(f"finite-d point d={d}", time.perf_counter() - t, 10.0, converged=int(res.converged))
     return rows
 
 

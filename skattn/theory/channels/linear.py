@@ -65,7 +65,7 @@ class LinearChannel(_Channel):
         """
         return u_from_h(self._check_y(y))
 
-    def prox(self, y, omega, sigma, start=None):
+    def prox(self, y, omega, sigma, start=None, warm=None):
         """Closed-form prox ``argmin_z ‖z − ω‖²/(2Σ) + ‖h(z) − y‖²``.
 
         With ``L: u ↦ vec h`` (``LᵀL = 2 I``) the stationarity condition
@@ -76,7 +76,7 @@ class LinearChannel(_Channel):
         y : array_like of shape (N, T, T)
         omega : array_like of shape (N, K)
         sigma : float or array_like of shape (N,)
-        start : ignored
+        start, warm : ignored
             Accepted for interface compatibility with :meth:`SoftmaxChannel.prox`.
 
         Returns

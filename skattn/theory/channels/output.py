@@ -9,6 +9,7 @@ gives the conjugates ``m̂, q̂, Σ̂`` (paper's factor 2) and the train error,
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,8 +150,24 @@ def _gaussian_pair(m, q, var0, nodes, K):
     return omega, w, V, zeta2
 
 
+def _warm_start(channel, nodes, z=None):
+    """The ``z*`` of the previous call on the same nodes (stored on the channel), or None.
+
+    Across the fixed-point iterations of one solve the minimisers move little, so the
+    previous ``z*`` of a node is a start that needs a few Newton steps; a weak reference
+    to the nodes keeps a stale ``z*`` from reaching other nodes.
+    """
+    if z is not None:
+        channel._warm_z = (weakref.ref(nodes), z)
+        return None
+    ref, prev = getattr(channel, "_warm_z", (None, None))
+    if ref is None or ref() is not nodes or prev.shape != (nodes.n_points, channel.K):
+        return None
+    return prev
+
+
 def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
-                sigma_hat_form="pointwise"):
+                sigma_hat_form="pointwise", warm_start=False):
     """Output side of the state evolution (THEORY.md §4, paper's factor 2).
 
     Per component ``ω ~ N(0, q)`` and ``w = u0 + ξ̃`` with
@@ -183,6 +200,11 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         stationarity condition of Φ also where the prox is non-convex and z* jumps (the
         two agree where the prox is smooth; at β = 4, Σ = 0.5 they differ by ~50 %). Both
         are always available as ``sigma_hat_pointwise`` and ``sigma_hat_stein``.
+    warm_start : bool, default=False
+        Start the prox of each node from its ``z*`` of the previous call with the same
+        ``channel`` and ``nodes`` (the fixed-point iterations of one solve): fewer Newton
+        steps, but the result then depends on the previous call where the prox has
+        several local minima, so it is off by default.
 
     Returns
     -------
@@ -204,7 +226,10 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     y = channel.labels(w)
     # exact-fit logits of the label at the student's β: a start of the softmax prox
     start = w * (channel.target_beta_ / channel.beta_)
-    z = channel.prox(y, omega, sigma, start=start)
+    warm = _warm_start(channel, nodes) if warm_start else None
+    z = channel.prox(y, omega, sigma, start=start, warm=warm)
+    if warm_start:
+        _warm_start(channel, nodes, z)
     loss, _, H = channel._derivs(y, z)
     g = (z - omega) / sigma
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from ..coords import _maps
+from . import _kernels
 from .base import _as_sigma, _Channel
 from .prox import _newton, _Softmax2Problem, _SoftmaxProblem
 
@@ -66,6 +67,8 @@ class SoftmaxChannel(_Channel):
         self.n_starts = check_scalar_range(n_starts, "n_starts", low=1, integer=True)
         self.max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
         self._radius = 8.0                                   # Newton step cap, × 1/β
+        # compiled per-sample prox where numba is installed (same algorithm as numpy)
+        self.compiled = True
         self.beta_, self.target_beta_ = self.beta, self.target_beta
         self._setup(n_tokens)
         self.K_eff = self.K - 1
@@ -137,7 +140,7 @@ class SoftmaxChannel(_Channel):
 
     # -- prox -------------------------------------------------------------------------
 
-    def prox(self, y, omega, sigma, start=None):
+    def prox(self, y, omega, sigma, start=None, warm=None):
         """Global minimiser ``z* = argmin_z ‖z − ω‖²/(2Σ) + ℓ(y, z)``.
 
         The loss is constant along the shift direction ``s``, so ``z* − ω ⊥ s``; the problem
@@ -165,6 +168,10 @@ class SoftmaxChannel(_Channel):
             Σ > 0.
         start : array_like of shape (N, K), optional
             A point ``z`` with ``attention(z) ≈ y`` (e.g. ``w β0/β`` when ``y = labels(w)``).
+        warm : array_like of shape (N, K), optional
+            A start that replaces ω (the only start of the provably convex samples), e.g.
+            the previous ``z*`` of the same node in a fixed-point iteration: it needs a
+            few Newton steps where ω needs ten or more.
 
         Returns
         -------
@@ -180,23 +187,30 @@ class SoftmaxChannel(_Channel):
             start = self.fit_logits(y)
         else:
             start = self._check_u(start, "start")
-        return self._prox(y, omega, sigma, start)[0]
+        if warm is not None:
+            warm = self._check_u(warm, "warm")
+            if warm.shape[0] != N:
+                raise ValueError(f"warm must have {N} rows, got {warm.shape[0]}.")
+        return self._prox(y, omega, sigma, start, warm)[0]
 
-    def _prox(self, y, omega, sigma, start):
+    def _prox(self, y, omega, sigma, start, warm=None):
         """Multi-start Newton; returns ``z*`` and the prox objective at ``z*``."""
         N, B = omega.shape[0], self.basis
         x_fit = (start - omega) @ B                 # projection keeps ω's shift component
         prob = (_Softmax2Problem(self, y, omega, sigma) if self.n_tokens == 2
                 else _SoftmaxProblem(self, y, omega, sigma))
         radius = self._radius / self.beta_
+        x_warm = None if warm is None else np.ascontiguousarray((warm - omega) @ B)
+        if _kernels.HAVE_NUMBA and self.compiled:
+            return self._prox_compiled(prob, y, omega, sigma, x_fit, x_warm, radius)
         ts = np.linspace(0.0, 1.0, self.n_starts) if self.n_starts > 1 else np.zeros(1)
         xb, fb = np.zeros((N, self.K_eff)), np.zeros(N)
         # provably convex samples: one Newton run from ω
         convex = prob.convex()
         easy, hard = np.flatnonzero(convex), np.flatnonzero(~convex)
         if easy.size:
-            xb[easy], fb[easy] = _newton(prob, easy, np.zeros((easy.size, self.K_eff)),
-                                         radius, self.max_iter)
+            x0 = np.zeros((easy.size, self.K_eff)) if x_warm is None else x_warm[easy]
+            xb[easy], fb[easy] = _newton(prob, easy, x0, radius, self.max_iter)
         if hard.size:
             x0 = ts[None, :, None] * x_fit[hard, None, :]
             if self.n_tokens == 2:
@@ -204,6 +218,8 @@ class SoftmaxChannel(_Channel):
                 # minimiser of a few % of the samples at β ≳ 4
                 x_grid = prob.grid_starts(hard, x_fit[hard])
                 x0 = np.concatenate([x0, x_grid[:, None, :]], axis=1)
+            if x_warm is not None:                 # the previous z* replaces ω
+                x0[:, 0] = x_warm[hard]
             S = x0.shape[1]
             rows = np.repeat(hard, S)
             x, f = _newton(prob, rows, x0.reshape(hard.size * S, -1), radius, self.max_iter)
@@ -212,3 +228,21 @@ class SoftmaxChannel(_Channel):
             xb[hard] = x[np.arange(hard.size), best]
             fb[hard] = f[np.arange(hard.size), best]
         return omega + xb @ B.T, fb
+
+    def _prox_compiled(self, prob, y, omega, sigma, x_fit, x_warm, radius):
+        """The same starts and Newton as the numpy path, one sample at a time (numba)."""
+        convex = np.ascontiguousarray(prob.convex())
+        use_warm = x_warm is not None
+        if not use_warm:
+            x_warm = np.zeros((1, self.K_eff))
+        x_fit = np.ascontiguousarray(x_fit)
+        if self.n_tokens == 2:
+            xb, fb = _kernels.prox2(prob.a0, prob.p, prob.r, sigma, prob.D, prob.Dinv,
+                                    prob.P, float(self.beta_), x_fit, convex, x_warm,
+                                    use_warm, self.n_starts, radius, self.max_iter)
+        else:
+            xb, fb = _kernels.proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y),
+                                    sigma, self.basis, self._index, self._scale,
+                                    float(self.beta_), x_fit, convex, x_warm, use_warm,
+                                    self.n_starts, radius, self.max_iter)
+        return omega + xb @ self.basis.T, fb

@@ -1,0 +1,127 @@
+"""State-evolution phase diagrams over an (α, λ) grid, solved along warm-started paths.
+
+Each row of fixed λ is one α path (:func:`state_evolution_curve`: every point starts from
+its converged neighbour, so it needs a few fixed-point iterations); the rows are spread
+over the workers by :func:`skattn.parallel.map_jobs`. Pure numpy: :meth:`PhaseDiagram.plot`
+draws on a matplotlib Axes it is given (the theory layer imports no matplotlib).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .state_evolution import state_evolution_curve
+
+__all__ = ["PhaseDiagram", "phase_diagram"]
+
+_FIELDS = ("test_error", "train_error", "train_objective", "m", "q", "sigma")
+
+
+@dataclass
+class PhaseDiagram:
+    """State-evolution predictions on an (α, λ) grid.
+
+    Attributes
+    ----------
+    alphas : ndarray of shape (n_alpha,)
+    reg_lambdas : ndarray of shape (n_lambda,)
+    test_error, train_error, train_objective, m, q, sigma : ndarray of shape (n_lambda, n_alpha)
+        Row ``i`` is ``reg_lambdas[i]``, column ``j`` is ``alphas[j]``; NaN where a point
+        did not converge.
+    converged : ndarray of bool, shape (n_lambda, n_alpha)
+    params : dict
+        The problem keywords passed to :func:`phase_diagram`.
+    """
+
+    alphas: np.ndarray
+    reg_lambdas: np.ndarray
+    test_error: np.ndarray
+    train_error: np.ndarray
+    train_objective: np.ndarray
+    m: np.ndarray
+    q: np.ndarray
+    sigma: np.ndarray
+    converged: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    def plot(self, ax, quantity="test_error", log_lambda=True, **kwargs):
+        """Draw one quantity as a colour map over (α, λ).
+
+        Parameters
+        ----------
+        ax : matplotlib Axes
+            E.g. ``plt.subplots()[1]``.
+        quantity : str, default="test_error"
+            One of ``test_error, train_error, train_objective, m, q, sigma``.
+        log_lambda : bool, default=True
+            Logarithmic λ axis.
+        **kwargs
+            Passed to ``ax.pcolormesh``.
+
+        Returns
+        -------
+        ax : matplotlib Axes
+        """
+        if quantity not in _FIELDS:
+            raise ValueError(f"quantity must be one of {list(_FIELDS)}, got {quantity!r}.")
+        if not hasattr(ax, "pcolormesh"):
+            raise ValueError(f"ax must be a matplotlib Axes, got {type(ax).__name__}.")
+        mesh = ax.pcolormesh(self.alphas, self.reg_lambdas, getattr(self, quantity),
+                             shading="nearest", **kwargs)
+        ax.figure.colorbar(mesh, ax=ax, label=quantity)
+        if log_lambda:
+            ax.set_yscale("log")
+        ax.set_xlabel("α")
+        ax.set_ylabel("λ")
+        return ax
+
+
+def _row(alphas, reg_lambda, kwargs):
+    res = state_evolution_curve(alphas, reg_lambda=reg_lambda, **kwargs)
+    out = {name: np.array([getattr(r, name) if r.converged else np.nan for r in res])
+           for name in _FIELDS}
+    out["converged"] = np.array([r.converged for r in res], dtype=bool)
+    return out
+
+
+def phase_diagram(alphas, reg_lambdas, *, n_jobs=1, backend="joblib", **problem_kwargs):
+    """State evolution on the grid ``alphas × reg_lambdas``, warm-started along α.
+
+    Parameters
+    ----------
+    alphas : array_like of shape (n_alpha,)
+        Sample ratios α > 0, solved in increasing order along each row.
+    reg_lambdas : array_like of shape (n_lambda,)
+        Regularisations λ ≥ 0, one row each.
+    n_jobs : int, default=1
+        Workers (joblib semantics); the rows are spread over them.
+    backend : {"sequential", "joblib", "dask"}, default="joblib"
+        Passed to :func:`skattn.parallel.map_jobs`.
+    **problem_kwargs
+        Passed to :func:`solve_state_evolution` (``n_tokens``, ``target``, ``beta``, …).
+
+    Returns
+    -------
+    PhaseDiagram
+    """
+    from ..parallel import map_jobs    # lazily: keeps the import graph of theory flat
+
+    alphas = np.asarray(alphas, dtype=float)
+    lams = np.asarray(reg_lambdas, dtype=float)
+    if alphas.ndim != 1 or alphas.size == 0 or not np.all(np.isfinite(alphas)) \
+            or np.any(alphas <= 0):
+        raise ValueError("alphas must be a non-empty 1-D array of finite values > 0.")
+    if lams.ndim != 1 or lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams < 0):
+        raise ValueError("reg_lambdas must be a non-empty 1-D array of finite values ≥ 0.")
+    for bad in ("alpha", "reg_lambda", "init"):
+        if bad in problem_kwargs:
+            raise ValueError(f"{bad} is set by the grid; do not pass it to phase_diagram.")
+    order = np.argsort(alphas, kind="stable")
+    rows = map_jobs(_row, [(alphas[order], lam, problem_kwargs) for lam in lams],
+                    backend=backend, n_jobs=n_jobs)
+    inv = np.argsort(order)
+    grids = {name: np.stack([row[name][inv] for row in rows]) for name in rows[0]}
+    return PhaseDiagram(alphas=alphas, reg_lambdas=lams, params=dict(problem_kwargs),
+                        **grids)
