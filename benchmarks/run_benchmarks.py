@@ -120,7 +120,7 @@ def _numpy_unit():
 def bench_theory(quick):
     from skattn.data import WishartTarget
     from skattn.theory import solve_state_evolution, state_evolution_curve
-    from skattn.theory.phase_diagram import phase_diagram
+    from skattn.theory.phase_diagram import solve_phase_diagram
 
     target = WishartTarget(0.5)
     # compiled prox kernels: load (or compile) them once, outside the timings
@@ -160,7 +160,7 @@ def bench_theory(quick):
         converged=sum(r.converged for r in curve))
     n_a, n_l = (8, 4) if quick else (32, 16)
     t = time.perf_counter()
-    pd = phase_diagram(np.linspace(0.05, 1.0, n_a), np.logspace(-3, 0, n_l), n_jobs=2,
+    pd = solve_phase_diagram(np.linspace(0.05, 1.0, n_a), np.logspace(-3, 0, n_l), n_jobs=2,
                        n_tokens=2, target=target)
     row(f"{n_a}×{n_l} α×λ phase diagram, T=2, 2 jobs", time.perf_counter() - t,
         60.0 * n_a * n_l / 512, converged=int(pd.converged.sum()))

@@ -5,14 +5,14 @@ import pytest
 
 from skattn.data import WishartTarget
 from skattn.theory import solve_state_evolution
-from skattn.theory.phase_diagram import PhaseDiagram, phase_diagram
+from skattn.theory.phase_diagram import PhaseDiagram, solve_phase_diagram
 
 KW = dict(n_tokens=1, attention="linear", target=WishartTarget(0.5))
 
 
 def test_tiny_grid_matches_single_points():
     alphas, lams = [0.6, 0.2, 0.4], [0.01, 0.1]
-    pd = phase_diagram(alphas, lams, n_jobs=2, **KW)
+    pd = solve_phase_diagram(alphas, lams, n_jobs=2, **KW)
     assert isinstance(pd, PhaseDiagram)
     assert pd.test_error.shape == pd.converged.shape == (2, 3)
     assert pd.converged.all()
@@ -24,13 +24,13 @@ def test_tiny_grid_matches_single_points():
 
 
 def test_softmax_row_sequential():
-    pd = phase_diagram([0.2, 0.4], [0.01], backend="sequential", n_tokens=2,
+    pd = solve_phase_diagram([0.2, 0.4], [0.01], backend="sequential", n_tokens=2,
                        target=WishartTarget(0.5), n_nodes=1024)
     assert pd.converged.all() and np.all(np.isfinite(pd.test_error))
 
 
 def test_plot_and_bad_input():
-    pd = phase_diagram([0.2, 0.4], [0.01, 0.1], backend="sequential", **KW)
+    pd = solve_phase_diagram([0.2, 0.4], [0.01, 0.1], backend="sequential", **KW)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -43,8 +43,8 @@ def test_plot_and_bad_input():
         pd.plot(None)
     plt.close("all")
     with pytest.raises(ValueError, match="alphas"):
-        phase_diagram([0.0, 0.1], [0.1], **KW)
+        solve_phase_diagram([0.0, 0.1], [0.1], **KW)
     with pytest.raises(ValueError, match="reg_lambdas"):
-        phase_diagram([0.1], [-1.0], **KW)
+        solve_phase_diagram([0.1], [-1.0], **KW)
     with pytest.raises(ValueError, match="init"):
-        phase_diagram([0.1], [0.1], init=(1, 1, 1), **KW)
+        solve_phase_diagram([0.1], [0.1], init=(1, 1, 1), **KW)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .state_evolution import state_evolution_curve
 
-__all__ = ["PhaseDiagram", "phase_diagram"]
+__all__ = ["PhaseDiagram", "solve_phase_diagram"]
 
 _FIELDS = ("test_error", "train_error", "train_objective", "m", "q", "sigma")
 
@@ -32,7 +32,7 @@ class PhaseDiagram:
         did not converge.
     converged : ndarray of bool, shape (n_lambda, n_alpha)
     params : dict
-        The problem keywords passed to :func:`phase_diagram`.
+        The problem keywords passed to :func:`solve_phase_diagram`.
     """
 
     alphas: np.ndarray
@@ -86,7 +86,7 @@ def _row(alphas, reg_lambda, kwargs):
     return out
 
 
-def phase_diagram(alphas, reg_lambdas, *, n_jobs=1, backend="joblib", **problem_kwargs):
+def solve_phase_diagram(alphas, reg_lambdas, *, n_jobs=1, backend="joblib", **problem_kwargs):
     """State evolution on the grid ``alphas × reg_lambdas``, warm-started along α.
 
     Parameters
@@ -117,7 +117,7 @@ def phase_diagram(alphas, reg_lambdas, *, n_jobs=1, backend="joblib", **problem_
         raise ValueError("reg_lambdas must be a non-empty 1-D array of finite values ≥ 0.")
     for bad in ("alpha", "reg_lambda", "init"):
         if bad in problem_kwargs:
-            raise ValueError(f"{bad} is set by the grid; do not pass it to phase_diagram.")
+            raise ValueError(f"{bad} is set by the grid; do not pass it to solve_phase_diagram.")
     order = np.argsort(alphas, kind="stable")
     rows = map_jobs(_row, [(alphas[order], lam, problem_kwargs) for lam in lams],
                     backend=backend, n_jobs=n_jobs)
