@@ -143,3 +143,40 @@ def test_end_to_end_tiny_run_resumes(tmp_path):
     assert ax.get_xlabel().startswith("d^(-")
     res.plot(quantity="train_objective")
     plt.close("all")
+
+
+def test_validation_configs_cover_the_grid():
+    from skattn.validation_grid import VALIDATION_CONFIGS as V
+
+    assert len(V) >= 30
+    assert len({c.label for c in V}) == len(V)
+    assert {c.n_tokens for c in V} >= {1, 2, 3, 4}
+    assert {c.attention for c in V} == {"softmax", "linear"}
+    assert any(c.noise == 0 for c in V) and any(0.1 <= c.noise <= 0.5 for c in V)
+    assert any(c.beta > c.target_beta for c in V) and any(c.beta < c.target_beta for c in V)
+    assert {c.task for c in V} == {"seq2lab", "seq2seq"}
+    assert sum(c.width_ratio < 1 for c in V) >= 2
+    assert any(c.estimator == "direct" for c in V)
+    assert any(c.outside_gaussian_equivalence for c in V)
+    assert any(not c.has_continuum and not c.outside_gaussian_equivalence for c in V)
+    assert any(c.reg_lambda <= 1e-3 for c in V)
+
+
+def test_run_validation_grid_tiny(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    torch.set_num_threads(1)
+    from skattn.validation_grid import run_validation_grid
+
+    cfgs = [dict(label="lin T1 tiny", alpha=0.3, reg_lambda=0.05, n_tokens=1,
+                 attention="linear", max_iter=100)]
+    out = tmp_path / "grid.csv"
+    res = run_validation_grid(out, d=(8, 12, 16), n_seeds=2, configs=cfgs, n_test=200)
+    assert len(res) == 1 and not isinstance(res[0][1], str)
+    table = (tmp_path / "grid_table.md").read_text(encoding="utf-8")
+    assert "lin T1 tiny" in table and "sim d=16" in table
+    assert (tmp_path / "grid_gaps.png").stat().st_size > 0
+    assert "wall time" in capsys.readouterr().out
+    run_validation_grid(out, d=(8, 12, 16), n_seeds=2, configs=cfgs, n_test=200,
+                        table=tmp_path / "t.rst")
+    assert "0 rows run now, 7 resumed" in (tmp_path / "t.rst").read_text(encoding="utf-8")
