@@ -31,7 +31,7 @@ __all__ = ["VALIDATION_CONFIGS", "VALIDATE_D", "VALIDATE_SEEDS", "run_validation
            "format_table", "plot_gaps", "main"]
 
 #: d values of ``make validate`` (chosen to fit ~60 min on 2 cores; see VALIDATION_PAGE.rst).
-VALIDATE_D = (40, 60, 100)
+VALIDATE_D = (40, 60, 80, 100)
 #: Seeds per d of ``make validate``.
 VALIDATE_SEEDS = 3
 
