@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench bench-gpu docs clean
+.PHONY: install demo test test-slow bench bench-gpu docs validate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ bench: $(STAMP)
 # on a machine with a GPU: throughput and fits on CUDA against the CPU (skips without CUDA)
 bench-gpu: $(STAMP)
 	$(PY) benchmarks/run_benchmarks.py --device cuda --sections ae
+
+# simulation vs state evolution on the validation grid (skattn.validation_grid), extrapolated
+# in d; resumable: rerun after an interruption. VALIDATE_OUT=... to change the store.
+VALIDATE_OUT ?= validate.csv
+validate: $(STAMP)
+	MPLBACKEND=Agg $(PY) -m skattn.validation_grid --output $(VALIDATE_OUT) --backend joblib --n-jobs 2
 
 DOCS_STAMP := $(VENV)/.docs-installed
 $(DOCS_STAMP): $(STAMP)

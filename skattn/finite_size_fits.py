@@ -1,0 +1,181 @@
+"""Weighted fits of ``e(d) = e_inf + c · d^(−a)`` (:mod:`skattn.finite_size`, THEORY.md §10)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, stats
+
+from ._validation import check_scalar_range
+
+__all__ = ["MIN_D", "EXPONENTS", "SEM_FLOOR", "FiniteSizeFit", "fit_finite_size", "select_fit"]
+
+#: Smallest d accepted: below it the quadratic forms are far from Gaussian and
+#: ``n = α d²`` is a handful of samples.
+MIN_D = 8
+#: Finite-size exponents fitted: ``d^(−1/2)`` (skewness of the quadratic forms) and
+#: ``d^(−1)`` (variance-type corrections).
+EXPONENTS = (0.5, 1.0)
+#: Floor of the standard errors used as weights, relative to ``|mean|``: a seed spread of
+#: exactly zero (e.g. a deterministic solver on identical data) must not get infinite weight.
+SEM_FLOOR = 1e-4
+
+
+# --------------------------------------------------------------------------------------
+# Weighted fits of e(d) = e_inf + c d^(-a)
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class FiniteSizeFit:
+    """Weighted least-squares fit of ``e(d) = e_inf + c · d^(−exponent)``.
+
+    Attributes
+    ----------
+    exponent : float
+    e_inf, c : float
+        Extrapolated value and finite-size amplitude.
+    e_inf_se, c_se : float
+        Their standard errors (scaled up by the reduced χ² when it exceeds 1).
+    e_inf_ci, c_ci : tuple of float
+        Confidence intervals at ``level``.
+    chi2 : float
+        Weighted residual ``Σ ((y − fit)/sem)²``.
+    dof : int
+        Number of d values minus 2.
+    aic : float
+        ``chi2 + 2 · 2`` (Gaussian errors with known scale).
+    level : float
+    """
+
+    exponent: float
+    e_inf: float
+    c: float
+    e_inf_se: float
+    c_se: float
+    e_inf_ci: tuple
+    c_ci: tuple
+    chi2: float
+    dof: int
+    aic: float
+    level: float
+
+    def predict(self, d):
+        """``e_inf + c · d^(−exponent)``."""
+        return self.e_inf + self.c * np.asarray(d, dtype=float) ** (-self.exponent)
+
+    @property
+    def form(self):
+        """``"d^-1/2"`` or ``"d^-1"`` (the exponent as a fraction)."""
+        return "d^-1/2" if self.exponent == 0.5 else f"d^-{self.exponent:g}"
+
+
+def _check_d_values(d, name="d"):
+    try:
+        arr = np.asarray(d)
+    except Exception as exc:  # pragma: no cover - exotic input
+        raise ValueError(f"{name} must be a sequence of integers >= {MIN_D}: {exc}") from exc
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence of integers >= {MIN_D}, "
+                         f"got {d!r}.")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr))):
+            raise ValueError(f"{name} must hold integers >= {MIN_D}, got {d!r}.")
+    arr = arr.astype(int)
+    if np.any(arr < MIN_D):
+        raise ValueError(f"{name} must hold integers >= {MIN_D} (smaller d are too far from "
+                         f"the Gaussian limit), got {sorted(set(arr.tolist()))}.")
+    if np.unique(arr).size < 3:
+        raise ValueError(f"{name} needs at least 3 distinct values for a two-parameter fit "
+                         f"with an interval, got {sorted(set(arr.tolist()))}.")
+    return arr
+
+
+def fit_finite_size(d, mean, sem, exponent, *, level=0.95):
+    """Fit ``mean(d) ≈ e_inf + c · d^(−exponent)`` by weighted least squares.
+
+    Parameters
+    ----------
+    d : array-like of int, shape (k,)
+        At least 3 distinct values, each ``>= MIN_D``.
+    mean, sem : array-like of shape (k,)
+        Means over seeds and their standard errors (the weights are ``1/sem²``; a sem below
+        ``SEM_FLOOR · |mean|`` is raised to it).
+    exponent : float
+        > 0, e.g. 0.5 or 1.
+    level : float, default=0.95
+        Confidence level of the intervals, in (0, 1).
+
+    Returns
+    -------
+    FiniteSizeFit
+
+    Notes
+    -----
+    :func:`scipy.optimize.curve_fit` with ``absolute_sigma=True``; when the reduced χ²
+    exceeds 1 the covariance is scaled by it (the seed spread under-estimated the scatter,
+    common with few seeds), so the interval is never narrower than the data allow. The
+    interval uses the normal quantile with absolute errors and Student's t with ``k − 2``
+    degrees of freedom once rescaled.
+    """
+    d = _check_d_values(d)
+    mean = np.asarray(mean, dtype=float)
+    sem = np.asarray(sem, dtype=float)
+    if mean.shape != d.shape or sem.shape != d.shape:
+        raise ValueError(f"mean and sem must have the shape of d {d.shape}, got "
+                         f"{mean.shape} and {sem.shape}.")
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(sem))):
+        raise ValueError("mean and sem must be finite (a NaN mean means a failed run).")
+    if np.any(sem < 0):
+        raise ValueError("sem must be >= 0.")
+    exponent = check_scalar_range(exponent, "exponent", low=0, low_inclusive=False)
+    level = check_scalar_range(level, "level", low=0, high=1, low_inclusive=False,
+                               high_inclusive=False)
+    floor = SEM_FLOOR * max(np.max(np.abs(mean)), 1e-12)
+    sigma = np.maximum(sem, floor)
+    x = d.astype(float) ** (-exponent)
+
+    def model(x, e_inf, c):
+        return e_inf + c * x
+
+    c0 = np.polyfit(x, mean, 1)
+    popt, pcov = optimize.curve_fit(model, x, mean, p0=(c0[1], c0[0]), sigma=sigma,
+                                    absolute_sigma=True)
+    resid = (mean - model(x, *popt)) / sigma
+    chi2 = float(resid @ resid)
+    dof = d.size - 2
+    red = chi2 / dof if dof > 0 else 0.0
+    if red > 1:
+        pcov = pcov * red
+        q = stats.t.ppf(0.5 + level / 2, dof)
+    else:
+        q = stats.norm.ppf(0.5 + level / 2)
+    se = np.sqrt(np.diag(pcov))
+    ci = [(float(p - q * s), float(p + q * s)) for p, s in zip(popt, se)]
+    return FiniteSizeFit(exponent=exponent, e_inf=float(popt[0]), c=float(popt[1]),
+                         e_inf_se=float(se[0]), c_se=float(se[1]), e_inf_ci=ci[0],
+                         c_ci=ci[1], chi2=chi2, dof=dof, aic=chi2 + 4.0, level=level)
+
+
+def select_fit(fits):
+    """The fit with the lowest AIC (ties: the first), and its Akaike weight.
+
+    Parameters
+    ----------
+    fits : sequence of FiniteSizeFit
+        Non-empty.
+
+    Returns
+    -------
+    best : FiniteSizeFit
+    weight : float
+        ``exp(−AIC_best/2) / Σ exp(−AIC/2)`` in (0, 1]: close to 1/len(fits) means the data
+        cannot tell the forms apart.
+    """
+    fits = list(fits)
+    if not fits:
+        raise ValueError("fits must be a non-empty sequence of FiniteSizeFit.")
+    aic = np.array([f.aic for f in fits])
+    i = int(np.argmin(aic))
+    w = np.exp(-(aic - aic[i]) / 2)
+    return fits[i], float(w[i] / w.sum())

@@ -1,0 +1,182 @@
+"""Finite-size scaling (skattn.finite_size, skattn.validation_grid; THEORY.md §10)."""
+
+import numpy as np
+import pytest
+
+from skattn.finite_size import (
+    EXPONENTS,
+    FSSConfig,
+    fit_finite_size,
+    finite_size_scaling,
+    select_fit,
+)
+
+D = np.array([40, 60, 100, 160, 250, 400])
+
+
+def _synthetic(exponent, e_inf=0.09, c=0.4, rel_noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    true = e_inf + c * D.astype(float) ** (-exponent)
+    sem = np.full(D.shape, 2e-4)
+    return true + rel_noise * sem * rng.standard_normal(D.shape), sem
+
+
+@pytest.mark.parametrize("exponent", EXPONENTS)
+def test_fit_recovers_parameters_on_clean_data(exponent):
+    mean, sem = _synthetic(exponent)
+    fit = fit_finite_size(D, mean, sem, exponent)
+    assert fit.e_inf == pytest.approx(0.09, abs=1e-10)
+    assert fit.c == pytest.approx(0.4, abs=1e-8)
+    assert fit.chi2 == pytest.approx(0.0, abs=1e-12)
+    assert fit.dof == D.size - 2
+
+
+@pytest.mark.parametrize("exponent", EXPONENTS)
+def test_fit_interval_covers_truth_with_noise(exponent):
+    covered = 0
+    for seed in range(40):
+        mean, sem = _synthetic(exponent, rel_noise=1.0, seed=seed)
+        fit = fit_finite_size(D, mean, sem, exponent)
+        lo, hi = fit.e_inf_ci
+        covered += lo <= 0.09 <= hi
+        assert fit.c_ci[0] < fit.c < fit.c_ci[1]
+    assert covered >= 34  # nominal 95 % of 40 = 38; the rescaling only widens
+
+
+@pytest.mark.parametrize("exponent", EXPONENTS)
+def test_model_selection_picks_the_generating_form(exponent):
+    mean, sem = _synthetic(exponent, rel_noise=1.0, seed=3)
+    fits = [fit_finite_size(D, mean, sem, a) for a in EXPONENTS]
+    best, weight = select_fit(fits)
+    assert best.exponent == exponent
+    assert weight > 0.99
+
+
+def test_fit_zero_spread_gets_a_floor_not_infinite_weight():
+    mean, _ = _synthetic(0.5)
+    fit = fit_finite_size(D, mean, np.zeros(D.shape), 0.5)
+    assert np.isfinite(fit.e_inf_se) and np.all(np.isfinite(fit.e_inf_ci))
+
+
+@pytest.mark.parametrize("d, match", [
+    ((60, 100), "at least 3 distinct"),
+    ((60, 60, 100), "at least 3 distinct"),
+    ((4, 60, 100), ">= 8"),
+    ((60.5, 80, 100), "integers"),
+])
+def test_fit_rejects_bad_d(d, match):
+    with pytest.raises(ValueError, match=match):
+        fit_finite_size(d, np.ones(len(d)), np.ones(len(d)), 0.5)
+
+
+def test_fit_rejects_nan_and_bad_shapes():
+    with pytest.raises(ValueError, match="finite"):
+        fit_finite_size((10, 20, 30), (1.0, np.nan, 1.0), (0.1, 0.1, 0.1), 0.5)
+    with pytest.raises(ValueError, match="shape"):
+        fit_finite_size((10, 20, 30), (1.0, 1.0), (0.1, 0.1, 0.1), 0.5)
+    with pytest.raises(ValueError, match="exponent"):
+        fit_finite_size((10, 20, 30), (1.0, 1.0, 1.0), (0.1, 0.1, 0.1), 0.0)
+    with pytest.raises(ValueError, match="fits"):
+        select_fit([])
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(d=(60, 100)), "d needs at least 3"),
+    (dict(d=(4, 8, 12)), "d must hold integers >= 8"),
+    (dict(n_seeds=1), "n_seeds must lie in"),
+    (dict(n_test=10), "n_test must lie in"),
+])
+def test_finite_size_scaling_rejects_bad_arguments(kw, match, tmp_path):
+    cfg = dict(alpha=0.3, reg_lambda=0.05)
+    with pytest.raises(ValueError, match=match):
+        finite_size_scaling(cfg, **{"d": (8, 12, 16), "n_seeds": 2, **kw},
+                            output=tmp_path / "x.csv")
+
+
+@pytest.mark.parametrize("spec, match", [
+    (dict(alpha=-1, reg_lambda=0.1), "alpha"),
+    (dict(alpha=0.3, reg_lambda=0.0, estimator="direct"), "reg_lambda"),
+    (dict(alpha=0.3, reg_lambda=0.1, target={"family": "gauss"}), "family"),
+    (dict(alpha=0.3, reg_lambda=0.1, target={"family": "powerlaw"}), "gamma"),
+    (dict(alpha=0.3, reg_lambda=0.1, width=0.5), "unknown keys"),
+    (dict(alpha=0.3, reg_lambda=0.1, n_tokens=1), "n_tokens"),
+])
+def test_config_rejects_bad_input(spec, match):
+    with pytest.raises(ValueError, match=match):
+        FSSConfig.from_dict(spec)
+
+
+def test_config_round_trip_and_flags():
+    cfg = FSSConfig(alpha=0.3, reg_lambda=0.1, target={"family": "powerlaw", "gamma": 1.5})
+    assert FSSConfig.from_dict(cfg.to_dict()) == cfg
+    assert cfg.outside_gaussian_equivalence and not cfg.has_continuum
+    assert not FSSConfig(alpha=0.3, reg_lambda=0.1, attention="linear", n_tokens=1,
+                         target={"family": "powerlaw", "gamma": 1.5}
+                         ).outside_gaussian_equivalence
+
+
+def test_end_to_end_tiny_run_resumes(tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    cfg = dict(alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear", max_iter=100)
+    out = tmp_path / "fss.csv"
+    kw = dict(d=(8, 12, 16), n_seeds=2, output=out, n_test=200)
+    res = finite_size_scaling(cfg, **kw)
+    assert res.n_run == 3 * 2 + 1 and res.n_skipped == 0
+    for comp in (res.test, res.objective):
+        assert np.all(np.isfinite(comp.mean)) and np.all(np.isfinite(comp.sem))
+        assert np.isfinite(comp.reference) and comp.reference_kind == "continuum"
+        assert np.isfinite(comp.extrapolated) and np.all(np.isfinite(comp.extrapolated_ci))
+        assert np.isfinite(comp.relative_gap)
+        assert set(comp.fits) == set(EXPONENTS) and comp.chosen in comp.fits.values()
+        assert isinstance(comp.verdict, str) and comp.verdict
+        assert np.all(np.isfinite(comp.se_finite_mean))  # the same-instance hook
+    assert all("se_same_instance_test_error" in r for r in res.rows)
+    again = finite_size_scaling(cfg, **kw)
+    assert again.n_run == 0 and again.n_skipped == 7
+    np.testing.assert_allclose(again.mean, res.mean)
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ax = res.plot()
+    assert ax.get_xlabel().startswith("d^(-")
+    res.plot(quantity="train_objective")
+    plt.close("all")
+
+
+def test_validation_configs_cover_the_grid():
+    from skattn.validation_grid import VALIDATION_CONFIGS as V
+
+    assert len(V) >= 30
+    assert len({c.label for c in V}) == len(V)
+    assert {c.n_tokens for c in V} >= {1, 2, 3, 4}
+    assert {c.attention for c in V} == {"softmax", "linear"}
+    assert any(c.noise == 0 for c in V) and any(0.1 <= c.noise <= 0.5 for c in V)
+    assert any(c.beta > c.target_beta for c in V) and any(c.beta < c.target_beta for c in V)
+    assert {c.task for c in V} == {"seq2lab", "seq2seq"}
+    assert sum(c.width_ratio < 1 for c in V) >= 2
+    assert any(c.estimator == "direct" for c in V)
+    assert any(c.outside_gaussian_equivalence for c in V)
+    assert any(not c.has_continuum and not c.outside_gaussian_equivalence for c in V)
+    assert any(c.reg_lambda <= 1e-3 for c in V)
+
+
+def test_run_validation_grid_tiny(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    torch.set_num_threads(1)
+    from skattn.validation_grid import run_validation_grid
+
+    cfgs = [dict(label="lin T1 tiny", alpha=0.3, reg_lambda=0.05, n_tokens=1,
+                 attention="linear", max_iter=100)]
+    out = tmp_path / "grid.csv"
+    res = run_validation_grid(out, d=(8, 12, 16), n_seeds=2, configs=cfgs, n_test=200)
+    assert len(res) == 1 and not isinstance(res[0][1], str)
+    table = (tmp_path / "grid_table.md").read_text(encoding="utf-8")
+    assert "lin T1 tiny" in table and "sim d=16" in table
+    assert (tmp_path / "grid_gaps.png").stat().st_size > 0
+    assert "wall time" in capsys.readouterr().out
+    run_validation_grid(out, d=(8, 12, 16), n_seeds=2, configs=cfgs, n_test=200,
+                        table=tmp_path / "t.rst")
+    assert "0 rows run now, 7 resumed" in (tmp_path / "t.rst").read_text(encoding="utf-8")
