@@ -23,8 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .experiments import (THEORY_RESULT_COLUMNS, demo_table, parameter_grid, run_demo,
-                          simulate_rows, theory_point, theory_rows, theory_sweep_rows)
+from .demo import demo_table, run_demo
+from .experiments import (PHASE_DIAGRAM_COLUMNS, THEORY_RESULT_COLUMNS, parameter_grid,
+                          phase_diagram, phase_diagram_rows, simulate_rows, theory_point,
+                          theory_rows, theory_sweep_rows)
 from .reporting import FORMATS, format_rows, to_jsonable
 
 __all__ = ["main", "build_parser"]

@@ -1,6 +1,6 @@
 """Rows of results (dicts) as text: aligned tables, CSV and JSON.
 
-Used by the ``skattn`` command line and by :func:`skattn.experiments.run_demo`. Missing
+Used by the ``skattn`` command line and by :func:`skattn.demo.run_demo`. Missing
 values print as ``-`` in tables and as empty cells (CSV) or ``null`` (JSON); non-finite
 floats become ``nan`` in tables and ``null`` in JSON, never a silent number.
 """

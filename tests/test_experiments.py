@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from skattn import experiments
 from skattn.data import PowerLawTarget, WishartTarget
-from skattn.experiments import (MODEL_PARAMETERS, THEORY_RESULT_COLUMNS, demo_table,
+from skattn.demo import DEMO_COLUMNS, demo_table
+from skattn.experiments import (MODEL_PARAMETERS, THEORY_RESULT_COLUMNS,
                                 fit_one, make_target, parameter_grid, run_fits,
                                 simulate_rows, theory_point, theory_rows, theory_sweep_rows)
 from skattn.reporting import format_cell, format_rows, format_table, to_jsonable
@@ -194,7 +195,7 @@ def test_demo_table():
 
 
 def test_demo_columns_are_the_rows_keys():
-    assert list(demo_row()) == experiments.DEMO_COLUMNS
+    assert list(demo_row()) == DEMO_COLUMNS
 
 
 def test_format_rows_csv_and_json():

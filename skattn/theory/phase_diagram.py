@@ -8,10 +8,11 @@ draws on a matplotlib Axes it is given (the theory layer imports no matplotlib).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from .problem import resolve_problem, split_model_keywords
 from .state_evolution import state_evolution_curve
 
 __all__ = ["PhaseDiagram", "solve_phase_diagram"]
@@ -31,8 +32,8 @@ class PhaseDiagram:
         Row ``i`` is ``reg_lambdas[i]``, column ``j`` is ``alphas[j]``; NaN where a point
         did not converge.
     converged : ndarray of bool, shape (n_lambda, n_alpha)
-    params : dict
-        The problem keywords passed to :func:`solve_phase_diagram`.
+    problem : StateEvolutionProblem or None
+        The model (its ``reg_lambda`` is not used: each row has its own).
     """
 
     alphas: np.ndarray
@@ -44,7 +45,7 @@ class PhaseDiagram:
     q: np.ndarray
     sigma: np.ndarray
     converged: np.ndarray
-    params: dict = field(default_factory=dict)
+    problem: object = None
 
     def plot(self, ax, quantity="test_error", log_lambda=True, **kwargs):
         """Draw one quantity as a colour map over (α, λ).
@@ -78,15 +79,16 @@ class PhaseDiagram:
         return ax
 
 
-def _row(alphas, reg_lambda, kwargs):
-    res = state_evolution_curve(alphas, reg_lambda=reg_lambda, **kwargs)
+def _row(alphas, reg_lambda, problem, kwargs):
+    res = state_evolution_curve(alphas, problem, reg_lambda=reg_lambda, **kwargs)
     out = {name: np.array([getattr(r, name) if r.converged else np.nan for r in res])
            for name in _FIELDS}
     out["converged"] = np.array([r.converged for r in res], dtype=bool)
     return out
 
 
-def solve_phase_diagram(alphas, reg_lambdas, *, n_jobs=1, backend="joblib", **problem_kwargs):
+def solve_phase_diagram(alphas, reg_lambdas, problem=None, *, n_jobs=1, backend="joblib",
+                        verbose=0, **kwargs):
     """State evolution on the grid ``alphas × reg_lambdas``, warm-started along α.
 
     Parameters
@@ -95,17 +97,26 @@ def solve_phase_diagram(alphas, reg_lambdas, *, n_jobs=1, backend="joblib", **pr
         Sample ratios α > 0, solved in increasing order along each row.
     reg_lambdas : array_like of shape (n_lambda,)
         Regularisations λ ≥ 0, one row each.
+    problem : StateEvolutionProblem, optional
+        The model (its ``reg_lambda`` is replaced by the grid's); or give the model as
+        keywords (``n_tokens``, ``target``, ``beta``, …).
     n_jobs : int, default=1
         Workers (joblib semantics); the rows are spread over them.
     backend : {"sequential", "joblib", "dask"}, default="joblib"
         Passed to :func:`skattn.parallel.map_jobs`.
-    **problem_kwargs
-        Passed to :func:`solve_state_evolution` (``n_tokens``, ``target``, ``beta``, …).
+    verbose : int, default=0
+        > 0 shows a progress bar over the λ rows.
+    **kwargs
+        Model keywords (without ``problem``) and solver options (``n_nodes``, ``tol``,
+        ``max_iter``), passed to :func:`state_evolution_curve`.
 
     Returns
     -------
     PhaseDiagram
+        Non-converged points are NaN in every grid and False in ``converged``.
     """
+    from tqdm.auto import tqdm
+
     from ..parallel import map_jobs    # lazily: keeps the import graph of theory flat
 
     alphas = np.asarray(alphas, dtype=float)
@@ -116,12 +127,17 @@ def solve_phase_diagram(alphas, reg_lambdas, *, n_jobs=1, backend="joblib", **pr
     if lams.ndim != 1 or lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams < 0):
         raise ValueError("reg_lambdas must be a non-empty 1-D array of finite values ≥ 0.")
     for bad in ("alpha", "reg_lambda", "init"):
-        if bad in problem_kwargs:
-            raise ValueError(f"{bad} is set by the grid; do not pass it to solve_phase_diagram.")
+        if bad in kwargs:
+            raise ValueError(f"{bad} is set by the grid; do not pass it to "
+                             "solve_phase_diagram.")
+    model, options = split_model_keywords(kwargs)
+    problem = resolve_problem(problem, "solve_phase_diagram", **model)
     order = np.argsort(alphas, kind="stable")
-    rows = map_jobs(_row, [(alphas[order], lam, problem_kwargs) for lam in lams],
-                    backend=backend, n_jobs=n_jobs)
+    with tqdm(total=lams.size, disable=not verbose, desc="phase diagram", unit="λ") as bar:
+        rows = map_jobs(_row, [(alphas[order], lam, problem, options) for lam in lams],
+                        backend=backend, n_jobs=n_jobs,
+                        on_result=lambda index, row: bar.update(1))
     inv = np.argsort(order)
     grids = {name: np.stack([row[name][inv] for row in rows]) for name in rows[0]}
-    return PhaseDiagram(alphas=alphas, reg_lambdas=lams, params=dict(problem_kwargs),
+    return PhaseDiagram(alphas=alphas, reg_lambdas=lams, problem=problem,
                         **grids)
