@@ -159,3 +159,22 @@ for name in {sorted(objs)!r}:
     subprocess.run([sys.executable, "-c", code], check=True)
     for name, obj in objs.items():
         assert (tmp_path / f"{name}.txt").read_text() == repr(obj)
+
+
+def test_amp_returns_the_zero_fixed_point():
+    # λ = 5 puts every eigenvalue under the threshold: S = 0 is the ERM minimiser (state
+    # evolution gives q = m = 0), a fixed point AMP must return instead of diverging
+    from skattn.amp import loss_gradient
+    from skattn.theory.channels import channel_for
+
+    d = 20
+    X, y = make_attention_indexed(120, d, n_tokens=2, target=WishartTarget(0.5),
+                                  random_state=0)
+    grad0 = loss_gradient(channel_for("softmax", 2), X, y, np.zeros((d, d)), 5.0)
+    assert np.linalg.eigvalsh(grad0).min() > 0  # KKT at S = 0, checked from the loss
+    est = AsymptoticPredictor(reg_lambda=5.0, target=WishartTarget(0.5)).fit(X, y)
+    assert est.converged_ and est.amp_result_.converged
+    assert np.array_equal(est.S_, np.zeros((d, d)))
+    assert est.kkt_residual_ <= 1e-10
+    assert est.state_.q == 0 and est.state_.m == 0
+    assert np.all(np.isfinite(est.predict(X)))
