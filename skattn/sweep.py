@@ -33,17 +33,16 @@ newlines written as ``\\n``, or NULL), ``wall_time`` (seconds in ``func``; NULL 
 result keys or parameters, and values round-trip exactly (ints stay ints, ``None`` stays
 ``None``). :func:`read_sweep` flattens a record into one dict.
 
-The store runs in WAL mode with ``synchronous=FULL``; a finished row is one ``INSERT ...
-ON CONFLICT (key) DO UPDATE``, its own transaction. A sweep holds an advisory lock
-(``fcntl.flock``, where available) on the sidecar ``<store>-lock`` for its whole run, so
-a second sweep on the store raises :class:`RuntimeError` naming it. (Not on the database
-file: closing any descriptor of it would drop SQLite's own locks in this process.)
+WAL mode, ``synchronous=FULL``; a finished row is one ``INSERT ... ON CONFLICT (key) DO
+UPDATE``, its own transaction. A sweep holds an advisory lock (``fcntl.flock``, where
+available) on the sidecar ``<store>-lock`` (not the database: closing any descriptor of it
+would drop SQLite's own locks) for its whole run, so a second sweep on the store raises
+:class:`RuntimeError` naming it.
 
-Exports carry the first six fields: CSV, a header line then one line per row (JSON and
-the escaped error keep a record on one line); Parquet (needs pyarrow), a directory (a
-Parquet dataset) holding ``sweep.parquet``. Both are written to a temporary file, fsynced
-and moved into place. :func:`read_sweep` also reads earlier versions' outputs: an
-append-only CSV file (a truncated or corrupt line is ignored with a
+Exports carry the first six fields: CSV, a header then one line per row; Parquet (needs
+pyarrow), a directory (a dataset) holding ``sweep.parquet``; each written to a temporary
+file, fsynced and moved into place. :func:`read_sweep` also reads earlier versions'
+outputs: an append-only CSV file (a truncated or corrupt line is skipped with a
 :class:`RuntimeWarning`) and a directory of one-row Parquet files.
 """
 
@@ -59,7 +58,6 @@ import numbers
 import os
 import pathlib
 import sqlite3
-import sys
 import time
 import uuid
 import warnings
@@ -156,14 +154,8 @@ def _one_line(text):
 
 
 def _error_record(key, params, exc, wall_time):
-    return {
-        "key": key,
-        "status": "error",
-        "error": _one_line(f"{type(exc).__name__}: {exc}"),
-        "wall_time": float(wall_time),
-        "params": params,
-        "results": {},
-    }
+    return {"key": key, "status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"),
+            "wall_time": float(wall_time), "params": params, "results": {}}
 
 
 def _run_one(func, key, params):
@@ -209,21 +201,13 @@ def _record_from_fields(fields):
 
 
 def _flatten(record):
-    row = dict(record["params"])
-    row.update(record["results"])
-    row["status"] = record["status"]
-    row["error"] = record["error"]
-    row["wall_time"] = record["wall_time"]
-    row["key"] = record["key"]
-    return row
+    return {**record["params"], **record["results"], "status": record["status"],
+            "error": record["error"], "wall_time": record["wall_time"], "key": record["key"]}
 
 
 def _latest(records):
     """Latest record of each key, in order of first appearance."""
-    latest = {}
-    for rec in records:
-        latest[rec["key"]] = rec  # dict keeps the first insertion position
-    return latest
+    return {rec["key"]: rec for rec in records}  # a dict keeps a key's first position
 
 
 # --------------------------------------------------------------------------------------
@@ -236,10 +220,8 @@ def _check_output(output):
     path = pathlib.Path(output)
     suffix = path.suffix.lower()
     if suffix not in _SUFFIXES:
-        raise ValueError(
-            f"output must end in one of {', '.join(_SUFFIXES)} (SQLite store, CSV file or "
-            f"Parquet directory), got {str(output)!r}."
-        )
+        raise ValueError(f"output must end in one of {', '.join(_SUFFIXES)} (SQLite store, "
+                         f"CSV file or Parquet directory), got {str(output)!r}.")
     return path, suffix
 
 
@@ -256,26 +238,20 @@ def _lock(path):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise RuntimeError(
-            f"output {str(path)!r} is locked by another running sweep; a sweep store has "
-            "a single writer."
-        ) from None
+        raise RuntimeError(f"output {str(path)!r} is locked by another running sweep; a "
+                           "sweep store has a single writer.") from None
     except OSError:  # pragma: no cover - e.g. a file system without locks
         pass
     return fd
 
 
 def _fsync_dir(path):
-    try:
+    with contextlib.suppress(OSError):  # not every platform can fsync a directory
         fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _warn_corrupt(path, where, why):
@@ -286,14 +262,7 @@ def _warn_corrupt(path, where, why):
 @contextlib.contextmanager
 def _unlimited_csv_fields():
     """Lift the csv module's per-field limit (131072 characters) while parsing."""
-    old = csv.field_size_limit()
-    limit = sys.maxsize
-    while True:  # sys.maxsize overflows a C long on some platforms
-        try:
-            csv.field_size_limit(limit)
-            break
-        except OverflowError:  # pragma: no cover
-            limit //= 2
+    old = csv.field_size_limit(2 ** 31 - 1)  # the largest that fits a C long everywhere
     try:
         yield
     finally:
@@ -343,12 +312,10 @@ def _import_pyarrow():
 def _read_parquet(path):
     """Records of a Parquet output: a directory of Parquet files (oldest first) or a file."""
     _, pq = _import_pyarrow()
-    if path.is_dir():
-        files = [p for p in path.iterdir() if p.suffix == ".parquet"
-                 and not p.name.startswith((".", "_")) and p.is_file()]
-        files.sort(key=lambda p: (p.stat().st_mtime_ns, p.name))
-    else:
-        files = [path]
+    files = [path] if not path.is_dir() else sorted(
+        (p for p in path.iterdir() if p.suffix == ".parquet" and p.is_file()
+         and not p.name.startswith((".", "_"))),  # skip hidden temporary and lock files
+        key=lambda p: (p.stat().st_mtime_ns, p.name))
     records = []
     for file in files:
         try:
@@ -378,13 +345,11 @@ CREATE TABLE IF NOT EXISTS sweep_meta (name TEXT PRIMARY KEY, value TEXT NOT NUL
 INSERT OR IGNORE INTO sweep_meta VALUES ('format', 'skattn-sweep-1');
 """
 
-_UPSERT = """
-INSERT INTO sweep_rows (key, status, error, wall_time, params, results)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (key) DO UPDATE SET status = excluded.status, error = excluded.error,
-    wall_time = excluded.wall_time, params = excluded.params, results = excluded.results,
-    attempts = attempts + 1
-"""
+_INSERT = ("INSERT INTO sweep_rows (key, status, error, wall_time, params, results) "
+           "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO ")
+_UPSERT = _INSERT + ("UPDATE SET status = excluded.status, error = excluded.error, "
+                     "wall_time = excluded.wall_time, params = excluded.params, "
+                     "results = excluded.results, attempts = attempts + 1")
 
 
 def _connect(path, read_only):
@@ -412,9 +377,7 @@ def _connect(path, read_only):
 def _read_store(conn, path):
     records = []
     for fields in conn.execute(f"SELECT {', '.join(_FIELDS)} FROM sweep_rows ORDER BY rowid"):
-        fields = list(fields)
-        if fields[3] is None:  # SQLite stores NaN as NULL
-            fields[3] = float("nan")
+        fields = [*fields[:3], float("nan") if fields[3] is None else fields[3], *fields[4:]]
         try:
             records.append(_record_from_fields(fields))
         except (ValueError, TypeError) as exc:
@@ -426,7 +389,6 @@ class _SqliteStore:
     """The single writer of a sweep store: WAL mode, one transaction per finished row."""
 
     def __init__(self, path):
-        self.path = path
         if path.exists() and not path.is_file():
             raise ValueError(f"output {str(path)!r} exists and is not a file.")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -434,11 +396,7 @@ class _SqliteStore:
         try:
             self.conn, _ = _connect(path, read_only=False)
             try:
-                mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if mode.lower() != "wal":  # pragma: no cover - e.g. some network drives
-                    warnings.warn(f"sweep store {str(path)!r}: SQLite could not use WAL "
-                                  f"mode (got {mode!r}); readers may wait for the writer.",
-                                  RuntimeWarning, stacklevel=3)
+                self.conn.execute("PRAGMA journal_mode = WAL")
                 # FULL: every commit reaches the disk, so a finished row also survives a
                 # power cut (a killed process only needs the commit itself)
                 self.conn.execute("PRAGMA synchronous = FULL")
@@ -453,9 +411,8 @@ class _SqliteStore:
 
     @staticmethod
     def _values(record):
-        return (record["key"], record["status"], record["error"],
-                float(record["wall_time"]), _dumps(record["params"]),
-                _dumps(record["results"]))
+        return (record["key"], record["status"], record["error"], float(record["wall_time"]),
+                _dumps(record["params"]), _dumps(record["results"]))
 
     def write(self, record):
         self.conn.execute(_UPSERT, self._values(record))
@@ -463,17 +420,14 @@ class _SqliteStore:
     def import_records(self, records):
         """Insert the latest attempt of each key absent from the store; return how many."""
         before = self.conn.total_changes
-        with contextlib.closing(self.conn.cursor()) as cur:
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                cur.executemany(
-                    "INSERT INTO sweep_rows (key, status, error, wall_time, params, results) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
-                    [self._values(rec) for rec in _latest(records).values()])
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+        self.conn.execute("BEGIN IMMEDIATE")  # all or nothing
+        try:
+            self.conn.executemany(_INSERT + "NOTHING",
+                                  [self._values(rec) for rec in _latest(records).values()])
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
         return self.conn.total_changes - before
 
     def close(self):
@@ -506,10 +460,9 @@ def read_sweep(output):
     Parameters
     ----------
     output : str or path-like
-        A SQLite store (``.sqlite`` or ``.db``), which may be read while a sweep is
-        writing it (its finished rows so far), or a ``.csv`` file or ``.parquet``
-        directory or file written by :func:`export_sweep` or by earlier versions of
-        :func:`run_sweep`.
+        A SQLite store (``.sqlite`` or ``.db``; while a sweep writes it, its rows finished
+        so far), or a CSV file or Parquet directory written by :func:`export_sweep` or by
+        earlier versions of :func:`run_sweep`.
 
     Returns
     -------
@@ -564,14 +517,12 @@ def export_sweep(store, path):
     Parameters
     ----------
     store : str or path-like
-        A sweep output :func:`read_sweep` reads, usually the SQLite store of
-        :func:`run_sweep`; reading it while a sweep writes it exports the rows finished so
-        far.
+        A sweep output :func:`read_sweep` reads, usually a SQLite store (while a sweep
+        writes it: the rows finished so far).
     path : str or path-like
-        ``*.csv``: a CSV file with the six fields of the module docstring, one line per
-        row; ``*.parquet``: a directory (a Parquet dataset) holding ``sweep.parquet``, one
-        row per record (needs pyarrow). Replaced atomically: a reader sees the old export
-        or the new one, never a partial file.
+        ``*.csv`` (a CSV file) or ``*.parquet`` (a directory holding ``sweep.parquet``,
+        needs pyarrow); see the module docstring. Replaced atomically: a reader sees the
+        old export or the new one, never a partial file.
 
     Returns
     -------
@@ -582,27 +533,19 @@ def export_sweep(store, path):
     ------
     ValueError
         If ``path`` does not end in ``.csv`` or ``.parquet``, or ``store`` is not a sweep
-        output.
-    FileNotFoundError
-        If ``store`` does not exist.
+        output. (FileNotFoundError if ``store`` does not exist.)
     """
     target, suffix = _check_output(path)
     if suffix not in _EXPORT_SUFFIXES:
         raise ValueError(f"path must end in .csv or .parquet, got {str(path)!r}.")
     records = _existing_records(store)
-    fields = [[rec["key"], rec["status"], rec["error"], float(rec["wall_time"]),
-               _dumps(rec["params"]), _dumps(rec["results"])] for rec in records]
+    fields = [_SqliteStore._values(rec) for rec in records]
     target.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".csv":
-        def write(fh):
-            text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
-            writer = csv.writer(text, lineterminator="\n")
-            writer.writerow(_FIELDS)
-            writer.writerows([f[:2] + [f[2] or "", repr(f[3])] + f[4:] for f in fields])
-            text.flush()
-            text.detach()
-
-        _write_atomically(target, write)
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(
+            [_FIELDS] + [[k, st, err or "", repr(w), p, r] for k, st, err, w, p, r in fields])
+        _write_atomically(target, lambda fh: fh.write(buf.getvalue().encode("utf-8")))
     else:
         pa, pq = _import_pyarrow()
         if target.exists() and not target.is_dir():
@@ -636,10 +579,8 @@ def _expand_grid(grid):
     elif isinstance(grid, Sequence) and not isinstance(grid, (str, bytes)):
         parts, top = list(grid), False
     else:
-        raise ValueError(
-            f"grid must be a dict of name -> list of values, or a list of such dicts or "
-            f"of explicit rows, got {type(grid).__name__}."
-        )
+        raise ValueError(f"grid must be a dict of name -> list of values, or a list of such "
+                         f"dicts or of explicit rows, got {type(grid).__name__}.")
     if not parts:
         raise ValueError("grid is empty.")
     rows = []
@@ -700,8 +641,7 @@ class SweepResult:
     output : pathlib.Path
         The ``output`` given to :func:`run_sweep`.
     store : pathlib.Path or None
-        The SQLite store the rows were written to: ``output`` itself, or the store next
-        to a ``.csv``/``.parquet`` output.
+        The SQLite store written: ``output``, or the one next to a CSV/Parquet output.
     """
 
     rows: list
@@ -729,12 +669,10 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
     ----------
     func : callable
         Called as ``func(**row)``; returns a dict of scalar results (numbers, str, bool or
-        ``None``; numpy scalars are converted). Result names must differ from the
-        parameter names and from ``"key"``, ``"status"``, ``"error"``, ``"wall_time"``.
-        An exception, or a return value that breaks these rules, is recorded as a row with
-        status ``"error"``. With ``backend="joblib"`` and ``n_jobs != 1`` or
-        ``backend="dask"`` it must be picklable (cloudpickle: lambdas and closures are
-        fine; functions referenced by module must be importable by the workers).
+        ``None``; numpy scalars are converted), named unlike the parameters and
+        ``"key"``, ``"status"``, ``"error"``, ``"wall_time"``. An exception, or a return
+        value that breaks these rules, is recorded as a row with status ``"error"``. Must
+        be picklable (cloudpickle) for joblib with ``n_jobs != 1`` and for dask.
     grid : dict or list of dict
         A dict of parameter name -> non-empty list of values expands to the cartesian
         product (:class:`sklearn.model_selection.ParameterGrid`). A list may mix such grid
@@ -744,18 +682,15 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
         them); numpy scalars become Python scalars and tuples become lists. Rows that are
         equal are run once.
     output : str or path-like
-        ``*.sqlite`` or ``*.db``: the SQLite store the rows are written to, created with
-        its parent directories if missing. ``*.csv`` or ``*.parquet``: the rows are
-        written to the store ``<output without suffix>.sqlite`` next to it, the rows of an
-        existing ``output`` missing from that store are imported first (a
-        ``UserWarning`` says how many), and ``output`` is rewritten from the store by
-        :func:`export_sweep` when the sweep returns or raises. See the module docstring.
+        ``*.sqlite`` or ``*.db``: the SQLite store, created with its parent directories if
+        missing. ``*.csv`` or ``*.parquet``: the store is ``<output without
+        suffix>.sqlite``, rows of an existing ``output`` missing from it are imported
+        first (``UserWarning``), and ``output`` is rewritten from it by
+        :func:`export_sweep` at the end. See the module docstring.
     backend : {"joblib", "sequential", "dask"}, default="joblib"
-        ``"joblib"`` runs rows with :class:`joblib.Parallel` (honouring an enclosing
-        ``joblib.parallel_config``) and writes them as they finish; ``"sequential"`` runs
-        them one after the other in this process; ``"dask"`` submits them to a
-        dask.distributed cluster (needs ``dask[distributed]``). In every case only this
-        process writes to the store.
+        :class:`joblib.Parallel` (honouring an enclosing ``joblib.parallel_config``), one
+        after the other in this process, or a dask.distributed cluster (needs
+        ``dask[distributed]``). In every case only this process writes to the store.
     n_jobs : int, default=1
         Parallel workers for ``"joblib"`` (joblib semantics: ``-1`` = all CPUs), and
         threads of the in-process dask cluster when ``scheduler_address`` is ``None``.
