@@ -196,15 +196,45 @@ def kkt_residual(channel, X, y, S, reg_trace, sigma_hat):
 
     ``‖S − P₊(S − τ ∇L(S))‖_F / ‖S‖_F`` with ``τ = 2/(d Σ̂)`` (AMP's own step), P₊ the
     projection on the PSD cone and ∇L the gradient of the trace-penalised objective. It is
-    zero exactly when ``∇L`` lies in the normal cone of the PSD cone at S.
+    zero exactly when ``∇L`` lies in the normal cone of the PSD cone at S. At ``S = 0`` the
+    norm is taken relative to ``τ ‖∇L(0)‖_F`` instead.
     """
     d = X.shape[-1]
     grad = loss_gradient(channel, X, y, S, reg_trace)
-    step = S - 2.0 / (d * sigma_hat) * grad
+    step_size = 2.0 / (d * sigma_hat)
+    step = S - step_size * grad
     nu, vec = np.linalg.eigh((step + step.T) / 2)
     proj = (vec * np.maximum(nu, 0.0)) @ vec.T
-    norm = max(np.linalg.norm(S), 1e-300)
-    return float(np.linalg.norm(S - proj) / norm)
+    norm = np.linalg.norm(S)
+    if norm == 0:
+        # ‖S‖ = 0 leaves nothing to be relative to: measure against the step's length
+        norm = step_size * np.linalg.norm(grad)
+    return float(np.linalg.norm(S - proj) / max(norm, 1e-300))
+
+
+def _zero_fixed_point(channel, ops, y, reg_trace, d):
+    """Whether ``S = 0`` (with σ = 0) is a fixed point of factored AMP; return it if so.
+
+    Once the spectral threshold removes every eigenvalue, σ (the denoiser's divergence)
+    is 0 and the iteration only decays towards ``S = 0``, σ = 0, where ``Σ̂ ∝ 1/σ`` would
+    overflow. The limit σ → 0 of one AMP step at ``S = 0`` is explicit: ω = u(0), the
+    prox is the identity, ``g = −∇ℓ(ω)`` and ``Σ̂ = (2/d²) Σ_μ Tr ∇²ℓ(ω_μ)``. ``S = 0`` is a
+    fixed point exactly when the threshold maps that step to zero again, i.e. when every
+    eigenvalue of ``M = (2/d) Σ_μ Σ_k g_μk A_μk`` is at most ``2λ̃`` — the KKT condition
+    of the trace-penalised problem at ``S = 0``.
+
+    Returns
+    -------
+    sigma_hat : float or None
+        ``Σ̂`` at the fixed point, or None when ``S = 0`` is not one.
+    """
+    omega = ops.components(np.zeros((d, d)))
+    M = -2.0 / d * ops.adjoint(channel.grad(y, omega))
+    nu, _ = ops.eigh(M)
+    if np.max(nu) > 2 * reg_trace:
+        return None
+    hess = channel.hessian(y, omega)
+    return float(2.0 / d ** 2 * np.sum(np.trace(hess, axis1=1, axis2=2)))
 
 
 def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=0.5,
@@ -270,6 +300,14 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         else:
             S_new, nu, f = _threshold(M, reg_trace, sigma_hat_new, rank, eigh=ops.eigh)
             sigma_new = _divergence(nu - 2 * reg_trace, f, sigma_hat_new)
+            if not np.any(f):
+                zero_sigma_hat = _zero_fixed_point(channel, ops, y, reg_trace, d)
+                if zero_sigma_hat is not None:  # a legitimate collapse, not a divergence
+                    history.append(1.0 if np.any(S) else 0.0)  # relative change to 0
+                    bar.update(1)
+                    S, sigma, sigma_hat = np.zeros((d, d)), 0.0, zero_sigma_hat
+                    converged = True
+                    break
         change = np.linalg.norm(S_new - S) / max(np.linalg.norm(S_new), 1e-300)
         S = damping * S_new + (1 - damping) * S
         sigma = damping * sigma_new + (1 - damping) * sigma
@@ -290,6 +328,9 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         res = direct_kkt_residual(channel, X, y, S, reg_trace, sigma_hat)
     else:
         res = kkt_residual(channel, X, y, S, reg_trace, sigma_hat)
-    msg = "converged" if converged else f"relative change {history[-1]:.2e} > tol after {it} iterations"
+    if converged and not np.any(S):
+        msg = "converged to S = 0 (every eigenvalue below the threshold)"
+    else:
+        msg = "converged" if converged else f"relative change {history[-1]:.2e} > tol after {it} iterations"
     return AMPResult(S=S, sigma=sigma, sigma_hat=sigma_hat, n_iter=it, converged=converged,
                      kkt_residual=res, message=msg, history=history)

@@ -624,7 +624,7 @@ def build_parser():
     _add_solver_options(p)
     g = p.add_argument_group("sweep")
     g.add_argument("--output", "-o", required=True, metavar="FILE",
-                   help="*.csv file or *.parquet directory")
+                   help="*.sqlite store, or *.csv / *.parquet export of the store next to it")
     g.add_argument("--backend", choices=("joblib", "sequential", "dask"), default="joblib",
                    help="execution backend (default: joblib)")
     g.add_argument("--n-jobs", type=_nonzero_int, default=1,

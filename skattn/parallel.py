@@ -7,17 +7,56 @@ other layer of skattn, so the theory may use it.
 
 Results reach the caller in the parent process, one at a time as they finish, through
 ``on_result``; the parent is therefore the only writer of anything the caller stores.
+
+Worker processes stop with their parent. A joblib (loky) worker busy in a long job would
+otherwise keep running after the parent is killed (SIGKILL gives the parent no chance to
+stop it). Each job first makes sure its worker process runs a daemon thread that checks
+every :data:`PARENT_CHECK_INTERVAL` seconds whether the process that submitted the job is
+still its parent (``os.getppid()``), and ends the worker with ``os._exit`` when it is not.
+The check is portable (no ``prctl``) and costs one system call per interval; it is skipped
+for jobs that run in the submitting process itself (sequential, threads) and for workers
+that are not its direct children (a dask worker under ``joblib.parallel_config``), whose
+lifetime their own cluster manages.
 """
 
 from __future__ import annotations
 
 import numbers
 import os
+import threading
+import time
 import uuid
 
 __all__ = ["BACKENDS", "map_jobs", "check_backend"]
 
 BACKENDS = ("sequential", "joblib", "dask")
+
+#: Seconds between two checks of a worker process that its parent is alive.
+PARENT_CHECK_INTERVAL = 0.5
+
+_watchdog_lock = threading.Lock()
+_watched_parent = None  # the parent pid this worker process already watches
+
+
+def _exit_with_parent(parent_pid):
+    """In a worker process: start (once) a daemon thread that exits when the parent dies.
+
+    Does nothing in ``parent_pid`` itself, or in a process that is not its direct child.
+    """
+    global _watched_parent
+    if os.getpid() == parent_pid or os.getppid() != parent_pid:
+        return
+    with _watchdog_lock:
+        if _watched_parent == parent_pid:
+            return
+        _watched_parent = parent_pid
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_INTERVAL)
+        os._exit(1)  # the parent is gone: nobody will read this worker's results
+
+    threading.Thread(target=watch, name="skattn-exit-with-parent", daemon=True).start()
 
 
 def check_backend(backend, n_jobs, scheduler_address=None):
@@ -57,7 +96,10 @@ def _run_sequential(func, jobs, emit, **_):
 def _run_joblib(func, jobs, emit, *, n_jobs, **_):
     from joblib import Parallel, delayed
 
+    parent_pid = os.getpid()
+
     def tagged(index, args):
+        _exit_with_parent(parent_pid)
         return index, func(*args)
 
     try:

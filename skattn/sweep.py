@@ -1,65 +1,54 @@
-"""Resumable parameter sweeps on joblib or dask.distributed.
+"""Resumable parameter sweeps on joblib or dask.distributed, stored in SQLite.
 
-:func:`run_sweep` evaluates a function on every row of a parameter grid and writes each
-finished row to disk at once, from the parent process only (a single writer), so that
+:func:`run_sweep` evaluates a function on every row of a parameter grid and commits each
+finished row to a SQLite store at once, from the parent process only (a single writer):
+killing the sweep at any moment (even SIGKILL) loses no finished row; rerunning it runs
+only the rows not finished yet (failed rows are retried); other processes may read the
+finished rows meanwhile; the rows run locally (``"sequential"``, ``"joblib"``) or on a
+dask.distributed cluster (``"dask"``). :func:`read_sweep` reads a store back (standard
+library only); :func:`export_sweep` writes it to CSV or Parquet for other tools.
 
-* killing the sweep at any moment loses no finished row and leaves no corrupt one;
-* rerunning the same sweep skips the rows already finished (rows that raised are retried);
-* the rows can run locally (``backend="sequential"`` or ``"joblib"``) or on a
-  dask.distributed cluster (``backend="dask"``) with the same output.
-
-:func:`read_sweep` reads such an output back, with no dependency beyond the standard
-library (CSV) or pyarrow (Parquet).
+Design
+------
+The store is a SQLite database (``output`` ending in ``.sqlite`` or ``.db``), because
+SQLite gives each requirement by itself: fields of any size (no csv field limit), atomic
+durable commits (a row is stored exactly when its ``INSERT`` committed), readers that
+never block the writer (WAL mode), and a unique row key (the primary key). CSV and Parquet
+are *exports*. An ``output`` ending in ``.csv`` or ``.parquet`` still works (scripts,
+``skattn sweep``): the rows go to the store ``<output without suffix>.sqlite`` next to it;
+rows of an existing ``output`` (written by an earlier version, or an earlier export) whose
+key is not in the store are imported first, with a ``UserWarning``; ``output`` is
+rewritten from the store when the sweep ends (normally or by an exception). After a kill
+the export is stale until the next run: read the store for live progress.
 
 Storage format
 --------------
-Every record has the same six fields, whatever the grid and the function return:
+Table ``sweep_rows`` holds one row per row key (its latest attempt), in the order the keys
+were first written (``rowid``): ``key`` (primary key; :func:`row_key` of the parameters),
+``status`` (``"ok"`` or ``"error"``), ``error`` (``"ExceptionType: message"`` with
+newlines written as ``\\n``, or NULL), ``wall_time`` (seconds in ``func``; NULL for NaN),
+``params`` and ``results`` (JSON objects; results empty for a failed row) and
+``attempts`` (how often the row was written). Table ``sweep_meta`` holds
+``('format', 'skattn-sweep-1')``. JSON columns keep the schema fixed: later rows may add
+result keys or parameters, and values round-trip exactly (ints stay ints, ``None`` stays
+``None``). :func:`read_sweep` flattens a record into one dict.
 
-``key``
-    The row key, :func:`row_key` of the parameters (a hash of their sorted JSON form).
-``status``
-    ``"ok"`` or ``"error"``.
-``error``
-    ``"ExceptionType: message"`` for a failed row (newlines written as ``\\n``), empty
-    otherwise.
-``wall_time``
-    Seconds spent in ``func`` (float).
-``params``
-    The parameters as a JSON object.
-``results``
-    What ``func`` returned, as a JSON object (empty for a failed row).
+WAL mode, ``synchronous=FULL``; a finished row is one ``INSERT ... ON CONFLICT (key) DO
+UPDATE``, its own transaction. A sweep holds an advisory lock (``fcntl.flock``, where
+available) on the sidecar ``<store>-lock`` (not the database: closing any descriptor of it
+would drop SQLite's own locks) for its whole run, so a second sweep on the store raises
+:class:`RuntimeError` naming it.
 
-Parameters and results are stored as JSON columns rather than one column each, so the
-header never changes: a later row may return new result keys, or a later sweep in the
-same file may add parameters, and both still round-trip exactly (ints stay ints, floats
-floats, bools bools, ``None`` stays ``None``). :func:`read_sweep` flattens them back into
-one dict per row.
-
-* **CSV** (``output`` ending in ``.csv``): one header line, then one line per finished
-  row, appended with a single ``os.write`` of the whole encoded line followed by
-  ``os.fsync``. JSON escapes every control character and error messages have their
-  newlines escaped, so one record is always exactly one physical line. A last line
-  without its newline (a write interrupted by a crash) and any line with the wrong field
-  count or an inconsistent key are ignored on reading (with a :class:`RuntimeWarning`);
-  the next :func:`run_sweep` on the file cuts such a partial last line off before it
-  appends.
-* **Parquet** (``output`` ending in ``.parquet``, needs pyarrow): ``output`` is a
-  directory holding one small file ``<key>.parquet`` per row, written to a hidden temporary
-  file, fsynced and moved into place with ``os.replace``, so a row file is either absent
-  or complete. The directory is also a valid Parquet dataset for other tools
-  (``pyarrow.dataset`` and pandas skip the hidden temporary and lock files).
-
-The CSV file keeps every attempt (a failed row and its successful retry are two lines);
-the Parquet directory keeps the latest attempt only. :func:`read_sweep` returns the
-latest attempt of each row in both cases.
-
-A sweep takes an advisory lock (``fcntl.flock``, where available) on its output for its
-whole run: two sweeps writing the same output at the same time raise an error instead of
-interleaving their rows.
+Exports carry the first six fields: CSV, a header then one line per row; Parquet (needs
+pyarrow), a directory (a dataset) holding ``sweep.parquet``; each written to a temporary
+file, fsynced and moved into place. :func:`read_sweep` also reads earlier versions'
+outputs: an append-only CSV file (a truncated or corrupt line is skipped with a
+:class:`RuntimeWarning`) and a directory of one-row Parquet files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -68,6 +57,7 @@ import json
 import numbers
 import os
 import pathlib
+import sqlite3
 import time
 import uuid
 import warnings
@@ -82,14 +72,16 @@ try:  # POSIX only; elsewhere the single-writer rule is documented, not enforced
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
-__all__ = ["SweepResult", "run_sweep", "read_sweep", "row_key"]
+__all__ = ["SweepResult", "run_sweep", "read_sweep", "export_sweep", "row_key"]
 
 _FIELDS = ("key", "status", "error", "wall_time", "params", "results")
 _HEADER = ",".join(_FIELDS)
 _HEADER_BYTES = (_HEADER + "\n").encode("ascii")
 _RESERVED = frozenset(("key", "status", "error", "wall_time"))
 _STATUSES = ("ok", "error")
-_SUFFIXES = (".csv", ".parquet")
+_STORE_SUFFIXES = (".sqlite", ".db")
+_EXPORT_SUFFIXES = (".csv", ".parquet")
+_SUFFIXES = _STORE_SUFFIXES + _EXPORT_SUFFIXES
 
 
 # --------------------------------------------------------------------------------------
@@ -162,14 +154,8 @@ def _one_line(text):
 
 
 def _error_record(key, params, exc, wall_time):
-    return {
-        "key": key,
-        "status": "error",
-        "error": _one_line(f"{type(exc).__name__}: {exc}"),
-        "wall_time": float(wall_time),
-        "params": params,
-        "results": {},
-    }
+    return {"key": key, "status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"),
+            "wall_time": float(wall_time), "params": params, "results": {}}
 
 
 def _run_one(func, key, params):
@@ -215,21 +201,13 @@ def _record_from_fields(fields):
 
 
 def _flatten(record):
-    row = dict(record["params"])
-    row.update(record["results"])
-    row["status"] = record["status"]
-    row["error"] = record["error"]
-    row["wall_time"] = record["wall_time"]
-    row["key"] = record["key"]
-    return row
+    return {**record["params"], **record["results"], "status": record["status"],
+            "error": record["error"], "wall_time": record["wall_time"], "key": record["key"]}
 
 
 def _latest(records):
     """Latest record of each key, in order of first appearance."""
-    latest = {}
-    for rec in records:
-        latest[rec["key"]] = rec  # dict keeps the first insertion position
-    return latest
+    return {rec["key"]: rec for rec in records}  # a dict keeps a key's first position
 
 
 # --------------------------------------------------------------------------------------
@@ -242,39 +220,38 @@ def _check_output(output):
     path = pathlib.Path(output)
     suffix = path.suffix.lower()
     if suffix not in _SUFFIXES:
-        raise ValueError(
-            f"output must end in one of {', '.join(_SUFFIXES)} (CSV file or Parquet "
-            f"directory), got {str(output)!r}."
-        )
+        raise ValueError(f"output must end in one of {', '.join(_SUFFIXES)} (SQLite store, "
+                         f"CSV file or Parquet directory), got {str(output)!r}.")
     return path, suffix
 
 
-def _lock(fd, path):
+def _lock(path):
+    """Hold an exclusive advisory lock on ``<path>-lock``; return its descriptor.
+
+    A sidecar file, not the database itself: closing any descriptor of the database would
+    drop SQLite's own POSIX locks in this process.
+    """
+    fd = os.open(path.with_name(path.name + "-lock"), os.O_RDWR | os.O_CREAT, 0o644)
     if fcntl is None:  # pragma: no cover
-        return
+        return fd
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise RuntimeError(
-            f"output {str(path)!r} is locked by another running sweep; a sweep output has "
-            "a single writer."
-        ) from None
+        raise RuntimeError(f"output {str(path)!r} is locked by another running sweep; a "
+                           "sweep store has a single writer.") from None
     except OSError:  # pragma: no cover - e.g. a file system without locks
         pass
+    return fd
 
 
 def _fsync_dir(path):
-    try:
+    with contextlib.suppress(OSError):  # not every platform can fsync a directory
         fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _warn_corrupt(path, where, why):
@@ -282,15 +259,25 @@ def _warn_corrupt(path, where, why):
                   stacklevel=4)
 
 
+@contextlib.contextmanager
+def _unlimited_csv_fields():
+    """Lift the csv module's per-field limit (131072 characters) while parsing."""
+    old = csv.field_size_limit(2 ** 31 - 1)  # the largest that fits a C long everywhere
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
 def _parse_csv(data, path):
-    """Return ``(records, n_complete_bytes)`` for the bytes of a CSV sweep file."""
+    """Return the records of the bytes of a CSV sweep file."""
     if not data:
-        return [], 0
+        return []
     end = data.rfind(b"\n") + 1  # bytes up to and including the last newline
     if end == 0:
         if not _HEADER_BYTES.startswith(data):
             raise ValueError(f"output {str(path)!r} exists and is not a skattn sweep file.")
-        return [], 0  # a header cut by a crash before any row was finished
+        return []  # a header cut by a crash before any row was finished
     lines = data[:end].split(b"\n")[:-1]
     if lines[0] + b"\n" != _HEADER_BYTES:
         raise ValueError(
@@ -300,58 +287,14 @@ def _parse_csv(data, path):
     if end < len(data):
         _warn_corrupt(path, "a truncated last line", "an interrupted write")
     records = []
-    for lineno, raw in enumerate(lines[1:], start=2):
-        try:
-            fields = next(csv.reader([raw.decode("utf-8")]))
-            records.append(_record_from_fields(fields))
-        except (ValueError, StopIteration, csv.Error) as exc:  # UnicodeDecodeError, JSON
-            _warn_corrupt(path, f"line {lineno}", exc)
-    return records, end
-
-
-class _CsvStore:
-    """Append-only CSV file: one ``os.write`` + ``os.fsync`` per record."""
-
-    def __init__(self, path):
-        self.path = path
-        if path.exists() and not path.is_file():
-            raise ValueError(f"output {str(path)!r} exists and is not a file.")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        created = not path.exists()
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        _lock(self.fd, path)
-        try:
-            with os.fdopen(os.dup(self.fd), "rb") as fh:
-                data = fh.read()
-            self.records, end = _parse_csv(data, path)
-            if end < len(data):  # cut off a partial last line before appending
-                os.ftruncate(self.fd, end)
-                os.fsync(self.fd)
-            self.empty = end == 0
-        except BaseException:
-            os.close(self.fd)
-            raise
-        if created:
-            _fsync_dir(path.parent)
-
-    def write(self, record):
-        fields = [record["key"], record["status"], record["error"] or "",
-                  repr(float(record["wall_time"])), _dumps(record["params"]),
-                  _dumps(record["results"])]
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerow(fields)
-        line = buf.getvalue().encode("utf-8")
-        assert line.count(b"\n") == 1, "a record must be one line"
-        if self.empty:
-            line = _HEADER_BYTES + line
-        view = memoryview(line)
-        while view:
-            view = view[os.write(self.fd, view):]
-        os.fsync(self.fd)
-        self.empty = False
-
-    def close(self):
-        os.close(self.fd)
+    with _unlimited_csv_fields():
+        for lineno, raw in enumerate(lines[1:], start=2):
+            try:
+                fields = next(csv.reader([raw.decode("utf-8")]))
+                records.append(_record_from_fields(fields))
+            except (ValueError, StopIteration, csv.Error) as exc:  # UnicodeDecodeError, JSON
+                _warn_corrupt(path, f"line {lineno}", exc)
+    return records
 
 
 def _import_pyarrow():
@@ -361,75 +304,154 @@ def _import_pyarrow():
     except ImportError as exc:
         raise ImportError(
             "Parquet sweep output needs pyarrow: `pip install pyarrow`, or use an output "
-            "ending in .csv."
+            "ending in .sqlite or .csv."
         ) from exc
     return pyarrow, pyarrow.parquet
 
 
-def _parquet_files(path):
-    files = [p for p in path.iterdir()
-             if p.suffix == ".parquet" and not p.name.startswith((".", "_")) and p.is_file()]
-    files.sort(key=lambda p: (p.stat().st_mtime_ns, p.name))
-    return files
-
-
-def _read_parquet_dir(path):
+def _read_parquet(path):
+    """Records of a Parquet output: a directory of Parquet files (oldest first) or a file."""
     _, pq = _import_pyarrow()
+    files = [path] if not path.is_dir() else sorted(
+        (p for p in path.iterdir() if p.suffix == ".parquet" and p.is_file()
+         and not p.name.startswith((".", "_"))),  # skip hidden temporary and lock files
+        key=lambda p: (p.stat().st_mtime_ns, p.name))
     records = []
-    for file in _parquet_files(path):
+    for file in files:
         try:
             rows = pq.read_table(file).to_pylist()
-            if len(rows) != 1:
-                raise ValueError(f"expected one row, got {len(rows)}")
-            row = rows[0]
-            records.append(_record_from_fields([row.get(name) for name in _FIELDS]))
-        except Exception as exc:  # anything unreadable is not one of our rows
+        except Exception as exc:  # anything unreadable is not one of our files
             _warn_corrupt(path, f"file {file.name!r}", exc)
+            continue
+        for i, row in enumerate(rows):
+            try:
+                records.append(_record_from_fields([row.get(name) for name in _FIELDS]))
+            except (ValueError, TypeError) as exc:
+                _warn_corrupt(path, f"row {i} of {file.name!r}", exc)
     return records
 
 
-class _ParquetStore:
-    """Directory of one-row Parquet files, each written atomically."""
+_CREATE_TABLES = """
+CREATE TABLE IF NOT EXISTS sweep_rows (
+    key TEXT PRIMARY KEY,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'error')),
+    error TEXT,
+    wall_time REAL,
+    params TEXT NOT NULL,
+    results TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS sweep_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO sweep_meta VALUES ('format', 'skattn-sweep-1');
+"""
+
+_INSERT = ("INSERT INTO sweep_rows (key, status, error, wall_time, params, results) "
+           "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO ")
+_UPSERT = _INSERT + ("UPDATE SET status = excluded.status, error = excluded.error, "
+                     "wall_time = excluded.wall_time, params = excluded.params, "
+                     "results = excluded.results, attempts = attempts + 1")
+
+
+def _connect(path, read_only):
+    # isolation_level=None: autocommit, so one INSERT is one transaction; timeout: wait
+    # (instead of failing) while the writer checkpoints the WAL
+    if read_only:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60,
+                               isolation_level=None)
+    else:
+        conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+    try:
+        tables = {name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise ValueError(f"output {str(path)!r} exists and is not a SQLite sweep store "
+                         f"({exc}).") from None
+    if tables and "sweep_rows" not in tables:
+        conn.close()
+        raise ValueError(f"output {str(path)!r} is a SQLite database but not a skattn sweep "
+                         f"store (it has no table 'sweep_rows').")
+    return conn, bool(tables)
+
+
+def _read_store(conn, path):
+    records = []
+    for fields in conn.execute(f"SELECT {', '.join(_FIELDS)} FROM sweep_rows ORDER BY rowid"):
+        fields = [*fields[:3], float("nan") if fields[3] is None else fields[3], *fields[4:]]
+        try:
+            records.append(_record_from_fields(fields))
+        except (ValueError, TypeError) as exc:
+            _warn_corrupt(path, f"row {fields[0]!r}", exc)
+    return records
+
+
+class _SqliteStore:
+    """The single writer of a sweep store: WAL mode, one transaction per finished row."""
 
     def __init__(self, path):
-        self.pa, self.pq = _import_pyarrow()
-        self.path = path
-        if path.exists() and not path.is_dir():
-            raise ValueError(
-                f"output {str(path)!r} exists and is not a directory (Parquet sweep output "
-                "is a directory of one-row files)."
-            )
-        path.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        _lock(self.fd, path)
-        for stale in path.glob(".*.tmp"):  # left by a killed writer
-            stale.unlink(missing_ok=True)
-        self.records = _read_parquet_dir(path)
-        self.schema = self.pa.schema([
-            ("key", self.pa.string()), ("status", self.pa.string()),
-            ("error", self.pa.string()), ("wall_time", self.pa.float64()),
-            ("params", self.pa.string()), ("results", self.pa.string()),
-        ])
+        if path.exists() and not path.is_file():
+            raise ValueError(f"output {str(path)!r} exists and is not a file.")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock_fd = _lock(path)
+        try:
+            self.conn, _ = _connect(path, read_only=False)
+            try:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                # FULL: every commit reaches the disk, so a finished row also survives a
+                # power cut (a killed process only needs the commit itself)
+                self.conn.execute("PRAGMA synchronous = FULL")
+                self.conn.executescript("BEGIN IMMEDIATE;" + _CREATE_TABLES + "COMMIT;")
+                self.records = _read_store(self.conn, path)
+            except BaseException:
+                self.conn.close()
+                raise
+        except BaseException:
+            os.close(self.lock_fd)
+            raise
+
+    @staticmethod
+    def _values(record):
+        return (record["key"], record["status"], record["error"], float(record["wall_time"]),
+                _dumps(record["params"]), _dumps(record["results"]))
 
     def write(self, record):
-        values = {"key": record["key"], "status": record["status"],
-                  "error": record["error"], "wall_time": float(record["wall_time"]),
-                  "params": _dumps(record["params"]), "results": _dumps(record["results"])}
-        table = self.pa.table({k: [v] for k, v in values.items()}, schema=self.schema)
-        tmp = self.path / f".{record['key']}.{uuid.uuid4().hex}.tmp"
+        self.conn.execute(_UPSERT, self._values(record))
+
+    def import_records(self, records):
+        """Insert the latest attempt of each key absent from the store; return how many."""
+        before = self.conn.total_changes
+        self.conn.execute("BEGIN IMMEDIATE")  # all or nothing
         try:
-            with open(tmp, "wb") as fh:
-                self.pq.write_table(table, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path / f"{record['key']}.parquet")
+            self.conn.executemany(_INSERT + "NOTHING",
+                                  [self._values(rec) for rec in _latest(records).values()])
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            self.conn.execute("ROLLBACK")
             raise
-        _fsync_dir(self.path)
+        self.conn.execute("COMMIT")
+        return self.conn.total_changes - before
 
     def close(self):
-        os.close(self.fd)
+        try:
+            self.conn.close()
+        finally:
+            os.close(self.lock_fd)
+
+
+def _read_records(path, suffix):
+    """Every record of an existing output of any format, oldest first."""
+    if suffix in _STORE_SUFFIXES:
+        if not path.is_file():
+            raise ValueError(f"output {str(path)!r} is not a file.")
+        conn, has_tables = _connect(path, read_only=True)
+        try:
+            return _read_store(conn, path) if has_tables else []
+        finally:
+            conn.close()
+    if suffix == ".csv":
+        if not path.is_file():
+            raise ValueError(f"output {str(path)!r} is not a file.")
+        return _parse_csv(path.read_bytes(), path)
+    return _read_parquet(path)
 
 
 def read_sweep(output):
@@ -438,7 +460,9 @@ def read_sweep(output):
     Parameters
     ----------
     output : str or path-like
-        A ``.csv`` file or a ``.parquet`` directory written by :func:`run_sweep`.
+        A SQLite store (``.sqlite`` or ``.db``; while a sweep writes it, its rows finished
+        so far), or a CSV file or Parquet directory written by :func:`export_sweep` or by
+        earlier versions of :func:`run_sweep`.
 
     Returns
     -------
@@ -461,18 +485,79 @@ def read_sweep(output):
     RuntimeWarning
         For each ignored truncated or corrupt record.
     """
+    return [_flatten(rec) for rec in _existing_records(output)]
+
+
+def _existing_records(output):
+    """Latest record of each key of an existing output, in order of first appearance."""
     path, suffix = _check_output(output)
     if not path.exists():
         raise FileNotFoundError(f"sweep output {str(path)!r} does not exist.")
+    return list(_latest(_read_records(path, suffix)).values())
+
+
+def _write_atomically(target, write):
+    """Call ``write(file)`` on a hidden temporary file, fsync it, then move it to target."""
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
+
+
+def export_sweep(store, path):
+    """Write the rows of a sweep store to a CSV file or a Parquet dataset.
+
+    Parameters
+    ----------
+    store : str or path-like
+        A sweep output :func:`read_sweep` reads, usually a SQLite store (while a sweep
+        writes it: the rows finished so far).
+    path : str or path-like
+        ``*.csv`` (a CSV file) or ``*.parquet`` (a directory holding ``sweep.parquet``,
+        needs pyarrow); see the module docstring. Replaced atomically: a reader sees the
+        old export or the new one, never a partial file.
+
+    Returns
+    -------
+    n_rows : int
+        Rows written (the latest attempt of each key).
+
+    Raises
+    ------
+    ValueError
+        If ``path`` does not end in ``.csv`` or ``.parquet``, or ``store`` is not a sweep
+        output. (FileNotFoundError if ``store`` does not exist.)
+    """
+    target, suffix = _check_output(path)
+    if suffix not in _EXPORT_SUFFIXES:
+        raise ValueError(f"path must end in .csv or .parquet, got {str(path)!r}.")
+    records = _existing_records(store)
+    fields = [_SqliteStore._values(rec) for rec in records]
+    target.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".csv":
-        if not path.is_file():
-            raise ValueError(f"output {str(path)!r} is not a file.")
-        records, _ = _parse_csv(path.read_bytes(), path)
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(
+            [_FIELDS] + [[k, st, err or "", repr(w), p, r] for k, st, err, w, p, r in fields])
+        _write_atomically(target, lambda fh: fh.write(buf.getvalue().encode("utf-8")))
     else:
-        if not path.is_dir():
-            raise ValueError(f"output {str(path)!r} is not a directory.")
-        records = _read_parquet_dir(path)
-    return [_flatten(rec) for rec in _latest(records).values()]
+        pa, pq = _import_pyarrow()
+        if target.exists() and not target.is_dir():
+            raise ValueError(f"path {str(path)!r} exists and is not a directory (a Parquet "
+                             "export is a directory).")
+        target.mkdir(exist_ok=True)
+        schema = pa.schema([(name, pa.float64() if name == "wall_time" else pa.string())
+                            for name in _FIELDS])
+        table = pa.table({name: [f[i] for f in fields] for i, name in enumerate(_FIELDS)},
+                         schema=schema)
+        _write_atomically(target / "sweep.parquet", lambda fh: pq.write_table(table, fh))
+    return len(records)
 
 
 # --------------------------------------------------------------------------------------
@@ -494,10 +579,8 @@ def _expand_grid(grid):
     elif isinstance(grid, Sequence) and not isinstance(grid, (str, bytes)):
         parts, top = list(grid), False
     else:
-        raise ValueError(
-            f"grid must be a dict of name -> list of values, or a list of such dicts or "
-            f"of explicit rows, got {type(grid).__name__}."
-        )
+        raise ValueError(f"grid must be a dict of name -> list of values, or a list of such "
+                         f"dicts or of explicit rows, got {type(grid).__name__}.")
     if not parts:
         raise ValueError("grid is empty.")
     rows = []
@@ -556,7 +639,9 @@ class SweepResult:
     n_failed : int
         Rows of this call whose function raised (status ``"error"``).
     output : pathlib.Path
-        Where the rows were written.
+        The ``output`` given to :func:`run_sweep`.
+    store : pathlib.Path or None
+        The SQLite store written: ``output``, or the one next to a CSV/Parquet output.
     """
 
     rows: list
@@ -564,6 +649,7 @@ class SweepResult:
     n_run: int
     n_failed: int
     output: pathlib.Path
+    store: pathlib.Path = None
 
     @property
     def n_ok(self):
@@ -583,12 +669,10 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
     ----------
     func : callable
         Called as ``func(**row)``; returns a dict of scalar results (numbers, str, bool or
-        ``None``; numpy scalars are converted). Result names must differ from the
-        parameter names and from ``"key"``, ``"status"``, ``"error"``, ``"wall_time"``.
-        An exception, or a return value that breaks these rules, is recorded as a row with
-        status ``"error"``. With ``backend="joblib"`` and ``n_jobs != 1`` or
-        ``backend="dask"`` it must be picklable (cloudpickle: lambdas and closures are
-        fine; functions referenced by module must be importable by the workers).
+        ``None``; numpy scalars are converted), named unlike the parameters and
+        ``"key"``, ``"status"``, ``"error"``, ``"wall_time"``. An exception, or a return
+        value that breaks these rules, is recorded as a row with status ``"error"``. Must
+        be picklable (cloudpickle) for joblib with ``n_jobs != 1`` and for dask.
     grid : dict or list of dict
         A dict of parameter name -> non-empty list of values expands to the cartesian
         product (:class:`sklearn.model_selection.ParameterGrid`). A list may mix such grid
@@ -598,15 +682,15 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
         them); numpy scalars become Python scalars and tuples become lists. Rows that are
         equal are run once.
     output : str or path-like
-        ``*.csv``: a CSV file; ``*.parquet``: a directory of one-row Parquet files (needs
-        pyarrow). Created with its parent directories if missing; see the module docstring
-        for the format.
+        ``*.sqlite`` or ``*.db``: the SQLite store, created with its parent directories if
+        missing. ``*.csv`` or ``*.parquet``: the store is ``<output without
+        suffix>.sqlite``, rows of an existing ``output`` missing from it are imported
+        first (``UserWarning``), and ``output`` is rewritten from it by
+        :func:`export_sweep` at the end. See the module docstring.
     backend : {"joblib", "sequential", "dask"}, default="joblib"
-        ``"joblib"`` runs rows with :class:`joblib.Parallel` (honouring an enclosing
-        ``joblib.parallel_config``) and writes them as they finish; ``"sequential"`` runs
-        them one after the other in this process; ``"dask"`` submits them to a
-        dask.distributed cluster (needs ``dask[distributed]``). In every case only this
-        process writes to ``output``.
+        :class:`joblib.Parallel` (honouring an enclosing ``joblib.parallel_config``), one
+        after the other in this process, or a dask.distributed cluster (needs
+        ``dask[distributed]``). In every case only this process writes to the store.
     n_jobs : int, default=1
         Parallel workers for ``"joblib"`` (joblib semantics: ``-1`` = all CPUs), and
         threads of the in-process dask cluster when ``scheduler_address`` is ``None``.
@@ -616,16 +700,17 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
         ``"tcp://10.0.0.1:8786"``), or ``None`` for an in-process ``LocalCluster``
         (``processes=False``) closed at the end.
     resume : bool, default=True
-        Skip rows already finished with status ``"ok"`` in ``output``; rows with status
-        ``"error"`` are run again. With ``False`` every row is run again and appended
-        (nothing is deleted; the latest attempt wins on reading).
+        Skip rows already finished with status ``"ok"`` in the store; rows with status
+        ``"error"`` are run again. With ``False`` every row is run again; each new
+        attempt replaces the stored one (its ``attempts`` count goes up).
     verbose : int, default=0
         Show a tqdm progress bar when positive.
 
     Returns
     -------
     result : SweepResult
-        ``rows`` (in grid order), ``n_skipped``, ``n_run``, ``n_failed``, ``output``.
+        ``rows`` (in grid order), ``n_skipped``, ``n_run``, ``n_failed``, ``output``,
+        ``store``.
 
     Raises
     ------
@@ -635,14 +720,14 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
     ImportError
         If ``backend="dask"`` without dask.distributed, or Parquet output without pyarrow.
     RuntimeError
-        If another sweep is writing ``output``.
+        If another sweep is writing the same store (the message names it).
 
     Examples
     --------
     >>> import tempfile, os
     >>> def f(alpha, seed):
     ...     return {"err": alpha / (1 + seed)}
-    >>> out = os.path.join(tempfile.mkdtemp(), "sweep.csv")
+    >>> out = os.path.join(tempfile.mkdtemp(), "sweep.sqlite")
     >>> res = run_sweep(f, {"alpha": [0.5, 1.0], "seed": [0, 1]}, output=out,
     ...                 backend="sequential")
     >>> res.n_run, res.n_skipped
@@ -660,8 +745,22 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
     path, suffix = _check_output(output)
     rows = _expand_grid(grid)
 
-    store = _CsvStore(path) if suffix == ".csv" else _ParquetStore(path)
+    export = None
+    if suffix in _EXPORT_SUFFIXES:
+        export, legacy = path, []
+        if path.exists():  # read first: a file that is not a sweep output stays untouched
+            legacy = _read_records(path, suffix)
+        path = path.with_suffix(".sqlite")
+    store = _SqliteStore(path)
     try:
+        if export is not None and legacy:
+            n_imported = store.import_records(legacy)
+            if n_imported:
+                warnings.warn(f"run_sweep: imported {n_imported} rows of {str(export)!r} "
+                              f"into the SQLite store {str(path)!r}, which now holds the "
+                              f"sweep; {str(export)!r} is rewritten from it at the end.",
+                              UserWarning, stacklevel=2)
+                store.records = _read_store(store.conn, path)
         done = {}
         if resume:
             done = {k: rec for k, rec in _latest(store.records).items()
@@ -690,8 +789,12 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
                          on_lost=lambda index, exc: _error_record(*todo[index], exc,
                                                                   float("nan")))
     finally:
-        store.close()
+        try:
+            if export is not None:
+                export_sweep(path, export)
+        finally:
+            store.close()
 
     out_rows = [_flatten(new.get(key) or done[key]) for key, _ in rows if key in new or key in done]
     return SweepResult(rows=out_rows, n_skipped=len(rows) - len(todo), n_run=len(new),
-                       n_failed=n_failed, output=path)
+                       n_failed=n_failed, output=export or path, store=path)

@@ -23,19 +23,35 @@ def data():
 @pytest.mark.parametrize("cls", [TiedAttentionRegressor, DirectAttentionRegressor])
 def test_same_seed_same_result(cls, data):
     X, y = data
-    a = cls(reg_lambda=0.1, random_state=3, max_iter=50).fit(X, y)
-    b = cls(reg_lambda=0.1, random_state=3, max_iter=50).fit(X, y)
+    # init_scale=1: a random start (the direct estimator starts at V = 0 by default)
+    a = cls(reg_lambda=0.1, random_state=3, max_iter=50, init_scale=1.0).fit(X, y)
+    b = cls(reg_lambda=0.1, random_state=3, max_iter=50, init_scale=1.0).fit(X, y)
     assert np.array_equal(a.S_, b.S_)
     assert a.loss_curve_ == b.loss_curve_
+    # the seed is used: another one starts elsewhere, so the iterates differ
+    c = cls(reg_lambda=0.1, random_state=4, max_iter=50, init_scale=1.0).fit(X, y)
+    assert c.loss_curve_[0] != a.loss_curve_[0] and not np.array_equal(c.S_, a.S_)
 
 
-def test_teacher_independent_of_estimator_seed():
+def test_teacher_seeded_and_independent_of_estimator_seed():
     t1 = AttentionIndexedModel(10, random_state=0)
     X, y = t1.sample(50, random_state=1)
     TiedAttentionRegressor(random_state=123, max_iter=5).fit(X, y)
     t2 = AttentionIndexedModel(10, random_state=0)
     X2, y2 = t2.sample(50, random_state=1)
+    assert np.array_equal(t1.S0_, t2.S0_)
     assert np.array_equal(X, X2) and np.array_equal(y, y2)
+    # both seeds matter: the target's and the samples'
+    X3, y3 = t1.sample(50, random_state=2)
+    assert not np.array_equal(X, X3) and not np.array_equal(y, y3)
+    t4 = AttentionIndexedModel(10, random_state=1)
+    X4, y4 = t4.sample(50, random_state=1)
+    assert not np.array_equal(t1.S0_, t4.S0_) and not np.array_equal(y, y4)
+    Xa, ya = make_attention_indexed(50, 10, random_state=7)
+    Xb, yb = make_attention_indexed(50, 10, random_state=7)
+    Xc, yc = make_attention_indexed(50, 10, random_state=8)
+    assert np.array_equal(Xa, Xb) and np.array_equal(ya, yb)
+    assert not np.array_equal(Xa, Xc) and not np.array_equal(ya, yc)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -57,7 +73,14 @@ def test_width_extremes(data, width):
     X, y = data
     est = TiedAttentionRegressor(width=width, max_iter=30, random_state=0).fit(X, y)
     assert est.W_.shape == (12, width)
-    assert np.linalg.matrix_rank(est.S_, tol=1e-8) <= width
+    # S_ is the stored W_ (not a stale or rescaled copy), PSD, and of full possible rank:
+    # exactly min(width, d), i.e. the fit neither collapsed a direction nor exceeded width
+    np.testing.assert_allclose(est.S_, est.W_ @ est.W_.T / np.sqrt(width * 12), atol=1e-12)
+    eig = np.linalg.eigvalsh(est.S_)
+    assert eig.min() >= -1e-10 * eig.max()
+    assert np.linalg.matrix_rank(est.S_, tol=1e-8 * eig.max()) == min(width, 12)
+    assert np.isfinite(est.train_objective_)
+    assert est.train_objective_ < est.loss_curve_[0] or est.n_iter_ == 1
 
 
 def test_rows_not_summing_to_one_warn(data):
@@ -71,7 +94,11 @@ def test_theory_edges_never_nan():
                dict(alpha=0.5, reg_lambda=10.0), dict(alpha=0.3, reg_lambda=0.01, beta=4.0)]:
         res = solve_state_evolution(n_tokens=2, target=WishartTarget(0.5), **kw)
         values = [res.m, res.q, res.sigma, res.test_error, res.train_objective]
-        assert np.all(np.isfinite(values)) or not res.converged, kw
+        # a returned value is never NaN, converged or not
+        assert np.all(np.isfinite(values)), (kw, values)
+        # these edges are all solvable (an easy far-from-threshold point each)
+        assert res.converged, (kw, res.message)
+        assert res.test_error >= 0 and res.q >= 0
 
 
 def test_round_trips_in_a_fresh_process(tmp_path, data):
@@ -159,3 +186,22 @@ for name in {sorted(objs)!r}:
     subprocess.run([sys.executable, "-c", code], check=True)
     for name, obj in objs.items():
         assert (tmp_path / f"{name}.txt").read_text() == repr(obj)
+
+
+def test_amp_returns_the_zero_fixed_point():
+    # λ = 5 puts every eigenvalue under the threshold: S = 0 is the ERM minimiser (state
+    # evolution gives q = m = 0), a fixed point AMP must return instead of diverging
+    from skattn.amp import loss_gradient
+    from skattn.theory.channels import channel_for
+
+    d = 20
+    X, y = make_attention_indexed(120, d, n_tokens=2, target=WishartTarget(0.5),
+                                  random_state=0)
+    grad0 = loss_gradient(channel_for("softmax", 2), X, y, np.zeros((d, d)), 5.0)
+    assert np.linalg.eigvalsh(grad0).min() > 0  # KKT at S = 0, checked from the loss
+    est = AsymptoticPredictor(reg_lambda=5.0, target=WishartTarget(0.5)).fit(X, y)
+    assert est.converged_ and est.amp_result_.converged
+    assert np.array_equal(est.S_, np.zeros((d, d)))
+    assert est.kkt_residual_ <= 1e-10
+    assert est.state_.q == 0 and est.state_.m == 0
+    assert np.all(np.isfinite(est.predict(X)))

@@ -1,9 +1,11 @@
 """Resumable sweeps (skattn.sweep): backends, resume, kill-and-resume, truncated rows."""
 
 import csv
+import io
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -13,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-from skattn.sweep import SweepResult, read_sweep, row_key, run_sweep
+from skattn.sweep import SweepResult, export_sweep, read_sweep, row_key, run_sweep
 
 GRID = {"alpha": [0.5, 1.0, 2.0], "lam": [0.0, 0.1], "seed": [0, 1]}  # 12 rows
 
@@ -27,6 +29,12 @@ def fails_on_lam(alpha, lam, seed):
     if lam == 0.1 and seed == 1:
         raise RuntimeError(f"diverged at alpha={alpha}\nsecond line")
     return square(alpha, lam, seed)
+
+
+def _stored(path):
+    """``{key: attempts}`` of the rows of a SQLite sweep store, read with sqlite3 itself."""
+    with sqlite3.connect(path) as conn:
+        return dict(conn.execute("SELECT key, attempts FROM sweep_rows"))
 
 
 def _data_lines(path):
@@ -44,14 +52,12 @@ def _by_params(rows):
 
 @pytest.mark.parametrize("backend, n_jobs", [("sequential", 1), ("joblib", 2)])
 def test_every_row_written_once_and_rerun_skips(tmp_path, backend, n_jobs):
-    out = tmp_path / "sub" / "sweep.csv"
+    out = tmp_path / "sub" / "sweep.sqlite"
     res = run_sweep(square, GRID, output=out, backend=backend, n_jobs=n_jobs)
-    assert isinstance(res, SweepResult)
+    assert isinstance(res, SweepResult) and res.store == res.output == out
     assert (res.n_run, res.n_skipped, res.n_failed, res.n_ok) == (12, 0, 0, 12)
-    lines, tail = _data_lines(out)
-    assert len(lines) == 12 and tail == b""
-    keys = [next(csv.reader([ln.decode()]))[0] for ln in lines]
-    assert len(set(keys)) == 12
+    stored = _stored(out)
+    assert len(stored) == 12 and set(stored.values()) == {1}
 
     # rows come back in grid order with their types
     assert [(r["alpha"], r["lam"], r["seed"]) for r in res.rows] == [
@@ -73,12 +79,12 @@ def test_every_row_written_once_and_rerun_skips(tmp_path, backend, n_jobs):
     res2 = run_sweep(never, GRID, output=out, backend=backend, n_jobs=n_jobs)
     assert (res2.n_run, res2.n_skipped, res2.n_failed) == (0, 12, 0)
     assert _by_params(res2.rows) == _by_params(rows)
-    assert len(_data_lines(out)[0]) == 12
+    assert _stored(out) == stored
 
 
 @pytest.mark.parametrize("backend", ["sequential", "joblib"])
 def test_failed_rows_recorded_and_retried(tmp_path, backend):
-    out = tmp_path / "sweep.csv"
+    out = tmp_path / "sweep.db"
     res = run_sweep(fails_on_lam, GRID, output=out, backend=backend, n_jobs=2)
     assert (res.n_run, res.n_failed) == (12, 3)
     failed = [r for r in read_sweep(out) if r["status"] == "error"]
@@ -87,17 +93,18 @@ def test_failed_rows_recorded_and_retried(tmp_path, backend):
         assert r["error"].startswith("RuntimeError: diverged")
         assert "\\nsecond line" in r["error"]  # one physical line per record
         assert "err" not in r
-    assert len(_data_lines(out)[0]) == 12
+    assert len(_stored(out)) == 12
 
     res2 = run_sweep(square, GRID, output=out, backend=backend, n_jobs=2)
     assert (res2.n_run, res2.n_skipped, res2.n_failed) == (3, 9, 0)
     rows = read_sweep(out)
     assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
-    assert len(_data_lines(out)[0]) == 15  # the CSV keeps the failed attempts
+    attempts = sorted(_stored(out).values())
+    assert attempts == [1] * 9 + [2] * 3  # one row per key; the retries counted
 
 
 def test_bad_return_values_are_error_rows(tmp_path):
-    out = tmp_path / "sweep.csv"
+    out = tmp_path / "sweep.sqlite"
     grid = [{"kind": "none"}, {"kind": "list"}, {"kind": "clash"}, {"kind": "good"}]
 
     def func(kind):
@@ -115,18 +122,18 @@ def test_bad_return_values_are_error_rows(tmp_path):
 
 
 def test_resume_false_reruns_everything(tmp_path):
-    out = tmp_path / "sweep.csv"
+    out = tmp_path / "sweep.sqlite"
     run_sweep(square, GRID, output=out, backend="sequential")
     res = run_sweep(lambda alpha, lam, seed: {"err": -1.0}, GRID, output=out,
                     backend="sequential", resume=False)
     assert (res.n_run, res.n_skipped) == (12, 0)
-    assert len(_data_lines(out)[0]) == 24  # appended, nothing deleted
+    assert set(_stored(out).values()) == {2}  # every row rerun, each stored once
     rows = read_sweep(out)
     assert len(rows) == 12 and all(r["err"] == -1.0 and "n" not in r for r in rows)
 
 
 def test_grid_forms(tmp_path):
-    out = tmp_path / "sweep.csv"
+    out = tmp_path / "sweep.sqlite"
     grid = [{"a": np.array([1]), "h": [[8, 8]]},
             {"a": range(2, 3), "h": ([8, 8],)},  # grid dict; list-valued parameter
             {"a": 3, "h": "x"},  # explicit row
@@ -168,6 +175,19 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="not a skattn sweep file"):
         run_sweep(square, GRID, output=out)
     assert out.read_text() == "a,b\n1,2\n"  # untouched
+    assert not (tmp_path / "s.sqlite").exists()
+    # a store that is not a SQLite file, or a SQLite database of something else
+    (tmp_path / "t.sqlite").write_text("hello")
+    for call in (lambda: run_sweep(square, GRID, output=tmp_path / "t.sqlite"),
+                 lambda: read_sweep(tmp_path / "t.sqlite")):
+        with pytest.raises(ValueError, match="not a SQLite sweep store"):
+            call()
+    with sqlite3.connect(tmp_path / "other.db") as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(ValueError, match="not a skattn sweep store"):
+        run_sweep(square, GRID, output=tmp_path / "other.db")
+    with pytest.raises(ValueError, match="path must end in .csv or .parquet"):
+        export_sweep(tmp_path / "other.db", tmp_path / "x.sqlite")
 
 
 def test_truncated_and_corrupt_lines_are_ignored(tmp_path):
@@ -188,18 +208,25 @@ def test_truncated_and_corrupt_lines_are_ignored(tmp_path):
     assert "ignored a truncated last line" in messages[0]
     assert "ignored line 4 (expected 6 fields, got 3)" in messages[1]
 
+    # as a CSV of an earlier version (no store next to it): run_sweep imports the good
+    # rows into a new store, then rewrites the CSV from it
+    for file in tmp_path.glob("sweep.sqlite*"):
+        file.unlink()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = run_sweep(square, {"alpha": [0.5, 1.0, 2.0], "lam": [0.0], "seed": [0]},
                         output=out, backend="sequential")
-    assert len(caught) == 2
-    assert (res.n_skipped, res.n_run) == (2, 1)
-    data = out.read_bytes()
-    assert data.endswith(b"\n")  # the partial line was cut off before appending
-    assert data.count(b"\n") == 1 + 2 + 1 + 1  # header, 2 rows, bad line, new row
-    with pytest.warns(RuntimeWarning, match="line 4"):
+    assert sorted(w.category.__name__ for w in caught) == [
+        "RuntimeWarning", "RuntimeWarning", "UserWarning"]
+    assert any("imported 2 rows" in str(w.message) for w in caught)
+    assert (res.n_skipped, res.n_run) == (2, 1) and res.store == tmp_path / "sweep.sqlite"
+    lines, tail = _data_lines(out)
+    assert len(lines) == 3 and tail == b""  # a clean export: the bad lines are gone
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         rows = read_sweep(out)
     assert [r["alpha"] for r in rows] == [0.5, 1.0, 2.0]
+    assert read_sweep(res.store) == rows
 
     # a header cut by a crash before any row finished: repaired, not rejected
     out2 = tmp_path / "cut.csv"
@@ -209,127 +236,239 @@ def test_truncated_and_corrupt_lines_are_ignored(tmp_path):
     assert len(read_sweep(out2)) == 12
 
 
+BIG = 30 * 2 ** 20  # a 30 MB result string (the csv module stops at 131072 characters)
+
 _CHILD = textwrap.dedent("""
     import sys, time
     from skattn.sweep import run_sweep
 
     def slow(i, j):
         time.sleep(0.2)
-        return {"prod": i * j, "tag": f"{i}-{j}"}
+        return {"prod": i * j, "tag": f"{i}-{j}", "big": "x" * (BIG if i == 1 else 1)}
 
     run_sweep(slow, {"i": list(range(10)), "j": [1, 2, 3]}, output=sys.argv[1],
               backend="sequential")
-""")
+""").replace("BIG", str(BIG))
+
+_READER = textwrap.dedent("""
+    import json, os, sys
+    from skattn.sweep import read_sweep
+
+    out, stop, report = sys.argv[1:]
+    counts, errors = [], []
+    while not os.path.exists(stop):
+        try:
+            rows = read_sweep(out) if os.path.exists(out) else []
+        except Exception as exc:  # any failure to read is a failed test
+            errors.append(repr(exc))
+            continue
+        counts.append(len(rows))
+        for r in rows:
+            if r["status"] != "ok" or r["prod"] != r["i"] * r["j"] or (
+                    len(r["big"]) != (BIG if r["i"] == 1 else 1)):
+                errors.append(f"bad row {r['key']}")
+    json.dump({"counts": counts, "errors": errors}, open(report, "w"))
+""").replace("BIG", str(BIG))
+
+
+def _stored_rows(out):
+    with sqlite3.connect(out) as conn:
+        return conn.execute("SELECT key, status, error, wall_time, params, results, attempts "
+                            "FROM sweep_rows").fetchall()
 
 
 def test_kill_and_resume(tmp_path):
-    out = tmp_path / "killed.csv"
+    """SIGKILL while two other processes read: finished rows all kept, a resume runs only
+    the others, and every read saw a consistent prefix of the sweep."""
+    out = tmp_path / "killed.sqlite"
+    stop = tmp_path / "stop"
+    readers = [subprocess.Popen([sys.executable, "-c", _READER, str(out), str(stop),
+                                 str(tmp_path / f"reader{k}.json")],
+                                stderr=subprocess.PIPE) for k in range(2)]
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if out.exists() and out.read_bytes().count(b"\n") >= 1 + 4:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # past the 30 MB rows (i = 1), then kill
+            if out.exists() and len(read_sweep(out)) >= 7:
                 break
             assert proc.poll() is None, proc.stderr.read().decode()
-            time.sleep(0.02)
+            time.sleep(0.05)
         else:
-            pytest.fail("the sweep subprocess wrote no rows within 60 s")
+            pytest.fail("the sweep subprocess wrote too few rows within 120 s")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+        time.sleep(0.5)  # the readers keep reading the store left by the killed writer
+        stop.touch()
+        for reader in readers:
+            assert reader.wait(timeout=60) == 0, reader.stderr.read().decode()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+        stop.touch()
+        for p in (proc, *readers):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stderr.close()
     assert proc.returncode == -signal.SIGKILL
 
-    # every finished row in the file is intact; at most a partial last line
-    data = out.read_bytes()
-    complete = data[: data.rfind(b"\n") + 1]
-    records = list(csv.reader(complete.decode().splitlines()))[1:]
-    assert 4 <= len(records) < 30
-    for key, status, error, wall, params, results in records:
-        params, results = json.loads(params), json.loads(results)
-        assert status == "ok" and error == "" and float(wall) >= 0.19
-        assert key == row_key(params)
-        assert results == {"prod": params["i"] * params["j"],
-                           "tag": f"{params['i']}-{params['j']}"}
-    n_done = len(records)
+    for k in range(2):  # the readers never failed, and never saw a row vanish
+        report = json.loads((tmp_path / f"reader{k}.json").read_text())
+        assert report["errors"] == []
+        assert len(report["counts"]) >= 2 and report["counts"] == sorted(report["counts"])
 
-    res = run_sweep(lambda i, j: {"prod": i * j, "tag": f"{i}-{j}"},
-                    {"i": list(range(10)), "j": [1, 2, 3]}, output=out, backend="joblib")
-    assert (res.n_skipped, res.n_run, res.n_failed) == (n_done, 30 - n_done, 0)
+    records = _stored_rows(out)
+    assert 7 <= len(records) < 30
+    for key, status, error, wall, params, results, attempts in records:
+        params, results = json.loads(params), json.loads(results)
+        assert status == "ok" and error is None and wall >= 0.19 and attempts == 1
+        assert key == row_key(params)
+        assert results["prod"] == params["i"] * params["j"]
+        assert len(results["big"]) == (BIG if params["i"] == 1 else 1)
+    done = {key for key, *_ in records}
+
+    ran = []
+
+    def resume(i, j):
+        ran.append(row_key({"i": i, "j": j}))
+        return {"prod": i * j, "tag": f"{i}-{j}", "big": "x" * (BIG if i == 1 else 1)}
+
+    res = run_sweep(resume, {"i": list(range(10)), "j": [1, 2, 3]}, output=out,
+                    backend="sequential")
+    assert (res.n_skipped, res.n_run, res.n_failed) == (len(done), 30 - len(done), 0)
+    assert len(ran) == 30 - len(done) and not done & set(ran)  # only the unfinished rows
     rows = read_sweep(out)
     assert sorted((r["i"], r["j"]) for r in rows) == [(i, j) for i in range(10) for j in (1, 2, 3)]
     assert all(r["prod"] == r["i"] * r["j"] for r in rows)
-    lines, tail = _data_lines(out)
-    assert tail == b"" and len(lines) == 30  # each row exactly once in the file
+    assert len(_stored_rows(out)) == 30  # each row exactly once
+
+
+def test_long_fields_are_stored_once(tmp_path):
+    # the issue's example: a 20000-float parameter (> csv's 131072-character field limit)
+    grid = {"spec": [[0.001 * i for i in range(20000)]]}
+    for output in ("p.sqlite", "p.csv"):
+        calls = []
+
+        def func(spec):
+            calls.append(1)
+            return {"n": len(spec), "big": "y" * BIG}
+
+        for _ in range(3):
+            res = run_sweep(func, grid, output=tmp_path / output, backend="sequential")
+            rows = read_sweep(tmp_path / output)
+            assert len(rows) == 1 and rows[0]["n"] == 20000 and len(rows[0]["big"]) == BIG
+            assert rows[0]["spec"] == grid["spec"][0]
+        assert len(calls) == 1 if output == "p.sqlite" else not calls  # same store p.sqlite
+        assert res.n_skipped == 1
+    assert len(_stored(tmp_path / "p.sqlite")) == 1
+
+
+def test_legacy_csv_is_migrated_and_exported(tmp_path):
+    legacy = tmp_path / "old.csv"
+    rec = ["", "ok", "", "0.5", json.dumps({"a": 1}), json.dumps({"b": 2})]
+    rec[0] = row_key({"a": 1})
+    legacy.write_text("key,status,error,wall_time,params,results\n"
+                      + ",".join(csv_quote(f) for f in rec) + "\n")
+    with pytest.warns(UserWarning, match=r"imported 1 rows .*old\.sqlite"):
+        res = run_sweep(lambda a: {"b": 2 * a}, {"a": [1, 2]}, output=legacy,
+                        backend="sequential")
+    assert (res.n_skipped, res.n_run) == (1, 1) and res.store == tmp_path / "old.sqlite"
+    assert [r["b"] for r in read_sweep(legacy)] == [2, 4]
+    assert read_sweep(legacy) == read_sweep(res.store)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing new to import: no warning
+        assert run_sweep(lambda a: {"b": 0}, {"a": [1, 2]}, output=legacy).n_run == 0
+    assert export_sweep(res.store, tmp_path / "copy.csv") == 2
+    assert read_sweep(tmp_path / "copy.csv") == read_sweep(res.store)
+
+
+def csv_quote(field):
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow([field])
+    return buf.getvalue()
 
 
 def test_second_writer_is_refused(tmp_path):
     pytest.importorskip("fcntl")
-    out = tmp_path / "sweep.csv"
+    out = tmp_path / "sweep.sqlite"
 
     def nested(alpha, lam, seed):
-        with pytest.raises(RuntimeError, match="locked"):
+        with pytest.raises(RuntimeError, match=r"sweep\.sqlite.* locked"):
             run_sweep(square, GRID, output=out, backend="sequential")
+        # a reader is welcome meanwhile
+        assert [r["x"] for r in read_sweep(out)] == [0]
         return {"x": 1}
 
+    run_sweep(lambda alpha, lam, seed: {"x": 0}, [{"alpha": 0.0, "lam": 0.0, "seed": 0}],
+              output=out, backend="sequential")
     res = run_sweep(nested, [{"alpha": 1.0, "lam": 0.0, "seed": 0}], output=out,
                     backend="sequential")
     assert res.n_failed == 0
 
 
 def test_progress_bar(tmp_path, capsys):
-    run_sweep(square, GRID, output=tmp_path / "s.csv", backend="sequential", verbose=1)
+    run_sweep(square, GRID, output=tmp_path / "s.sqlite", backend="sequential", verbose=1)
     assert "12/12" in capsys.readouterr().err
 
 
 def test_parquet_output(tmp_path):
-    pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
     out = tmp_path / "sweep.parquet"
     res = run_sweep(fails_on_lam, GRID, output=out, backend="joblib", n_jobs=2)
-    assert (res.n_run, res.n_failed) == (12, 3)
-    assert len(list(out.glob("*.parquet"))) == 12
-    assert not list(out.glob(".*.tmp"))
+    assert (res.n_run, res.n_failed) == (12, 3) and res.store == tmp_path / "sweep.sqlite"
+    assert [p.name for p in out.iterdir()] == ["sweep.parquet"]  # no temporary files left
+    assert pq.read_table(out).num_rows == 12  # a plain Parquet dataset for other tools
     res2 = run_sweep(square, GRID, output=out, backend="sequential")
     assert (res2.n_run, res2.n_skipped) == (3, 9)
     rows = read_sweep(out)
     assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
-    assert _by_params(rows) == _by_params(res2.rows)
+    assert _by_params(rows) == _by_params(res2.rows) == _by_params(read_sweep(res.store))
     assert type(rows[0]["n"]) is int and type(rows[0]["ok"]) is bool
-    # a stale temporary file of a killed writer is ignored, then cleaned up
-    (out / ".deadbeef.0.tmp").write_bytes(b"PAR1 partial")
-    assert len(read_sweep(out)) == 12
-    assert run_sweep(square, GRID, output=out, backend="sequential").n_skipped == 12
-    assert not list(out.glob(".*.tmp"))
+
+    # a directory of one-row files written by earlier versions is migrated
+    legacy = tmp_path / "legacy.parquet"
+    legacy.mkdir()
+    for a in (1, 2):
+        params = {"a": a}
+        table = pa.table({"key": [row_key(params)], "status": ["ok"], "error": [None],
+                          "wall_time": [0.1], "params": [json.dumps(params)],
+                          "results": [json.dumps({"b": 10 * a})]})
+        pq.write_table(table, legacy / f"{row_key(params)}.parquet")
+    (legacy / ".deadbeef.0.tmp").write_bytes(b"PAR1 partial")  # a killed writer's leftover
+    assert [r["b"] for r in read_sweep(legacy)] == [10, 20]
+    with pytest.warns(UserWarning, match="imported 2 rows"):
+        res3 = run_sweep(lambda a: {"b": 10 * a}, {"a": [1, 2, 3]}, output=legacy,
+                         backend="sequential")
+    assert (res3.n_skipped, res3.n_run) == (2, 1)
+    assert sorted(r["b"] for r in read_sweep(legacy)) == [10, 20, 30]
+    assert sorted(r["b"] for r in read_sweep(res3.store)) == [10, 20, 30]
 
 
 def test_dask_local_cluster_matches_joblib(tmp_path):
     pytest.importorskip("distributed")
-    ref = run_sweep(fails_on_lam, GRID, output=tmp_path / "joblib.csv", backend="joblib",
+    ref = run_sweep(fails_on_lam, GRID, output=tmp_path / "joblib.sqlite", backend="joblib",
                     n_jobs=2)
-    res = run_sweep(fails_on_lam, GRID, output=tmp_path / "dask.csv", backend="dask",
+    res = run_sweep(fails_on_lam, GRID, output=tmp_path / "dask.sqlite", backend="dask",
                     n_jobs=2)
     assert (res.n_run, res.n_failed) == (ref.n_run, ref.n_failed) == (12, 3)
 
     def strip(rows):
         return {r["key"]: {k: v for k, v in r.items() if k != "wall_time"} for r in rows}
 
-    assert strip(read_sweep(tmp_path / "dask.csv")) == strip(read_sweep(tmp_path / "joblib.csv"))
+    assert strip(read_sweep(tmp_path / "dask.sqlite")) == strip(read_sweep(tmp_path / "joblib.sqlite"))
     assert strip(res.rows) == strip(ref.rows)
     # resume on a running cluster given by its address
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=2,
                                   dashboard_address=None) as cluster:
-        res2 = run_sweep(square, GRID, output=tmp_path / "dask.csv", backend="dask",
+        res2 = run_sweep(square, GRID, output=tmp_path / "dask.sqlite", backend="dask",
                          scheduler_address=cluster.scheduler_address)
     assert (res2.n_run, res2.n_skipped, res2.n_failed) == (3, 9, 0)
-    assert all(r["status"] == "ok" for r in read_sweep(tmp_path / "dask.csv"))
+    assert all(r["status"] == "ok" for r in read_sweep(tmp_path / "dask.sqlite"))
 
 
 def test_dask_missing_is_a_clear_import_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(ImportError, match="dask"):
-        run_sweep(square, GRID, output=tmp_path / "s.csv", backend="dask")
+        run_sweep(square, GRID, output=tmp_path / "s.sqlite", backend="dask")

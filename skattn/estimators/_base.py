@@ -160,9 +160,8 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         self._store_result(module, result, fitted, previous_curve)
         if not result.converged:
             warnings.warn(
-                f"{type(self).__name__}: the {self.solver} solver reached max_iter="
-                f"{self.max_iter} before the relative objective change stayed below tol="
-                f"{self.tol:g} for {self.n_iter_no_change} iterations. Increase max_iter"
+                f"{type(self).__name__}: the {self.solver} solver {result.message}. "
+                "Increase max_iter"
                 + (" or use solver='lbfgs'" if self.solver == "adam" else "") + ".",
                 ConvergenceWarning)
         return self

@@ -3,11 +3,25 @@
 :func:`train` runs Adam (full batch or minibatch) or torch's L-BFGS with a strong-Wolfe
 line search on a module of :mod:`skattn.nn.modules`, stopping when the relative change
 of the objective stays below ``tol`` for ``n_iter_no_change`` consecutive iterations.
+
+Stopping is not convergence: a step size that has collapsed (Adam after many ``lr_decay``
+shrinks, an L-BFGS line search that fails) also stops the objective from changing. A run
+counts as converged only when, at the parameters it returns, the *relative gradient norm*
+
+    ``r = ‖∇L(θ)‖ · max(‖θ‖, ‖θ₀‖) / max(|L(θ₀)|, |L(θ)|)``
+
+is at most ``gtol`` (default ``10·√tol``). ``r`` is the first-order change of the objective,
+relative to its scale, under a relative change of order one of the parameters; it is
+invariant to rescaling the objective. Near a minimum ``L − L* ≈ ½ gᵀH⁻¹g``, so an objective
+settled to a relative ``tol`` leaves ``r`` of order ``√tol``; the factor 10 is slack for the
+conditioning. Measured on the test problems: ≤ 1.4e-3 for fits that reach the L-BFGS
+minimum, ≥ 5 for Adam runs stuck far from it.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,11 +72,16 @@ class TrainingResult:
     n_iter : int
         Number of iterations run.
     converged : bool
-        True when the stopping rule on the relative objective change was met.
+        True when the run stopped on the objective-change rule *and* the relative gradient
+        norm at the returned parameters is at most ``gtol`` (see the module docstring).
     solver : str
     n_evaluations : int
         Objective-and-gradient evaluations over the full data set (minibatch steps count
         as fractions).
+    relative_gradient_norm : float
+        ``r`` at the returned parameters (NaN when training diverged).
+    message : str
+        Why training stopped, in words.
     """
 
     objective_history: np.ndarray
@@ -74,6 +93,8 @@ class TrainingResult:
     converged: bool
     solver: str
     n_evaluations: float = 0.0
+    relative_gradient_norm: float = float("nan")
+    message: str = ""
 
     @property
     def train_error(self):
@@ -89,6 +110,19 @@ def _restore(params, snapshot):
     with torch.no_grad():
         for p, s in zip(params, snapshot):
             p.copy_(s)
+
+
+def _norm(params):
+    with torch.no_grad():
+        return math.sqrt(sum(float(torch.sum(p * p)) for p in params))
+
+
+def _gradient_norm(objective_and_grad, params):
+    objective_and_grad()
+    norm = math.sqrt(sum(float(torch.sum(p.grad * p.grad)) for p in params))
+    for p in params:
+        p.grad = None
+    return norm
 
 
 def _divergence_message(solver, it, lr, dtype):
@@ -109,7 +143,7 @@ def _divergence_message(solver, it, lr, dtype):
 
 def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.1,
           max_iter=5000, tol=1e-6, n_iter_no_change=10, batch_size=None,
-          random_state=None, verbose=0, lr_decay=0.7):
+          random_state=None, verbose=0, lr_decay=0.7, gtol=None):
     """Minimise ``Σ_μ ℓ_μ + reg_lambda · module.penalty()`` in place.
 
     Parameters
@@ -143,6 +177,9 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
         Adam's step size is multiplied by ``lr_decay`` whenever the full objective
         increases from one iteration to the next (1.0 disables it). Adam also returns the
         best iterate seen, not the last.
+    gtol : float or None, default=None
+        Largest relative gradient norm (module docstring) at which a run that stopped
+        counts as converged; None means ``10 * sqrt(tol)``.
 
     Returns
     -------
@@ -156,6 +193,11 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}.")
+    if gtol is None:
+        gtol = 10.0 * math.sqrt(tol)
+    elif (isinstance(gtol, bool) or not isinstance(gtol, numbers.Real)
+          or not 0 < gtol < math.inf):
+        raise ValueError(f"gtol must be a positive float or None, got {gtol!r}.")
     params = [p for p in module.parameters() if p.requires_grad]
     n = X.shape[0]
     d = module.n_features
@@ -191,8 +233,9 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
                        for s in range(0, n, chunk))
             return float(data + lam * module.penalty())
 
+    initial_norm = _norm(params)
     history = []
-    converged = False
+    stopped = False  # the objective-change rule was met (convergence is decided after)
     no_change = 0
     last_good = _snapshot(params)
 
@@ -203,7 +246,8 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
                        for s in range(0, n, chunk))
         hist = np.asarray(history, dtype=float)
         res = TrainingResult(hist, initial, hist[-1] if len(hist) else initial, data, n,
-                             len(hist), False, solver, n_evals)
+                             len(hist), False, solver, n_evals,
+                             message=f"diverged at iteration {it}")
         return TrainingDivergedError(
             _divergence_message(solver, it, learning_rate_init, X.dtype), res)
 
@@ -287,12 +331,12 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
                 bar.set_postfix({"objective/d²": f"{L / d ** 2:.6g}", "rel.change": f"{rel:.1e}"},
                                 refresh=False)
             if no_change >= n_iter_no_change:
-                converged = True
+                stopped = True
                 break
     finally:
         if verbose > 0 and history:
             bar.set_postfix({"objective/d²": f"{history[-1] / d ** 2:.6g}",
-                             "converged": converged})
+                             "stopped": stopped})
         bar.close()
 
     final = history[-1] if history else initial
@@ -302,5 +346,19 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
     with torch.no_grad():
         data = sum(module.data_loss(X[s:s + chunk], y[s:s + chunk]).item()
                    for s in range(0, n, chunk))
+    grad_norm = _gradient_norm(objective_and_grad, params)
+    n_evals += 1
+    scale = max(_norm(params), initial_norm) or 1.0
+    rel_grad = grad_norm * scale / max(abs(initial), abs(final), np.finfo(float).tiny)
+    if not stopped:
+        message = (f"reached max_iter={max_iter} before the relative objective change stayed "
+                   f"below tol={tol:g} for {n_iter_no_change} iterations")
+    elif rel_grad <= gtol:
+        message = f"converged (relative gradient norm {rel_grad:.2e} <= gtol={gtol:.2e})"
+    else:
+        message = (f"stalled: the objective stopped changing after {len(history)} iterations "
+                   f"but the relative gradient norm is {rel_grad:.2e} > gtol={gtol:.2e} "
+                   "(a collapsed step, not a minimum)")
+    converged = stopped and rel_grad <= gtol
     return TrainingResult(np.asarray(history, dtype=float), initial, final, data, n, len(history),
-                          converged, solver, n_evals)
+                          converged, solver, n_evals, rel_grad, message)
