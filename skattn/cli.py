@@ -1,4 +1,4 @@
-"""The ``skattn`` command line: demo, theory, simulate, figure and sweep.
+"""The ``skattn`` command line: demo, theory, simulate, figure, sweep, phase-diagram, validate.
 
 Run ``skattn --help`` (or ``python -m skattn --help``) for the list of commands and
 ``skattn COMMAND --help`` for their options. Every numeric or categorical parameter of
@@ -456,6 +456,61 @@ def cmd_sweep(args):
 
 
 # ----------------------------------------------------------------------------------------
+# phase diagram
+# ----------------------------------------------------------------------------------------
+
+def cmd_phase_diagram(args):
+    names = [n for n in _theory_param_names() if n != "reg_lambda"]
+    groups = _param_grid(args, names)
+    if len(groups) != 1:
+        raise CLIError("phase-diagram: only --alpha and --reg-lambda may be lists; give one "
+                       "value for every other parameter")
+    try:
+        diagram = phase_diagram(groups[0], args.alpha, args.reg_lambda, n_nodes=args.n_nodes,
+                                tol=args.tol, max_iter=args.max_iter, n_jobs=args.n_jobs,
+                                verbose=not args.quiet)
+    except (ValueError, TypeError) as exc:
+        raise _user_error(exc) from None
+    rows = phase_diagram_rows(diagram)
+    _write(format_rows(rows, list(PHASE_DIAGRAM_COLUMNS), args.format), args.output)
+    if args.figure:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        diagram.plot(ax, quantity=args.quantity)
+        ax.set_title(f"{args.quantity}, T = {groups[0]['n_tokens']}, "
+                     f"{groups[0]['attention']}")
+        fig.savefig(args.figure, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        print(f"wrote {args.figure}", file=sys.stderr)
+    bad = int((~diagram.converged).sum())
+    if bad:
+        print(f"warning: {bad} of {diagram.converged.size} points did not converge (NaN "
+              f"in the output; see the 'converged' column)", file=sys.stderr)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------
+# validation grid
+# ----------------------------------------------------------------------------------------
+
+def cmd_validate(args):
+    from .validation_grid import main as validation_main
+
+    argv = ["--output", args.output, "--n-seeds", str(args.n_seeds), "--backend",
+            args.backend, "--n-jobs", str(args.n_jobs)]
+    if args.d:
+        argv += ["--d", *map(str, args.d)]
+    if args.labels:
+        argv += ["--labels", *args.labels]
+    if args.no_same_instance_se:
+        argv.append("--no-same-instance-se")
+    return validation_main(argv)
+
+
+# ----------------------------------------------------------------------------------------
 # parser and entry point
 # ----------------------------------------------------------------------------------------
 
@@ -504,6 +559,25 @@ _DESC_SWEEP = (
     "Like 'skattn theory' but each point is solved independently (no warm start) and "
     "written to --output as soon as it finishes (skattn.sweep.run_sweep); rerunning "
     "skips finished rows."
+)
+
+
+_DESC_PHASE_DIAGRAM = (
+    "Solve the state evolution on the grid --alpha × --reg-lambda (each λ row is a "
+    "warm-started α path; rows run in parallel with --n-jobs) and print one row per "
+    "point; --figure draws it."
+)
+
+_EPILOG_PHASE_DIAGRAM = """examples:
+  skattn phase-diagram --alpha 0.05:1:32 --reg-lambda 1e-3:1:16:log --n-jobs 2 -o pd.csv \\
+      --format csv --figure pd.png
+"""
+
+_DESC_VALIDATE = (
+    "Train estimators at several d on the validation grid of configurations, extrapolate "
+    "d → ∞ (skattn.finite_size) and compare with the state evolution; writes a table and "
+    "a figure next to --output. Long (tens of minutes on 2 cores) and resumable: rerun "
+    "to continue."
 )
 
 
@@ -633,6 +707,45 @@ def build_parser():
                    help="run every row again (rows are appended; the latest wins)")
     g.add_argument("--verbose", "-v", action="count", default=0, help="progress bar")
     p.set_defaults(func=cmd_sweep)
+
+    # phase diagram
+    p = sub.add_parser("phase-diagram", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       help="state evolution over an α × λ grid (warm-started rows)",
+                       description=_desc(_DESC_PHASE_DIAGRAM), epilog=_EPILOG_PHASE_DIAGRAM)
+    _add_model_params(p, alpha_required=True, n_features_default=[None],
+                      n_features_help="'inf' for the continuum (default) or a dimension d")
+    _add_solver_options(p)
+    p.add_argument("--n-jobs", type=_nonzero_int, default=1,
+                   help="parallel λ rows (joblib processes; -1: all CPUs; default: 1)")
+    p.add_argument("--figure", default=None, metavar="PNG",
+                   help="also draw the diagram into this PNG file")
+    p.add_argument("--quantity", default="test_error",
+                   choices=PHASE_DIAGRAM_COLUMNS[2:-1],
+                   help="quantity drawn by --figure (default: test_error)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _add_output_options(p)
+    p.set_defaults(func=cmd_phase_diagram)
+
+    # validation grid
+    p = sub.add_parser("validate", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       help="theory against simulations on the validation grid (long; "
+                            "resumable)",
+                       description=_desc(_DESC_VALIDATE))
+    p.add_argument("--output", "-o", default="validate.sqlite", metavar="FILE",
+                   help="sweep store, resumed when it exists (default: validate.sqlite)")
+    p.add_argument("--d", type=_int_list, default=None,
+                   help="token dimensions, >= 3 distinct values >= 8 (default: 40,60,80,100)")
+    p.add_argument("--n-seeds", type=_positive_int, default=3,
+                   help="seeds per dimension (default: 3)")
+    p.add_argument("--backend", choices=("joblib", "sequential", "dask"), default="joblib",
+                   help="execution backend (default: joblib)")
+    p.add_argument("--n-jobs", type=_nonzero_int, default=2,
+                   help="parallel fits (default: 2)")
+    p.add_argument("--labels", type=_split, default=None,
+                   help="comma list: run only configurations whose label contains one")
+    p.add_argument("--no-same-instance-se", action="store_true",
+                   help="skip the per-teacher finite-d state evolution (about half the time)")
+    p.set_defaults(func=cmd_validate)
     return parser
 
 
@@ -668,7 +781,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - a command line prints one line, never a trace
         if args.debug:
             raise
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
