@@ -301,8 +301,10 @@ def cmd_theory(args):
     _check_columns(args, all_columns)
     groups = _param_grid(args, names)
     try:
+        # a curve of several points shows its progress unless --quiet
+        show = not args.quiet and (args.verbose or len(groups) * len(set(args.alpha)) > 1)
         rows = theory_rows(groups, args.alpha, n_nodes=args.n_nodes, tol=args.tol,
-                           max_iter=args.max_iter, n_jobs=args.n_jobs, verbose=args.verbose)
+                           max_iter=args.max_iter, n_jobs=args.n_jobs, verbose=int(show))
     except (ValueError, TypeError) as exc:
         raise _user_error(exc) from None
     columns = _choose_columns(rows, all_columns, args,
@@ -634,7 +636,10 @@ def build_parser():
     _add_solver_options(p)
     p.add_argument("--n-jobs", type=_nonzero_int, default=None,
                    help="parallel chunks of each α curve (joblib)")
-    p.add_argument("--verbose", "-v", action="count", default=0, help="progress bar")
+    p.add_argument("--verbose", "-v", action="count", default=0,
+                   help="progress bar also for a single point")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress bar (shown by default for several points)")
     _add_output_options(p)
     p.set_defaults(func=cmd_theory)
 
@@ -651,8 +656,8 @@ def build_parser():
                    help="comma list of: tied (TiedAttentionRegressor), direct "
                         "(DirectAttentionRegressor), amp (AsymptoticPredictor) "
                         "(default: tied)")
-    g.add_argument("--solver", choices=("adam", "lbfgs"), default="adam",
-                   help="optimiser of tied/direct (default: adam)")
+    g.add_argument("--solver", choices=("lbfgs", "adam"), default="lbfgs",
+                   help="optimiser of tied/direct (default: lbfgs, as the estimators)")
     g.add_argument("--max-iter", type=_positive_int, default=5000,
                    help="maximum optimiser iterations (default: 5000)")
     sg = g.add_mutually_exclusive_group()
