@@ -377,60 +377,42 @@ def cmd_demo(args):
 # figure
 # ----------------------------------------------------------------------------------------
 
-def _examples_dir():
-    candidates = []
-    if os.environ.get("SKATTN_EXAMPLES_DIR"):
-        candidates.append(Path(os.environ["SKATTN_EXAMPLES_DIR"]))
-    candidates += [Path(__file__).resolve().parents[1] / "examples", Path.cwd() / "examples"]
-    for c in candidates:
-        if c.is_dir() and any(c.glob("plot_*.py")):
-            return c
-    raise CLIError("no examples/ directory found (the figures ship with the source "
-                   "checkout); set SKATTN_EXAMPLES_DIR to the folder of plot_*.py scripts")
-
-
-def _example_names(directory):
-    return {p.stem[len("plot_"):]: p for p in sorted(directory.glob("plot_*.py"))}
-
-
-def _example_title(path):
-    try:
-        for line in path.read_text().splitlines()[1:6]:
-            line = line.strip()
-            if line and not set(line) <= set("=-~"):
-                return line
-    except OSError:  # pragma: no cover
-        pass
-    return ""
+def _figure_name(raw, names):
+    """The registry name for NAME, also accepting ``plot_NAME.py`` and dashes."""
+    key = raw[:-3] if raw.endswith(".py") else raw
+    key = key[len("plot_"):] if key.startswith("plot_") else key
+    key = key.replace("-", "_")
+    if key not in names:
+        raise CLIError(f"unknown figure {raw!r}; available: {', '.join(names)} (or 'all')")
+    return key
 
 
 def cmd_figure(args):
-    directory = _examples_dir()
-    names = _example_names(directory)
+    from .figures import list_figures, render
+
+    names = list_figures()
     if args.list or args.name is None:
         if args.name is None and not args.list:
             raise CLIError("give a figure NAME or --list; available: " + ", ".join(names))
         width = max(map(len, names), default=0)
-        for name, path in names.items():
-            print(f"{name.ljust(width)}  {_example_title(path)}")
+        for name, title in names.items():
+            print(f"{name.ljust(width)}  {title}")
         return 0
-    wanted = list(names) if args.name == "all" else [args.name]
-    for raw in wanted:
-        key = raw[:-3] if raw.endswith(".py") else raw
-        key = key[len("plot_"):] if key.startswith("plot_") else key
-        key = key.replace("-", "_")
-        if key not in names:
-            raise CLIError(f"unknown figure {raw!r}; available: {', '.join(names)} (or 'all')")
-        env = dict(os.environ)
-        out = os.path.abspath(args.out)
-        os.makedirs(out, exist_ok=True)
-        env["SKATTN_FIGURE_DIR"] = out
-        env.setdefault("MPLBACKEND", "Agg")
-        print(f"running {names[key].name} → {out}", file=sys.stderr, flush=True)
+    wanted = list(names) if args.name == "all" else [_figure_name(args.name, names)]
+    import matplotlib
+    if not os.environ.get("MPLBACKEND"):
+        matplotlib.use("Agg")  # the figures go to files; never open a window
+    log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if args.verbose else None
+    for key in wanted:
+        print(f"drawing {key}{' (quick)' if args.quick else ''}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        rc = subprocess.call([sys.executable, str(names[key])], env=env, cwd=out)
-        if rc != 0:
-            raise CLIError(f"{names[key].name} failed with exit status {rc}")
+        try:
+            # out_dir=None lets render fall back to $SKATTN_FIGURE_DIR, then the cwd
+            paths = render(key, out_dir=args.out, quick=args.quick, log=log)
+        except Exception as exc:  # one line per failed figure; --debug shows the traceback
+            raise CLIError(f"figure {key!r} failed: {type(exc).__name__}: {exc}") from exc
+        for path in paths:
+            print(path)
         print(f"done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return 0
 
@@ -553,8 +535,10 @@ _DESC_SIMULATE = (
 )
 
 _DESC_FIGURE = (
-    "Run the example script examples/plot_NAME.py, which saves its PNG(s) in --out. "
-    "'skattn figure --list' shows the available names; NAME 'all' runs every one."
+    "Compute and draw a gallery figure (skattn.figures; no source checkout needed) and "
+    "print the paths of its PNG(s). They go to --out if given, else to $SKATTN_FIGURE_DIR "
+    "if set, else to the current directory. 'skattn figure --list' shows the available "
+    "names; NAME 'all' draws every one."
 )
 
 _DESC_SWEEP = (
@@ -684,14 +668,19 @@ def build_parser():
 
     # figure
     p = sub.add_parser("figure", formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="regenerate a gallery figure (runs examples/plot_NAME.py)",
+                       help="draw a gallery figure (skattn.figures) into PNG files",
                        description=_desc(_DESC_FIGURE))
     p.add_argument("name", nargs="?", default=None, metavar="NAME",
-                   help="figure name, e.g. error_vs_alpha (or plot_error_vs_alpha.py)")
+                   help="figure name, e.g. error_vs_alpha (or plot_error_vs_alpha.py), "
+                        "or 'all'")
     p.add_argument("--list", action="store_true", help="list the available figures")
-    p.add_argument("--out", default="out", metavar="DIR",
-                   help="directory for the PNGs, passed to the script as "
-                        "SKATTN_FIGURE_DIR (default: out)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="directory for the PNGs (default: $SKATTN_FIGURE_DIR if set, "
+                        "else the current directory)")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller dimensions and grids: seconds to a minute per figure")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="progress messages of the figure on stderr")
     p.set_defaults(func=cmd_figure)
 
     # sweep

@@ -231,42 +231,83 @@ def test_sweep_resumes(capsys, tmp_path):
 
 # ---------------------------------------------------------------------------- figure
 @pytest.fixture
-def fake_examples(tmp_path, monkeypatch):
-    ex = tmp_path / "examples"
-    ex.mkdir()
-    (ex / "plot_hello.py").write_text(
-        '"""\nHello figure\n============\n"""\nimport os\n'
-        'open(os.path.join(os.environ["SKATTN_FIGURE_DIR"], "hello.txt"), "w").write("hi")\n')
-    (ex / "plot_broken.py").write_text('"""\nBroken\n======\n"""\nraise SystemExit(3)\n')
-    monkeypatch.setenv("SKATTN_EXAMPLES_DIR", str(ex))
-    return ex
+def fake_figures(monkeypatch):
+    """Two cheap figures in place of the real ones: one writes a file, one fails."""
+    import skattn.figures as figures
+
+    calls = []
+
+    def fake_render(name, out_dir=None, *, quick=False, log=None, close=True):
+        calls.append(dict(name=name, out_dir=out_dir, quick=quick))
+        if name == "broken":
+            raise RuntimeError("boom")
+        directory = out_dir or os.environ.get("SKATTN_FIGURE_DIR") or os.getcwd()
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"{name}.txt")
+        Path(path).write_text("hi")
+        return [path]
+
+    monkeypatch.setattr(figures, "list_figures",
+                        lambda: {"broken": "Broken", "hello": "Hello figure"})
+    monkeypatch.setattr(figures, "render", fake_render)
+    return calls
 
 
-def test_figure_list(capsys, fake_examples):
+def test_figure_list(capsys, fake_figures):
     code, out, _ = run(capsys, "figure", "--list")
     assert code == 0
     assert "hello" in out and "Hello figure" in out and "broken" in out
 
 
-def test_figure_runs_script(capsys, fake_examples, tmp_path):
+def test_figure_renders_into_out(capsys, fake_figures, tmp_path):
     out_dir = tmp_path / "figs"
-    code, _, err = run(capsys, "figure", "plot_hello.py", "--out", str(out_dir))
+    code, out, err = run(capsys, "figure", "plot_hello.py", "--out", str(out_dir), "--quick")
     assert code == 0, err
     assert (out_dir / "hello.txt").read_text() == "hi"
+    assert out.strip() == str(out_dir / "hello.txt")
+    assert fake_figures == [dict(name="hello", out_dir=str(out_dir), quick=True)]
 
 
-def test_figure_failure_is_reported(capsys, fake_examples, tmp_path):
+def test_figure_out_overrides_variable_which_overrides_cwd(capsys, fake_figures, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SKATTN_FIGURE_DIR", raising=False)
+    assert run(capsys, "figure", "hello")[0] == 0
+    assert (tmp_path / "hello.txt").exists()
+    monkeypatch.setenv("SKATTN_FIGURE_DIR", str(tmp_path / "env"))
+    assert run(capsys, "figure", "hello")[0] == 0
+    assert (tmp_path / "env" / "hello.txt").exists()
+    assert run(capsys, "figure", "hello", "--out", str(tmp_path / "opt"))[0] == 0
+    assert (tmp_path / "opt" / "hello.txt").exists()
+
+
+def test_figure_failure_is_reported(capsys, fake_figures, tmp_path):
     code, _, err = run(capsys, "figure", "broken", "--out", str(tmp_path))
     assert code == 1
-    assert "exit status 3" in err.strip().splitlines()[-1]
+    assert "RuntimeError: boom" in err.strip().splitlines()[-1]
 
 
-def test_real_examples_are_listed(capsys, monkeypatch):
-    monkeypatch.delenv("SKATTN_EXAMPLES_DIR", raising=False)
+def test_figure_help_states_the_output_rule(capsys):
+    code, out, _ = run(capsys, "figure", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "--out if given, else to $SKATTN_FIGURE_DIR if set, else to the current" in text
+
+
+def test_real_figures_are_listed_without_a_checkout(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no examples/ directory here
     code, out, _ = run(capsys, "figure", "--list")
     assert code == 0
     names = [line.split()[0] for line in out.splitlines()]
     assert "error_vs_alpha" in names and "spectra" in names
+
+
+def test_real_figure_renders_in_process(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SKATTN_FIGURE_DIR", str(tmp_path / "env"))
+    code, out, err = run(capsys, "figure", "thresholds", "--quick")
+    assert code == 0, err
+    assert out.strip() == str(tmp_path / "env" / "thresholds.png")
 
 
 def test_examples_have_gallery_headers():
