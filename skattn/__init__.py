@@ -23,8 +23,9 @@ _LAZY = {
     "solve_state_evolution": "skattn.theory",
     "state_evolution_curve": "skattn.theory",
 }
-_SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "sweep", "scaling",
-               "plotting", "cli")
+_SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "parallel", "sweep",
+               "scaling", "experiments", "reporting", "demo", "finite_size", "validation_grid",
+               "plotting", "figures", "cli")
 
 __all__ = sorted(_LAZY) + ["metrics", "theory", "__version__"]
 
