@@ -41,7 +41,8 @@ def _resolve_device(device, owner):
 
 
 class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
-    """Base class: fit single-head tied attention with torch (THEORY.md §2).
+    """Base class: fit attention (tied, untied, one or several heads) with torch
+    (THEORY.md §2).
 
     Declares the training parameters shared by the torch regressors (``solver``,
     ``learning_rate_init``, ``n_iter_no_change``, ``batch_size``, ``init_scale``,
