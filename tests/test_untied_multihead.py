@@ -17,7 +17,7 @@ from skattn import TiedAttentionRegressor, UntiedAttentionRegressor, make_attent
 from skattn.data import WishartTarget
 from skattn.data import attention_map as np_attention_map
 from skattn.data import preactivation as np_preactivation
-from skattn.nn import FactoredAttention, UntiedAttention
+from skattn.nn import FactoredAttention, UntiedAttention, train
 from skattn.nn import functional as F
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
@@ -192,6 +192,13 @@ def test_n_heads_one_is_the_single_head_estimator(data):
     assert default.W_.shape == (8, 8) and default.S_.shape == (8, 8)
     np.testing.assert_array_equal(explicit.S_, default.S_)
     np.testing.assert_array_equal(explicit.predict(X), default.predict(X))
+    # the same fit done by hand with the single-head module and the training loop
+    rng = np.random.RandomState(0)
+    module = FactoredAttention(8, 8, W=rng.standard_normal((8, 8)), dtype=torch.float32)
+    train(module, torch.as_tensor(X, dtype=torch.float32),
+          torch.as_tensor(y, dtype=torch.float32), reg_lambda=default.reg_lambda,
+          max_iter=60, random_state=rng)
+    np.testing.assert_array_equal(default.W_, module.W.detach().double().numpy())
     np.testing.assert_allclose(default.head_spectra_[0],
                                np.sort(np.linalg.eigvalsh(default.S_))[::-1], atol=1e-12)
 
