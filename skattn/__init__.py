@@ -18,6 +18,7 @@ _LAZY = {
     "AttentionIndexedModel": "skattn.data",
     "make_attention_indexed": "skattn.data",
     "TiedAttentionRegressor": "skattn.estimators",
+    "UntiedAttentionRegressor": "skattn.estimators",
     "DirectAttentionRegressor": "skattn.estimators",
     "AsymptoticPredictor": "skattn.estimators",
     "solve_state_evolution": "skattn.theory",

@@ -12,7 +12,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skattn import DirectAttentionRegressor, TiedAttentionRegressor, make_attention_indexed
+from skattn import (
+    DirectAttentionRegressor,
+    TiedAttentionRegressor,
+    UntiedAttentionRegressor,
+    make_attention_indexed,
+)
 from skattn.metrics import attention_error_scorer
 
 # sklearn's checks feed 2-D X with one scalar target per sample. For linear attention that
@@ -68,6 +73,8 @@ _SMALL = dict(max_iter=30, random_state=0)
         DirectAttentionRegressor(attention="linear", **_SMALL),
         TiedAttentionRegressor(**_SMALL),
         DirectAttentionRegressor(**_SMALL),
+        UntiedAttentionRegressor(attention="linear", width=0.5, **_SMALL),
+        UntiedAttentionRegressor(n_heads=2, **_SMALL),
     ],
     expected_failed_checks=expected_failed_checks,
     xfail_strict=True,
@@ -84,7 +91,8 @@ def data():
     return X, y
 
 
-@pytest.mark.parametrize("Est", [TiedAttentionRegressor, DirectAttentionRegressor])
+@pytest.mark.parametrize("Est", [TiedAttentionRegressor, DirectAttentionRegressor,
+                                 UntiedAttentionRegressor])
 def test_clone_get_set_params(Est):
     est = Est(reg_lambda=0.3, solver="adam", random_state=1)
     params = est.get_params()
@@ -93,8 +101,8 @@ def test_clone_get_set_params(Est):
     assert c is not est and c.get_params() == params
     c.set_params(reg_lambda=0.7, beta=2.0)
     assert c.reg_lambda == 0.7 and c.beta == 2.0 and est.reg_lambda == 0.3
-    if Est is TiedAttentionRegressor:
-        assert "width" in params
+    if Est is not DirectAttentionRegressor:
+        assert "width" in params and params["n_heads"] == 1
     else:
         assert "width" not in params
 
@@ -146,7 +154,8 @@ def test_learning_curve(data):
     assert test_scores[1].mean() > test_scores[0].mean()
 
 
-@pytest.mark.parametrize("Est", [TiedAttentionRegressor, DirectAttentionRegressor])
+@pytest.mark.parametrize("Est", [TiedAttentionRegressor, DirectAttentionRegressor,
+                                 UntiedAttentionRegressor])
 def test_joblib_round_trip(Est, data, tmp_path):
     X, y = data
     est = Est(random_state=0).fit(X, y)

@@ -41,7 +41,8 @@ def _resolve_device(device, owner):
 
 
 class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
-    """Base class: fit single-head tied attention with torch (THEORY.md §2).
+    """Base class: fit attention (tied, untied, one or several heads) with torch
+    (THEORY.md §2).
 
     Declares the training parameters shared by the torch regressors (``solver``,
     ``learning_rate_init``, ``n_iter_no_change``, ``batch_size``, ``init_scale``,
@@ -183,15 +184,19 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         return dev if dev.startswith("cuda") and torch.cuda.is_available() else "cpu"
 
     def _attention_maps(self, X3):
-        """``σ_β(h(S_; X))`` in float64, in torch on the training device, in chunks."""
+        """``σ_β(h(S_; X))`` (mean over heads for a 3-D ``S_``) in float64, in torch on the
+        training device, in chunks."""
         device = self._predict_device()
         S = torch.tensor(self.S_, dtype=torch.float64, device=device)
         out = []
         for start in range(0, X3.shape[0], _PREDICT_CHUNK):
             Xc = torch.tensor(X3[start:start + _PREDICT_CHUNK], dtype=torch.float64,
                               device=device)
-            out.append(F.attention_map(F.preactivation(Xc, S), self.beta,
-                                       self.attention).cpu().numpy())
+            h = F.preactivation(Xc, S)
+            # a 3-D S_ holds one matrix per head: the model averages the heads' maps
+            A = (F.mean_attention_map(h, self.beta, self.attention) if S.ndim == 3
+                 else F.attention_map(h, self.beta, self.attention))
+            out.append(A.cpu().numpy())
         if not out:
             return np.zeros((0, self.n_tokens_, self.n_tokens_))
         return np.concatenate(out, axis=0)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .._validation import Interval
 from ..nn.modules import FactoredAttention
 from ._base import BaseAttentionRegressor
@@ -13,7 +15,7 @@ __all__ = ["TiedAttentionRegressor"]
 
 
 class TiedAttentionRegressor(BaseAttentionRegressor):
-    """Single-head tied attention with a factored query-key matrix.
+    """Tied attention with a factored query-key matrix, one or several heads.
 
     The model is ``S = W Wᵀ / √(p d)`` with ``W ∈ R^{d×p}``, the trace-centred
     pre-activation ``h_ab = (x_aᵀ S x_b − δ_ab Tr S)/√d`` and the prediction
@@ -24,6 +26,10 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
 
     with ``ℓ_μ = Σ_ab (ŷ_ab − y_ab)²`` (seq2lab) or ``‖ŷ − y‖²_F / d`` (seq2seq). Weight
     decay on W is a nuclear-norm penalty ``√κ · reg_lambda · d · Tr S`` on S.
+
+    With ``n_heads=H > 1`` each head k has its own ``S_k = W_k W_kᵀ / √(p d)``, the
+    attention map is the mean ``(1/H) Σ_k σ_β(h(S_k; x))`` (rows still sum to one) and the
+    penalty is ``reg_lambda · Σ_k ‖W_k‖²_F``. This goes beyond the paper's single head.
 
     Parameters
     ----------
@@ -76,13 +82,18 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
     warm_start : bool, default=False
         Start from the fitted ``W_`` instead of a random W, and append to ``loss_curve_``
         (as :class:`~sklearn.neural_network.MLPRegressor` does).
+    n_heads : int, default=1
+        Number of heads H ≥ 1. Heads start from independent random factors (identical
+        heads would stay identical).
 
     Attributes
     ----------
-    W_ : ndarray of shape (n_features, width_)
-        Learned factor.
-    S_ : ndarray of shape (n_features, n_features)
-        ``W_ W_ᵀ / √(p d)``.
+    W_ : ndarray of shape (n_features, width_), or (n_heads, n_features, width_) if H > 1
+        Learned factor(s).
+    S_ : ndarray of shape (n_features, n_features), or (n_heads, n_features, n_features)
+        ``W_ W_ᵀ / √(p d)`` (per head).
+    head_spectra_ : ndarray of shape (n_heads, n_features)
+        Eigenvalues of each head's ``S_``, in decreasing order (one row when H = 1).
     width_ : int
         p.
     n_iter_ : int
@@ -114,6 +125,7 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
     See Also
     --------
     DirectAttentionRegressor : the Frobenius baseline ``S = V/√d``.
+    UntiedAttentionRegressor : untied query and key factors, ``S = W_Q W_Kᵀ/√(p d)``.
 
     Examples
     --------
@@ -129,14 +141,16 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
         "width": WIDTH_CONSTRAINT,
         # W = 0 is a stationary point of the objective: the start must be random
         "init_scale": [Interval("real", 0, closed="neither")],
+        "n_heads": [Interval("int", 1)],
     }
 
     def __init__(self, width=1.0, reg_lambda=1e-2, beta=1.0, attention="softmax", task="auto",
                  n_tokens=None, solver="lbfgs", learning_rate_init=0.1, max_iter=5000,
                  tol=1e-6, n_iter_no_change=10, batch_size=None, init_scale=1.0,
                  device="auto", dtype="float32", random_state=None, verbose=0,
-                 warm_start=False):
+                 warm_start=False, n_heads=1):
         self.width = width
+        self.n_heads = n_heads
         super().__init__(
             reg_lambda=reg_lambda, beta=beta, attention=attention, task=task,
             n_tokens=n_tokens, solver=solver, learning_rate_init=learning_rate_init,
@@ -145,22 +159,27 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
             random_state=random_state, verbose=verbose, warm_start=warm_start)
 
     def _param_shape(self, n_features):
-        return (n_features, resolve_width(self.width, n_features))
+        p = resolve_width(self.width, n_features)
+        # H = 1 keeps the single-head (d, p) layout, so nothing existing changes
+        return (n_features, p) if self.n_heads == 1 else (self.n_heads, n_features, p)
 
     def _fitted_param(self):
         return self.W_
 
     def _random_init(self, shape, rng):
+        # one draw for all heads: independent, hence distinct, starting heads
         return rng.standard_normal(shape) * self.init_scale
 
     def _make_module(self, n_features, task, init, dtype, device):
-        return FactoredAttention(n_features, init.shape[1], beta=self.beta,
-                                 attention=self.attention, task=task, W=init, dtype=dtype,
-                                 device=device)
+        return FactoredAttention(n_features, init.shape[-1], beta=self.beta,
+                                 attention=self.attention, task=task, W=init,
+                                 n_heads=self.n_heads, dtype=dtype, device=device)
 
     def _store_params(self, module):
         W = module.W.detach().cpu().double().numpy().copy()
-        d, p = W.shape
+        d, p = W.shape[-2:]
         self.W_ = W
         self.width_ = p
-        self.S_ = (W @ W.T) / math.sqrt(p * d)
+        self.S_ = (W @ np.swapaxes(W, -1, -2)) / math.sqrt(p * d)
+        heads = self.S_.reshape(-1, d, d)
+        self.head_spectra_ = np.linalg.eigvalsh(heads)[:, ::-1].copy()

@@ -4,7 +4,12 @@ Conventions follow THEORY.md §1–2 exactly:
 
 - pre-activation ``h_ab(S; x) = (x_aᵀ S x_b − δ_ab Tr S) / √d``;
 - factored model ``S = W Wᵀ / √(p d)``, evaluated through ``X W`` so that no ``d×d``
-  matrix (and no per-sample tensor larger than ``T×p``) is formed;
+  matrix (and no per-sample tensor larger than ``T×p``) is formed; the untied model
+  ``S = W_Q W_Kᵀ / √(p d)`` likewise through ``X W_Q`` and ``X W_K`` (then h is not
+  symmetric);
+- multi-head models carry a head axis (H) just before the ``d×p`` factor axes, the
+  pre-activations one just before the ``T×T`` axes, and the model's attention map is the
+  mean over heads ``(1/H) Σ_k σ_β(h(S_k; x))`` (rows still sum to one);
 - attention ``σ_β(h)`` is a row-wise softmax at inverse temperature β, or the identity
   (linear attention);
 - per-sample loss ``ℓ = Σ_ab (ŷ_ab − y_ab)²`` (seq2lab) or ``‖ŷ − y‖²_F / d`` (seq2seq).
@@ -26,32 +31,56 @@ from ..data.teacher import ATTENTIONS, TASKS
 __all__ = [
     "preactivation",
     "preactivation_factored",
+    "preactivation_untied",
     "softmax",
     "attention_map",
+    "mean_attention_map",
     "attention_output",
     "per_sample_loss",
     "factored_S",
+    "untied_S",
     "direct_S",
 ]
 
+
 def preactivation(X, S):
-    """Trace-centred pre-activation from a symmetric matrix S.
+    """Trace-centred pre-activation from a matrix S (one per head when S is 3-D).
 
     Parameters
     ----------
     X : Tensor of shape (..., n_tokens, n_features)
-    S : Tensor of shape (n_features, n_features), symmetric
+    S : Tensor of shape (n_features, n_features) or (n_heads, n_features, n_features)
+        Symmetric for tied attention; any square matrix for untied attention (then h is
+        not symmetric).
 
     Returns
     -------
-    h : Tensor of shape (..., n_tokens, n_tokens)
+    h : Tensor of shape (..., n_tokens, n_tokens) or (..., n_heads, n_tokens, n_tokens)
         ``(x_aᵀ S x_b − δ_ab Tr S) / √d``.
     """
     d = X.shape[-1]
     T = X.shape[-2]
+    if S.ndim == 3:
+        # one pre-activation per head: the head axis goes just before the token axes
+        X = X.unsqueeze(-3)
+        trace = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1)[:, None, None]
+    else:
+        trace = torch.trace(S)
     h = (X @ S) @ X.transpose(-1, -2)
     eye = torch.eye(T, dtype=h.dtype, device=h.device)
-    return (h - torch.trace(S) * eye) / math.sqrt(d)
+    return (h - trace * eye) / math.sqrt(d)
+
+
+def _head_trace(W_Q, W_K):
+    """``Tr(W_Q W_Kᵀ)`` per head, shaped to broadcast against ``(…, [H,] T, T)``."""
+    if W_Q.ndim == 2:
+        return torch.sum(W_Q * W_K)
+    return torch.sum(W_Q * W_K, dim=(-2, -1))[:, None, None]
+
+
+def _project(X, W):
+    """``X W`` with a head axis inserted when W has one (shape (n, [H,] T, p))."""
+    return X @ W if W.ndim == 2 else X.unsqueeze(-3) @ W
 
 
 def preactivation_factored(X, W):
@@ -63,18 +92,48 @@ def preactivation_factored(X, W):
     Parameters
     ----------
     X : Tensor of shape (n_samples, n_tokens, n_features)
-    W : Tensor of shape (n_features, width)
+    W : Tensor of shape (n_features, width) or (n_heads, n_features, width)
 
     Returns
     -------
-    h : Tensor of shape (n_samples, n_tokens, n_tokens)
+    h : Tensor of shape (n_samples, n_tokens, n_tokens) or \
+            (n_samples, n_heads, n_tokens, n_tokens)
     """
-    d, p = W.shape
+    d, p = W.shape[-2:]
     T = X.shape[-2]
-    Z = X @ W
+    Z = _project(X, W)
     h = Z @ Z.transpose(-1, -2)
     eye = torch.eye(T, dtype=h.dtype, device=h.device)
-    return (h - torch.sum(W * W) * eye) / (math.sqrt(p * d) * math.sqrt(d))
+    return (h - _head_trace(W, W) * eye) / (math.sqrt(p * d) * math.sqrt(d))
+
+
+def preactivation_untied(X, W_Q, W_K):
+    """Pre-activation of the untied model ``S = W_Q W_Kᵀ / √(p d)`` without forming S.
+
+    With ``Q = X W_Q``, ``K = X W_K`` and ``Tr S = Σ_ij (W_Q)_ij (W_K)_ij / √(p d)``,
+    ``h = (Q Kᵀ − δ_ab Tr(W_Q W_Kᵀ)) / (√(p d) · √d)``; at ``W_Q = W_K`` this is
+    :func:`preactivation_factored`.
+
+    Parameters
+    ----------
+    X : Tensor of shape (n_samples, n_tokens, n_features)
+    W_Q, W_K : Tensor of shape (n_features, width) or (n_heads, n_features, width)
+        Query and key factors, of one shape.
+
+    Returns
+    -------
+    h : Tensor of shape (n_samples, n_tokens, n_tokens) or \
+            (n_samples, n_heads, n_tokens, n_tokens)
+        Not symmetric in the token indices unless ``W_Q W_Kᵀ`` is.
+    """
+    if W_Q.shape != W_K.shape:
+        raise ValueError(f"W_Q and W_K must have the same shape, got {tuple(W_Q.shape)} "
+                         f"and {tuple(W_K.shape)}.")
+    d, p = W_Q.shape[-2:]
+    T = X.shape[-2]
+    h = _project(X, W_Q) @ _project(X, W_K).transpose(-1, -2)
+    eye = torch.eye(T, dtype=h.dtype, device=h.device)
+    return (h - _head_trace(W_Q, W_K) * eye) / (math.sqrt(p * d) * math.sqrt(d))
 
 
 def softmax(z, beta=1.0):
@@ -100,6 +159,25 @@ def attention_map(h, beta=1.0, attention="softmax"):
     """
     check_choice(attention, "attention", ATTENTIONS)
     return softmax(h, beta) if attention == "softmax" else h
+
+
+def mean_attention_map(h, beta=1.0, attention="softmax"):
+    """Multi-head attention map: the mean over heads of ``σ_β(h_k)``.
+
+    Parameters
+    ----------
+    h : Tensor of shape (..., n_heads, n_tokens, n_tokens)
+        One pre-activation per head (head axis just before the token axes).
+    beta : float, default=1.0
+    attention : {"softmax", "linear"}, default="softmax"
+
+    Returns
+    -------
+    A : Tensor of shape (..., n_tokens, n_tokens)
+        ``(1/H) Σ_k σ_β(h_k)``: a mean of row-stochastic matrices, so (for softmax) its
+        rows still sum to one.
+    """
+    return attention_map(h, beta, attention).mean(dim=-3)
 
 
 def attention_output(A, X, task):
@@ -138,9 +216,15 @@ def per_sample_loss(y_pred, y, task):
 
 
 def factored_S(W):
-    """``S = W Wᵀ / √(p d)`` for ``W`` of shape ``(d, p)``."""
-    d, p = W.shape
-    return (W @ W.T) / math.sqrt(p * d)
+    """``S = W Wᵀ / √(p d)`` for ``W`` of shape ``(d, p)`` (or ``(H, d, p)``: one per head)."""
+    d, p = W.shape[-2:]
+    return (W @ W.transpose(-1, -2)) / math.sqrt(p * d)
+
+
+def untied_S(W_Q, W_K):
+    """``S = W_Q W_Kᵀ / √(p d)`` for factors of shape ``(d, p)`` (or ``(H, d, p)``)."""
+    d, p = W_Q.shape[-2:]
+    return (W_Q @ W_K.transpose(-1, -2)) / math.sqrt(p * d)
 
 
 def direct_S(V):
