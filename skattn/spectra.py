@@ -459,7 +459,7 @@ def fit_spectral_law(S, family="wishart", *, zero_tol=1e-3, normalization=None,
     >>> eig = 2.0 * np.maximum(mu.sample_eigenvalues(400, method="quantile") - eps, 0)
     >>> fit = fit_spectral_law(eig, WishartLaw(0.5))  # κ0 known: fit η, δ, ε
     >>> round(fit.eta, 1), round(fit.atom_mass, 2), fit.ks_statistic < 0.02
-    (2.0, 0.6, True)
+    (2.0, 0.4, True)
     """
     zero_tol = check_scalar_range(zero_tol, "zero_tol", low=0, high=1, low_inclusive=False,
                                   high_inclusive=False)
