@@ -25,7 +25,8 @@ _LAZY = {
     "state_evolution_curve": "skattn.theory",
 }
 _SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "parallel", "sweep",
-               "scaling", "experiments", "reporting", "demo", "finite_size", "validation_grid",
+               "scaling", "spectra", "experiments", "reporting", "demo", "finite_size",
+               "validation_grid",
                "plotting", "figures", "cli")
 
 __all__ = sorted(_LAZY) + ["metrics", "theory", "__version__"]
