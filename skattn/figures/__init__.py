@@ -33,6 +33,7 @@ _TITLES = {
     "factored_vs_direct": "Factored against direct attention at the optimal weight decay, "
                           "and the Bayes limit",
     "learning_curves": "Scaling laws: learning curves on power-law targets",
+    "phase_diagram": "Phase diagrams: test and training error over the (α, λ) plane",
     "spectra": "Learned spectra across α: rank collapse, bulk and recovered features",
     "thresholds": "Interpolation, perfect-recovery and Bayes-optimal thresholds against the "
                   "target rank",

@@ -47,8 +47,12 @@ class PhaseDiagram:
     converged: np.ndarray
     problem: object = None
 
-    def plot(self, ax, quantity="test_error", log_lambda=True, **kwargs):
+    def plot(self, ax, quantity="test_error", log_lambda=True, log_alpha=False,
+             log_color=True, **kwargs):
         """Draw one quantity as a colour map over (α, λ).
+
+        Cells are centred on the grid points (geometric cell edges on a logarithmic λ
+        axis); points that did not converge are left blank.
 
         Parameters
         ----------
@@ -58,6 +62,10 @@ class PhaseDiagram:
             One of ``test_error, train_error, train_objective, m, q, sigma``.
         log_lambda : bool, default=True
             Logarithmic λ axis.
+        log_alpha : bool, default=False
+            Logarithmic α axis.
+        log_color : bool, default=True
+            Logarithmic colour scale (errors span decades); needs positive values.
         **kwargs
             Passed to ``ax.pcolormesh``.
 
@@ -69,14 +77,31 @@ class PhaseDiagram:
             raise ValueError(f"quantity must be one of {list(_FIELDS)}, got {quantity!r}.")
         if not hasattr(ax, "pcolormesh"):
             raise ValueError(f"ax must be a matplotlib Axes, got {type(ax).__name__}.")
-        mesh = ax.pcolormesh(self.alphas, self.reg_lambdas, getattr(self, quantity),
-                             shading="nearest", **kwargs)
-        ax.figure.colorbar(mesh, ax=ax, label=quantity)
+        values = np.ma.masked_invalid(getattr(self, quantity))
+        if log_color and np.ma.min(values) is not np.ma.masked and np.ma.min(values) > 0:
+            kwargs.setdefault("norm", "log")
+        mesh = ax.pcolormesh(_edges(self.alphas, log=log_alpha),
+                             _edges(self.reg_lambdas, log=log_lambda), values, **kwargs)
+        ax.figure.colorbar(mesh, ax=ax, label=quantity.replace("_", " "))
         if log_lambda:
             ax.set_yscale("log")
+        if log_alpha:
+            ax.set_xscale("log")
         ax.set_xlabel("α")
         ax.set_ylabel("λ")
         return ax
+
+
+def _edges(centres, log):
+    """Cell edges around sorted-or-not grid points (midpoints; geometric when ``log``)."""
+    x = np.sort(np.asarray(centres, dtype=float))
+    if log and np.all(x > 0):
+        return np.exp(_edges(np.log(x), log=False))
+    if x.size == 1:
+        half = 0.5 * abs(x[0]) or 0.5
+        return np.array([x[0] - half, x[0] + half])
+    mid = 0.5 * (x[1:] + x[:-1])
+    return np.concatenate([[2 * x[0] - mid[0]], mid, [2 * x[-1] - mid[-1]]])
 
 
 def _row(alphas, reg_lambda, problem, kwargs):
@@ -94,7 +119,8 @@ def solve_phase_diagram(alphas, reg_lambdas, problem=None, *, n_jobs=1, backend=
     Parameters
     ----------
     alphas : array_like of shape (n_alpha,)
-        Sample ratios α > 0, solved in increasing order along each row.
+        Sample ratios α > 0, solved in increasing order along each row (the result holds
+        both axes sorted).
     reg_lambdas : array_like of shape (n_lambda,)
         Regularisations λ ≥ 0, one row each.
     problem : StateEvolutionProblem, optional
@@ -132,12 +158,12 @@ def solve_phase_diagram(alphas, reg_lambdas, problem=None, *, n_jobs=1, backend=
                              "solve_phase_diagram.")
     model, options = split_model_keywords(kwargs)
     problem = resolve_problem(problem, "solve_phase_diagram", **model)
-    order = np.argsort(alphas, kind="stable")
+    # the grid is returned sorted: warm starts run along increasing α, and the cells of
+    # PhaseDiagram.plot need ordered axes
+    alphas, lams = np.sort(alphas), np.sort(lams)
     with tqdm(total=lams.size, disable=not verbose, desc="phase diagram", unit="λ") as bar:
-        rows = map_jobs(_row, [(alphas[order], lam, problem, options) for lam in lams],
+        rows = map_jobs(_row, [(alphas, lam, problem, options) for lam in lams],
                         backend=backend, n_jobs=n_jobs,
                         on_result=lambda index, row: bar.update(1))
-    inv = np.argsort(order)
-    grids = {name: np.stack([row[name][inv] for row in rows]) for name in rows[0]}
-    return PhaseDiagram(alphas=alphas, reg_lambdas=lams, problem=problem,
-                        **grids)
+    grids = {name: np.stack([row[name] for row in rows]) for name in rows[0]}
+    return PhaseDiagram(alphas=alphas, reg_lambdas=lams, problem=problem, **grids)
