@@ -318,7 +318,7 @@ def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None
         return _continuum_row(cfg)
     import torch
 
-    from .data import AttentionIndexedModel, SpectrumTarget
+    from .data import AttentionIndexedModel
     from .estimators import DirectAttentionRegressor, TiedAttentionRegressor
     from .metrics import attention_error
 
@@ -348,30 +348,42 @@ def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None
            "converged": bool(est.converged_), "fit_seconds": time.perf_counter() - t0,
            "n_samples": n}
     if same_instance_se:
-        out.update(same_instance_se_row(cfg, d, teacher.S0_))
+        out.update(same_instance_se_row(cfg, teacher))
     return out
 
 
-def same_instance_se_row(config, d, S0):
+def same_instance_se_row(config, teacher):
     """The same-instance finite-d SE of one teacher, as sweep-row columns.
 
-    Hook for the lead's finite-d API: today it calls
-    ``solve_state_evolution(..., n_features=d, target=SpectrumTarget(eigvalsh(S0)))``.
+    Solves ``solve_state_evolution(..., target=teacher)``: the teacher's own S0 at its d
+    (:meth:`skattn.theory.StateEvolutionProblem.from_teacher`).
+
+    Parameters
+    ----------
+    config : FSSConfig
+    teacher : AttentionIndexedModel
+        Drawn with the configuration's T, β0, Δ and attention.
 
     Returns
     -------
     dict
         ``se_same_instance_test_error``, ``se_same_instance_train_objective``,
-        ``se_same_instance_converged``, ``se_same_instance_message``, and
+        ``se_same_instance_converged``, ``se_same_instance_message``,
+        ``se_same_instance_domain`` (the DomainWarning reasons, "" inside the domain) and
         ``se_same_instance_seconds``; the errors are NaN when the solve did not converge.
     """
-    from .data import SpectrumTarget
-    from .theory import solve_state_evolution
+    import warnings
+
+    from .theory import DomainWarning, solve_state_evolution
 
     t0 = time.perf_counter()
-    target = SpectrumTarget(np.clip(np.linalg.eigvalsh(S0), 0, None))
+    domain = ""
     try:
-        res = solve_state_evolution(n_features=d, target=target, **config.se_kwargs())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DomainWarning)
+            res = solve_state_evolution(target=teacher, **config.se_kwargs())
+        domain = "; ".join(str(w.message) for w in caught
+                           if issubclass(w.category, DomainWarning))
         ok, msg = bool(res.converged), str(res.message)
         te, obj = (float(res.test_error), float(res.train_objective)) if ok else (np.nan,
                                                                                   np.nan)
@@ -379,6 +391,7 @@ def same_instance_se_row(config, d, S0):
         ok, msg, te, obj = False, f"{type(exc).__name__}: {exc}", np.nan, np.nan
     return {"se_same_instance_test_error": te, "se_same_instance_train_objective": obj,
             "se_same_instance_converged": ok, "se_same_instance_message": msg[:200],
+            "se_same_instance_domain": domain[:300],
             "se_same_instance_seconds": time.perf_counter() - t0}
 
 

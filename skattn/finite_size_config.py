@@ -51,9 +51,10 @@ class FSSConfig:
 
     Notes
     -----
-    :attr:`outside_gaussian_equivalence` flags softmax on power-law targets: the top
-    eigenvalues grow like √d, so the Gaussian equivalence behind the state evolution is not
-    guaranteed (THEORY.md §8); such configurations are run and reported, but flagged.
+    :attr:`outside_gaussian_equivalence` flags softmax on power-law targets whose top mode
+    keeps more than ``GAUSSIAN_EQUIVALENCE_MAX_SHARE`` of ``‖S0‖²_F`` as d grows (γ = 0.75: 0.40):
+    the Gaussian equivalence behind the state evolution then fails (THEORY.md §8,
+    DOMAIN_PAGE.rst); such configurations are run and reported, but flagged.
     """
 
     alpha: float
@@ -125,8 +126,19 @@ class FSSConfig:
     # ---- derived ----------------------------------------------------------------------
     @property
     def outside_gaussian_equivalence(self):
-        """Softmax on a power-law target: outside the domain of the theory (THEORY.md §8)."""
-        return self.attention == "softmax" and self.target["family"] == "powerlaw"
+        """Softmax on a spiky target: outside the domain of the theory (THEORY.md §8).
+
+        Spiky: a power law whose top-mode share at d = 10 000 (its d → ∞ value for γ > 1/2;
+        Wishart shares vanish) exceeds the threshold of
+        :func:`skattn.theory.problem.warn_outside_domain`.
+        """
+        if self.attention != "softmax" or self.target["family"] != "powerlaw":
+            return False
+        from .theory.laws import power_law_eigenvalues
+        from .theory.problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, top_mode_share
+
+        eig = power_law_eigenvalues(self.target["gamma"], 10_000, self.target.get("cutoff"))
+        return top_mode_share(eig) > GAUSSIAN_EQUIVALENCE_MAX_SHARE
 
     @property
     def has_continuum(self):

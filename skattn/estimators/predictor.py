@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import NONE, Interval, Options, Predicate
 from ..amp import amp, seq2seq_to_attention
 from ..data.targets import Target
+from ..data.teacher import AttentionIndexedModel
 from ..theory.channels import channel_for
 from ..theory.problem import StateEvolutionProblem, split_model_keywords
 from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
@@ -47,8 +48,12 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
     task : {"auto", "seq2lab", "seq2seq"}, default="auto"
     n_tokens : int or None, default=None
         Token count for flattened X.
-    target : Target or None, default=None
-        The target family assumed by the predictions (e.g. ``WishartTarget(0.5)``).
+    target : Target, AttentionIndexedModel or None, default=None
+        The target family assumed by the predictions (e.g. ``WishartTarget(0.5)``), or the
+        teacher itself: then the predictions are for its own S0 at its d (same instance),
+        with its T, β0, Δ and attention; ``target_beta``, ``noise`` and ``n_features`` left
+        at their defaults are taken from it, other values (and the student's
+        ``attention``, the data's T and d) must agree with it (ValueError otherwise).
     target_beta : float, default=1.0
         Teacher's inverse temperature β0 assumed by the predictions.
     noise : float, default=0.0
@@ -106,8 +111,9 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         **AttentionRegressorMixin._constraints,
         "width": WIDTH_CONSTRAINT,
         "parametrization": [Options("factored", "direct")],
-        "target": [NONE, Predicate(lambda value: isinstance(value, Target),
-                                   "a skattn Target (e.g. WishartTarget(0.5))")],
+        "target": [NONE, Predicate(
+            lambda value: isinstance(value, (Target, AttentionIndexedModel)),
+            "a skattn Target (e.g. WishartTarget(0.5)) or an AttentionIndexedModel")],
         "target_beta": [Interval("real", 0, closed="neither")],
         "noise": [Interval("real", 0)],
         "n_features": [Interval("int", 2), NONE],
@@ -145,17 +151,33 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         rs = self.random_state
         return 0 if rs is None else (rs if isinstance(rs, Integral) else 0)
 
+    def _known_d(self):
+        """d of the predictions: ``n_features``, or the teacher's when target is one."""
+        if isinstance(self.target, AttentionIndexedModel):
+            return self.target.n_features
+        return self.n_features
+
     def _se_problem(self, n_tokens, width_ratio, overrides=None):
         """This estimator's StateEvolutionProblem and solver options, with ``overrides``."""
         if self.target is None:
             raise ValueError("target must be set (e.g. target=WishartTarget(0.5)) to compute "
                              "state-evolution predictions.")
         model, options = split_model_keywords(overrides or {})
-        problem = StateEvolutionProblem(
-            target=self.target, n_tokens=n_tokens, reg_lambda=self.reg_lambda,
-            width_ratio=width_ratio, beta=self.beta, target_beta=self.target_beta,
-            noise=self.noise, attention=self.attention, n_features=self.n_features,
-            parametrization=self.parametrization)
+        if isinstance(self.target, AttentionIndexedModel):
+            # defaults stand for "the teacher's"; set values must agree with it
+            given = {name: getattr(self, name) for name, default in
+                     (("target_beta", 1.0), ("noise", 0.0), ("n_features", None))
+                     if getattr(self, name) != default}
+            problem = StateEvolutionProblem.from_teacher(
+                self.target, n_tokens=n_tokens, attention=self.attention,
+                reg_lambda=self.reg_lambda, width_ratio=width_ratio, beta=self.beta,
+                parametrization=self.parametrization, **given)
+        else:
+            problem = StateEvolutionProblem(
+                target=self.target, n_tokens=n_tokens, reg_lambda=self.reg_lambda,
+                width_ratio=width_ratio, beta=self.beta, target_beta=self.target_beta,
+                noise=self.noise, attention=self.attention, n_features=self.n_features,
+                parametrization=self.parametrization)
         options = {"n_nodes": self.n_nodes, "random_state": self._seed(), **options}
         return problem.replace(**model), options
 
@@ -174,6 +196,9 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         """
         self._validate_params()
         X3, y3, T, d, task, y_ndim = self._validate_fit_data(X, y)
+        if isinstance(self.target, AttentionIndexedModel) and self.target.n_features != d:
+            raise ValueError(f"X has n_features={d} but the teacher given as target has "
+                             f"n_features={self.target.n_features}.")
         if isinstance(self.width, Integral) and self.width > d:
             raise ValueError(f"width={self.width} exceeds n_features={d}; the rank of S is "
                              "at most d.")
@@ -275,16 +300,18 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         """
         width_ratio = self.width if not isinstance(self.width, Integral) else None
         if width_ratio is None:
-            if self.n_features is None:
+            d = self._known_d()
+            if d is None:
                 raise ValueError("an integer width needs n_features to give κ = p/d.")
-            width_ratio = self.width / self.n_features
+            width_ratio = self.width / d
         problem, options = self._se_problem(n_tokens, width_ratio, kwargs)
         return solve_state_evolution(alpha, problem, **options)
 
     def curve(self, alphas, n_tokens, n_jobs=None, **kwargs):
         """State evolution along ``alphas`` (warm-started), as a list of results."""
+        d = self._known_d()
         width_ratio = self.width if not isinstance(self.width, Integral) else (
-            self.width / self.n_features if self.n_features else None)
+            self.width / d if d else None)
         if width_ratio is None:
             raise ValueError("an integer width needs n_features to give κ = p/d.")
         reg_lambda = kwargs.pop("reg_lambda", self.reg_lambda)  # may vary along the curve

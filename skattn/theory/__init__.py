@@ -28,7 +28,7 @@ from .powerlaw import (
     recovered_modes,
     theory_learning_curve,
 )
-from .problem import StateEvolutionProblem
+from .problem import DomainWarning, StateEvolutionProblem
 from .spectral import ConvolvedLaw, free_convolution, semicircle_law
 from .state_evolution import StateEvolutionResult, solve_state_evolution, state_evolution_curve
 from .thresholds import (
@@ -40,7 +40,7 @@ from .thresholds import (
 # The entry points. The building blocks (channels, denoisers, quadrature nodes, the
 # coefficients of the error decomposition, target-law resolution) stay in their submodules.
 __all__ = [
-    "StateEvolutionProblem", "StateEvolutionResult", "solve_state_evolution",
+    "StateEvolutionProblem", "StateEvolutionResult", "DomainWarning", "solve_state_evolution",
     "state_evolution_curve", "PhaseDiagram", "solve_phase_diagram",
     "interpolation_threshold", "perfect_recovery_threshold", "bayes_optimal_threshold",
     "bayes_optimal", "BayesOptimalResult", "optimal_reg_lambda",

@@ -25,6 +25,7 @@ from .problem import (
     resolve_problem,
     resolve_target_law,
     split_model_keywords,
+    warn_outside_domain,
 )
 from .spectral import free_convolution
 
@@ -291,8 +292,12 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         Sequence length T (≥ 2 for softmax, ≥ 1 for linear attention).
     reg_lambda : float
         λ ≥ 0 in ``Σ_μ ℓ_μ + λ‖W‖²_F`` (or ``λ‖V‖²_F`` for ``parametrization="direct"``).
-    target : Target or SpectralLaw
-        The target family (e.g. ``WishartTarget(0.5)``) or its spectral law.
+    target : Target, SpectralLaw or AttentionIndexedModel
+        The target family (e.g. ``WishartTarget(0.5)``) or its spectral law; or a teacher,
+        for the same-instance prediction of its own S0 at its d
+        (:meth:`StateEvolutionProblem.from_teacher`: T, ``target_beta``, ``noise``, the
+        attention and ``n_features`` are then the teacher's, and an explicit value that
+        contradicts it raises ValueError).
     width_ratio : float, default=1.0
         κ = p/d of the factored model; the trace penalty is ``λ̃ = √κ λ``.
     beta, target_beta : float, default=1.0
@@ -333,7 +338,14 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     Raises
     ------
     ValueError
-        If a problem and a model keyword are both given (use ``problem.replace``).
+        If a problem and a model keyword are both given (use ``problem.replace``), or a
+        keyword contradicts the teacher given as ``target``.
+
+    Warns
+    -----
+    DomainWarning
+        For a softmax prediction on a spiky target, or a binding rank constraint at small
+        d (see :func:`skattn.theory.problem.warn_outside_domain`).
     """
     alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
     if problem is None and reg_lambda is UNSET:
@@ -424,6 +436,10 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         objective = alpha * train_error + problem.reg_trace * trace
     else:  # λ‖V‖²_F = λ d ‖S‖²_F → per d²: λ q
         objective = alpha * train_error + problem.reg_lambda * q
+    finite_eigenvalues = prior.eigenvalues
+    if problem.n_features is not None and hasattr(denoiser, "learned_spectrum"):
+        finite_eigenvalues = denoiser.learned_spectrum(prior)
+    warn_outside_domain(problem, eig0, rank_capped=getattr(prior, "rank_capped", False))
     values = [m, q, sigma, m_hat, q_hat, sigma_hat, e_test, train_error, objective]
     if not np.all(np.isfinite(values)):
         converged = False
@@ -438,7 +454,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                     width_ratio=problem.width_ratio, beta=problem.beta,
                     target_beta=problem.target_beta, noise=problem.noise,
                     attention=problem.attention, n_features=problem.n_features, trace=trace),
-        law=law, finite_eigenvalues=prior.eigenvalues, problem=problem)
+        law=law, finite_eigenvalues=finite_eigenvalues, problem=problem)
 
 
 def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None, verbose=0,

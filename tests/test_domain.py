@@ -1,0 +1,101 @@
+"""The domain of the predictions: DomainWarning for spiky softmax targets and binding ranks."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from skattn.data import AttentionIndexedModel, PowerLawTarget, WishartTarget
+from skattn.estimators import AsymptoticPredictor
+from skattn.metrics import attention_error
+from skattn.theory import DomainWarning, solve_state_evolution
+from skattn.theory.channels import GaussianNodes, channel_for, test_error
+from skattn.theory.problem import (
+    GAUSSIAN_EQUIVALENCE_MAX_SHARE,
+    RANK_CONSTRAINT_MIN_D,
+    top_mode_share,
+)
+
+
+def _no_domain_warning(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DomainWarning)
+        return fn(*args, **kwargs)
+
+
+def test_domain_warning_is_a_user_warning():
+    assert issubclass(DomainWarning, UserWarning)
+
+
+def test_top_mode_share():
+    assert top_mode_share(PowerLawTarget(1.25).eigenvalues(100)) == pytest.approx(0.746,
+                                                                                   abs=5e-3)
+    assert top_mode_share(PowerLawTarget(0.75).eigenvalues(400)) == pytest.approx(0.40,
+                                                                                  abs=1e-2)
+    assert top_mode_share(np.ones(50)) == pytest.approx(1 / 50)
+    with pytest.raises(ValueError, match="eigenvalues"):
+        top_mode_share(np.zeros(3))
+    with pytest.raises(ValueError, match="eigenvalues"):
+        top_mode_share([1.0, np.nan])
+
+
+KW = dict(n_tokens=2, reg_lambda=0.1, n_features=100)
+
+
+def test_softmax_on_a_spiky_target_warns():
+    with pytest.warns(DomainWarning, match=r"spiky target: its top mode carries 75%"):
+        solve_state_evolution(0.3, target=PowerLawTarget(1.25), **KW)
+
+
+def test_linear_on_a_spiky_target_does_not_warn():
+    res = _no_domain_warning(solve_state_evolution, 0.3, target=PowerLawTarget(1.25),
+                             attention="linear", **KW)
+    assert res.converged
+
+
+def test_softmax_on_wishart_does_not_warn():
+    _no_domain_warning(solve_state_evolution, 0.3, target=WishartTarget(0.5), **KW)
+    _no_domain_warning(solve_state_evolution, 0.3, target=WishartTarget(0.5), n_tokens=2,
+                       reg_lambda=0.1)  # the continuum
+
+
+def test_the_predictor_warns_for_a_spiky_teacher():
+    teacher = AttentionIndexedModel(100, target=PowerLawTarget(1.25), random_state=0)
+    with pytest.warns(DomainWarning, match="spiky"):
+        AsymptoticPredictor(target=teacher, reg_lambda=0.1).state_evolution(0.3, n_tokens=2)
+
+
+def test_the_threshold_separates_the_measured_gaussian_equivalence_errors():
+    # the S = 0 predictor (uniform attention) against the SE at m = q = 0: the error that the
+    # non-Gaussian top mode alone makes (T = 2 softmax, Δ = 0.2, d = 100)
+    channel = channel_for("softmax", 2, 1.0, 1.0)
+    nodes = GaussianNodes(2 * channel.K, n_points=1 << 14, seed=0)
+    gaps = {}
+    for target in (WishartTarget(0.5), PowerLawTarget(1.25)):
+        teacher = AttentionIndexedModel(100, target=target, noise=0.2, random_state=0)
+        X, y = teacher.sample(20000, random_state=1)
+        mc = attention_error(y, np.full_like(y, 0.5), task="seq2lab")
+        se = test_error(channel, m=0.0, q=0.0, Q0=teacher.Q0_, noise=0.2, nodes=nodes)
+        share = top_mode_share(np.linalg.eigvalsh(teacher.S0_))
+        gaps[type(target).__name__] = (share, mc / se - 1)
+    share, gap = gaps["WishartTarget"]
+    assert share < GAUSSIAN_EQUIVALENCE_MAX_SHARE and abs(gap) < 0.03
+    share, gap = gaps["PowerLawTarget"]
+    assert share > GAUSSIAN_EQUIVALENCE_MAX_SHARE and gap < -0.10
+
+
+RANK = dict(n_tokens=2, reg_lambda=0.05, target=WishartTarget(0.2))
+
+
+def test_a_binding_rank_constraint_at_small_d_warns():
+    with pytest.warns(DomainWarning, match="binding rank constraint"):
+        res = solve_state_evolution(0.2, width_ratio=0.25, n_features=80, **RANK)
+    assert np.count_nonzero(res.finite_eigenvalues) <= 20
+
+
+def test_no_rank_warning_without_the_constraint_or_at_large_d():
+    _no_domain_warning(solve_state_evolution, 0.2, n_features=80, **RANK)
+    _no_domain_warning(solve_state_evolution, 0.2, width_ratio=0.25,
+                       n_features=RANK_CONSTRAINT_MIN_D, **RANK)
+    # κ above the positive fraction: the cap does not bind
+    _no_domain_warning(solve_state_evolution, 0.2, width_ratio=0.95, n_features=80, **RANK)
