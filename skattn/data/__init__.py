@@ -2,10 +2,13 @@
 
 from .targets import PowerLawTarget, SpectrumTarget, Target, WishartTarget
 from .teacher import (
+    TOKEN_DISTRIBUTIONS,
     AttentionIndexedModel,
     attention_map,
+    check_token_covariance,
     make_attention_indexed,
     preactivation,
+    sample_tokens,
     softmax,
 )
 
@@ -16,6 +19,9 @@ __all__ = [
     "SpectrumTarget",
     "AttentionIndexedModel",
     "make_attention_indexed",
+    "TOKEN_DISTRIBUTIONS",
+    "sample_tokens",
+    "check_token_covariance",
     "preactivation",
     "softmax",
     "attention_map",
