@@ -16,8 +16,11 @@ def test_tiny_grid_matches_single_points():
     assert isinstance(pd, PhaseDiagram)
     assert pd.test_error.shape == pd.converged.shape == (2, 3)
     assert pd.converged.all()
-    for i, lam in enumerate(lams):
-        for j, a in enumerate(alphas):
+    # both axes come back sorted, whatever the order given
+    np.testing.assert_array_equal(pd.alphas, sorted(alphas))
+    np.testing.assert_array_equal(pd.reg_lambdas, sorted(lams))
+    for i, lam in enumerate(pd.reg_lambdas):
+        for j, a in enumerate(pd.alphas):
             ref = solve_state_evolution(a, reg_lambda=lam, **KW)
             assert pd.test_error[i, j] == pytest.approx(ref.test_error, rel=1e-5)
             assert pd.m[i, j] == pytest.approx(ref.m, rel=1e-5)
@@ -25,7 +28,7 @@ def test_tiny_grid_matches_single_points():
 
 def test_softmax_row_sequential():
     pd = solve_phase_diagram([0.2, 0.4], [0.01], backend="sequential", n_tokens=2,
-                       target=WishartTarget(0.5), n_nodes=1024)
+                             target=WishartTarget(0.5), n_nodes=1024)
     assert pd.converged.all() and np.all(np.isfinite(pd.test_error))
 
 
@@ -48,3 +51,30 @@ def test_plot_and_bad_input():
         solve_phase_diagram([0.1], [-1.0], **KW)
     with pytest.raises(ValueError, match="init"):
         solve_phase_diagram([0.1], [0.1], init=(1, 1, 1), **KW)
+
+
+def test_problem_object_and_plot_cells():
+    from skattn.theory import StateEvolutionProblem
+
+    problem = StateEvolutionProblem(reg_lambda=5.0, **KW)   # its λ is replaced by the grid's
+    pd = solve_phase_diagram([0.3, 0.1], [0.1, 0.01], problem, backend="sequential")
+    ref = solve_phase_diagram([0.3, 0.1], [0.1, 0.01], backend="sequential", **KW)
+    np.testing.assert_array_equal(pd.test_error, ref.test_error)
+    assert pd.problem == problem
+    with pytest.raises(ValueError, match="problem"):
+        solve_phase_diagram([0.1], [0.1], problem, n_tokens=1)
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    pd.plot(ax, log_alpha=True)
+    mesh = ax.collections[0]
+    # one cell per grid point, centred on it (geometric edges on log axes)
+    assert mesh.get_array().shape == (2, 2)
+    edges = mesh.get_coordinates()[0, :, 0]
+    assert np.allclose(np.sqrt(edges[:-1] * edges[1:]), [0.1, 0.3])
+    plt.close(fig)
+    with pytest.raises(ValueError, match="quantity"):
+        pd.plot(ax, quantity="nope")
