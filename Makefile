@@ -36,7 +36,7 @@ bench-gpu: $(STAMP)
 
 # simulation vs state evolution on the validation grid (skattn.validation_grid), extrapolated
 # in d; resumable: rerun after an interruption. VALIDATE_OUT=... to change the store.
-VALIDATE_OUT ?= validate.csv
+VALIDATE_OUT ?= out/validate.sqlite
 validate: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m skattn.validation_grid --output $(VALIDATE_OUT) --backend joblib --n-jobs 2
 
