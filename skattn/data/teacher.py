@@ -13,6 +13,8 @@ import scipy.special
 from .._validation import (
     check_choice,
     check_finite_array,
+    check_finite_result,
+    check_memory,
     check_scalar_range,
 )
 from .._validation import check_random_state_arg as check_random_state
@@ -153,7 +155,9 @@ class AttentionIndexedModel:
         if X.shape[2] != self.n_features:
             raise ValueError(f"X must have shape (n_samples, n_tokens, {self.n_features}), "
                              f"got {X.shape}.")
-        h = preactivation(X, self.S0_ if S is None else S)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked below
+            h = preactivation(X, self.S0_ if S is None else S)
+        h = check_finite_result(h, "X", X)
         if noise is not None:
             h = h + noise
         return attention_map(h, self.beta, self.attention)
@@ -176,6 +180,10 @@ class AttentionIndexedModel:
         """
         n_samples = check_scalar_range(n_samples, "n_samples", low=1, integer=True)
         check_choice(task, "task", TASKS)
+        T, d = self.n_tokens, self.n_features
+        # X, y (at most T·d per sample), noise, pre-activations and maps, in float64
+        check_memory(8 * n_samples * (2 * T * d + 3 * T * T),
+                     f"n_samples={n_samples} (with n_tokens={T}, n_features={d})")
         rng = check_random_state(random_state)
         X = rng.standard_normal((n_samples, self.n_tokens, self.n_features))
         noise = self.sample_noise(n_samples, rng) if self.noise > 0 else None
