@@ -6,6 +6,7 @@ knows what to change without reading the source.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 
@@ -422,8 +423,6 @@ def atomic_fit(keep=None):
     -------
     decorator : callable
     """
-    import functools
-
     def decorate(fit):
         @functools.wraps(fit)
         def wrapper(self, *args, **kwargs):
