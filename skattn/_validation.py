@@ -6,7 +6,9 @@ knows what to change without reading the source.
 
 from __future__ import annotations
 
+import functools
 import numbers
+import os
 
 import numpy as np
 
@@ -25,7 +27,26 @@ __all__ = [
     "check_scalar_range",
     "check_finite_array",
     "check_choice",
+    "check_finite_result",
+    "check_memory",
+    "memory_limit_bytes",
+    "channel_memory_bytes",
+    "atomic_fit",
+    "MEMORY_LIMIT_ENV",
+    "DEFAULT_MEMORY_LIMIT_GB",
+    "MAX_INVERSE_TEMPERATURE",
+    "MAX_NOISE",
+    "MAX_ALPHA",
+    "MAX_REG_LAMBDA",
 ]
+
+# Documented ranges of the model scalars. Beyond them the state evolution's root finding
+# and exponentials leave float64 (OverflowError, failed edge search) and the torch
+# objective leaves float32; every solver converges or reports non-convergence inside them.
+MAX_INVERSE_TEMPERATURE = 1e6  # beta, target_beta
+MAX_NOISE = 1e6  # label noise Delta
+MAX_ALPHA = 1e6  # sample ratio n/d^2
+MAX_REG_LAMBDA = 1e6  # weight decay lambda
 
 
 def check_scalar_range(value, name, *, low=None, high=None, low_inclusive=True,
@@ -261,3 +282,157 @@ def validate_parameters(owner, params, constraints):
             ", ".join(described[:-1]) + " or " + described[-1])
         raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {expected}. "
                                     f"Got {value!r} instead.")
+
+
+# ------------------------------------------------------------------ memory and overflow
+MEMORY_LIMIT_ENV = "SKATTN_MEMORY_LIMIT_GB"
+DEFAULT_MEMORY_LIMIT_GB = 8.0
+_GIB = 2 ** 30
+
+
+def memory_limit_bytes(limit_gb=None):
+    """The memory limit of one skattn computation, in bytes.
+
+    Parameters
+    ----------
+    limit_gb : float or None, default=None
+        The limit in GiB; None reads the environment variable ``SKATTN_MEMORY_LIMIT_GB``
+        (default 8).
+
+    Returns
+    -------
+    limit : float
+
+    Raises
+    ------
+    ValueError
+        If the limit (or the environment variable) is not a positive finite number.
+    """
+    name = "limit_gb"
+    if limit_gb is None:
+        raw = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+        if not raw:
+            return DEFAULT_MEMORY_LIMIT_GB * _GIB
+        name = f"the environment variable {MEMORY_LIMIT_ENV}"
+        try:
+            limit_gb = float(raw)
+        except ValueError:
+            raise ValueError(f"{name} must be a positive number of GiB, got {raw!r}.") from None
+    return check_scalar_range(limit_gb, name, low=0, low_inclusive=False) * _GIB
+
+
+def check_memory(estimate_bytes, what, *, limit_gb=None):
+    """Raise before a computation whose estimated memory exceeds the limit.
+
+    Called before the large allocations, so a too large problem fails in milliseconds
+    with a message instead of being killed by the system.
+
+    Parameters
+    ----------
+    estimate_bytes : int or float
+        Estimated peak memory of the computation.
+    what : str
+        The arguments that set the size, starting with the argument's name (e.g.
+        ``"n_tokens=40 (...)"``), so the message names what to lower.
+    limit_gb : float or None, default=None
+        See :func:`memory_limit_bytes`.
+
+    Raises
+    ------
+    ValueError
+        ``<what> needs about X GiB of memory, above the limit of Y GiB; ...``.
+    """
+    limit = memory_limit_bytes(limit_gb)
+    if estimate_bytes > limit:
+        raise ValueError(
+            f"{what} needs about {estimate_bytes / _GIB:.3g} GiB of memory, above the "
+            f"limit of {limit / _GIB:.3g} GiB; use a smaller problem, or raise the limit "
+            f"with the environment variable {MEMORY_LIMIT_ENV}.")
+
+
+def channel_memory_bytes(n_tokens, n_points):
+    """Estimated peak memory (bytes) of an attention channel evaluated at ``n_points``.
+
+    The channel of T tokens works in ``K = T(T+1)/2`` coordinates: it holds a
+    ``T³ × K²`` contraction table, and per point ``T³`` row Hessians, ``K × K``
+    Hessians and prox systems, and ``T² × K`` Jacobians (float64).
+
+    Parameters
+    ----------
+    n_tokens : int
+    n_points : int
+        Quadrature nodes of the state evolution, or samples of AMP (0: the channel alone).
+
+    Returns
+    -------
+    estimate : int
+    """
+    T = int(n_tokens)
+    K = T * (T + 1) // 2
+    return 8 * (T ** 3 * K ** 2 + int(n_points) * (T ** 3 + 3 * K * K + 2 * T * T * K + 4 * K))
+
+
+def check_finite_result(values, name, array):
+    """Raise naming the input ``name`` when a forward pass on it overflowed float64.
+
+    Parameters
+    ----------
+    values : ndarray
+        The computed result (e.g. pre-activations or attention maps).
+    name : str
+        The input's name (e.g. ``"X"``).
+    array : ndarray
+        The input, whose largest entry is reported.
+
+    Returns
+    -------
+    values : ndarray
+        Unchanged, when every entry is finite.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the scale of its entries, when ``values`` has NaN or inf.
+    """
+    values = np.asarray(values)
+    if values.size and not np.all(np.isfinite(values)):
+        scale = float(np.max(np.abs(array))) if np.size(array) else 0.0
+        raise ValueError(
+            f"{name} has entries up to {scale:.3g} in absolute value, at which the "
+            f"forward pass (the pre-activation x_a^T S x_b, quadratic in {name}) overflows "
+            f"float64 to inf or NaN; rescale {name} (standardised tokens have entries of "
+            f"order 1).")
+    return values
+
+
+def atomic_fit(keep=None):
+    """Decorate an estimator's ``fit`` so that a failing fit leaves the estimator unchanged.
+
+    The estimator's attributes are saved before ``fit`` and restored when it raises, so a
+    fit that fails half-way (after input validation has reset ``n_features_in_``, or after
+    a first stage has computed) never leaves new fitted attributes next to old ones.
+
+    Parameters
+    ----------
+    keep : callable or None, default=None
+        ``keep(exc) -> bool``: True for an exception after which the attributes ``fit``
+        set are kept (a documented partial result, e.g. the last finite parameters of a
+        diverged training).
+
+    Returns
+    -------
+    decorator : callable
+    """
+    def decorate(fit):
+        @functools.wraps(fit)
+        def wrapper(self, *args, **kwargs):
+            saved = dict(vars(self))
+            try:
+                return fit(self, *args, **kwargs)
+            except BaseException as exc:
+                if keep is None or not keep(exc):
+                    vars(self).clear()
+                    vars(self).update(saved)
+                raise
+        return wrapper
+    return decorate

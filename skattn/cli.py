@@ -247,9 +247,12 @@ def _param_grid(args, names):
 def _user_error(exc):
     """A library ValueError/TypeError as a one-line CLIError naming the option if we can."""
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    for name in sorted(_PARAM_NAMES + ["n_samples", "rank_ratio"], key=len, reverse=True):
-        if msg.startswith(name + " ") or msg.startswith(f"The '{name}' parameter"):
-            flag = {"rank_ratio": "kappa0", "n_samples": "alpha"}.get(name, name)
+    for name in sorted(_PARAM_NAMES + ["n_samples", "rank_ratio", "width", "n_nodes"],
+                       key=len, reverse=True):
+        if msg.startswith((name + " ", name + "=")) or msg.startswith(f"The '{name}' "
+                                                                       "parameter"):
+            flag = {"rank_ratio": "kappa0", "n_samples": "alpha",
+                    "width": "width_ratio"}.get(name, name)
             msg = f"{_flag(flag)}: {msg}"
             break
     return CLIError(msg)

@@ -596,3 +596,18 @@ FREE_BAD = [
 def test_free_convolution_invalid_is_named(case):
     name, args, kwargs = case
     raises_naming(name, lambda: free_convolution(*args, **kwargs))
+
+
+@fuzz(40)
+@given(exponent=st.integers(0, 300), attention=st.sampled_from(["softmax", "linear"]))
+def test_forward_at_any_scale_is_finite_or_names_X(exponent, attention):
+    """Scaled inputs give finite maps or a ValueError naming X, never a silent NaN."""
+    teacher = AttentionIndexedModel(4, attention=attention, random_state=0)
+    X = np.random.RandomState(1).standard_normal((3, 2, 4)) * 10.0 ** exponent
+    try:
+        A = teacher.attention_matrix(X)
+    except ValueError as exc:
+        assert str(exc).startswith("X has entries up to")
+        assert exponent > 100  # x_a^T S x_b stays finite while |X|² does
+    else:
+        assert np.all(np.isfinite(A))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import ortho_group
 
-from .._validation import check_finite_array, check_scalar_range
+from .._validation import check_finite_array, check_memory, check_scalar_range
 from .._validation import check_random_state_arg as check_random_state
 from ..theory.laws import DiscreteLaw, WishartLaw, power_law_eigenvalues
 
@@ -70,13 +70,17 @@ class WishartTarget(Target):
     Parameters
     ----------
     rank_ratio : float, default=0.5
-        κ0 = p0/d > 0. The spectral law is ``√κ0 ×`` Marchenko–Pastur with ratio ``1/κ0``
-        and ``Q0 → 1 + κ0``.
+        κ0 = p0/d in ``(0, 1e6]``. The spectral law is ``√κ0 ×`` Marchenko–Pastur with
+        ratio ``1/κ0`` and ``Q0 → 1 + κ0``. :meth:`sample` raises a ValueError naming
+        ``rank_ratio`` when the d × p0 draw exceeds the memory limit
+        (``SKATTN_MEMORY_LIMIT_GB``, default 8 GiB).
     """
+
+    MAX_RANK_RATIO = 1e6
 
     def __init__(self, rank_ratio=0.5):
         self.rank_ratio = check_scalar_range(rank_ratio, "rank_ratio", low=0,
-                                             low_inclusive=False)
+                                             low_inclusive=False, high=self.MAX_RANK_RATIO)
 
     def _params(self):
         return {"rank_ratio": self.rank_ratio}
@@ -89,6 +93,9 @@ class WishartTarget(Target):
         d = _check_n_features(n_features)
         rng = check_random_state(random_state)
         p0 = self.rank(d)
+        # the d × p0 draw plus the d × d product and its transpose, in float64
+        check_memory(8 * (d * p0 + 2 * d * d),
+                     f"rank_ratio={self.rank_ratio} (p0 = {p0} columns at n_features={d})")
         w0 = rng.standard_normal((d, p0))
         s0 = w0 @ w0.T / np.sqrt(p0 * d)
         return (s0 + s0.T) / 2

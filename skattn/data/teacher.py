@@ -22,6 +22,8 @@ import scipy.special
 from .._validation import (
     check_choice,
     check_finite_array,
+    check_finite_result,
+    check_memory,
     check_scalar_range,
 )
 from .._validation import check_random_state_arg as check_random_state
@@ -367,7 +369,9 @@ default="gaussian"
             raise ValueError(f"X must have shape (n_samples, n_tokens, {self.n_features}), "
                              f"got {X.shape}.")
         S = self.S0_ if S is None else np.asarray(S, dtype=float)
-        h = preactivation(X, S, self.token_covariance)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked below
+            h = preactivation(X, S, self.token_covariance)
+        h = check_finite_result(h, "X", X)
         if noise is not None:
             h = h + noise
         return attention_map(h, self.beta, self.attention,
@@ -391,6 +395,10 @@ default="gaussian"
         """
         n_samples = check_scalar_range(n_samples, "n_samples", low=1, integer=True)
         check_choice(task, "task", TASKS)
+        T, d = self.n_tokens, self.n_features
+        # X, y (at most T·d per sample), noise, pre-activations and maps, in float64
+        check_memory(8 * n_samples * (2 * T * d + 3 * T * T),
+                     f"n_samples={n_samples} (with n_tokens={T}, n_features={d})")
         rng = check_random_state(random_state)
         X = self.sample_tokens(n_samples, rng)
         noise = self.sample_noise(n_samples, rng) if self.noise > 0 else None

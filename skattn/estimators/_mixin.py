@@ -18,12 +18,15 @@ from sklearn.metrics import r2_score
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._validation import (
+    MAX_INVERSE_TEMPERATURE,
+    MAX_REG_LAMBDA,
     NONE,
     RANDOM_STATE,
     VERBOSE,
     Interval,
     Options,
     Predicate,
+    check_finite_result,
     validate_parameters,
 )
 from ..data.teacher import attention_map, attention_output, preactivation
@@ -177,8 +180,10 @@ class AttentionRegressorMixin(RegressorMixin):
     """
 
     _constraints: dict = {
-        "reg_lambda": [Interval("real", 0)],
-        "beta": [Interval("real", 0, closed="neither")],
+        # upper bounds: larger values overflow the objective (float32) or the state
+        # evolution (float64); the documented ranges of skattn._validation
+        "reg_lambda": [Interval("real", 0, MAX_REG_LAMBDA, closed="both")],
+        "beta": [Interval("real", 0, MAX_INVERSE_TEMPERATURE, closed="right")],
         "attention": [Options("softmax", "linear")],
         "task": [Options("auto", "seq2lab", "seq2seq")],
         "n_tokens": [Interval("int", 1), NONE],
@@ -281,7 +286,9 @@ class AttentionRegressorMixin(RegressorMixin):
     # --------------------------------------------------------------- predict
     def _attention_maps(self, X3):
         """``σ_β(h(S_; X))`` in float64, shape (n_samples, T, T)."""
-        return attention_map(preactivation(X3, self.S_), self.beta, self.attention)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked below
+            h = check_finite_result(preactivation(X3, self.S_), "X", X3)
+        return attention_map(h, self.beta, self.attention)
 
     def predict(self, X):
         """Predict attention matrices (seq2lab) or output sequences (seq2seq).
@@ -297,8 +304,10 @@ class AttentionRegressorMixin(RegressorMixin):
             In the layout of the y seen in ``fit`` (3-D, flattened 2-D or 1-D).
         """
         X3 = self._validate_predict_X(X)
-        y = attention_output(self._attention_maps(X3), X3.astype(np.float64, copy=False),
-                             self.task_)
+        A = self._attention_maps(X3)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked below
+            y = attention_output(A, X3.astype(np.float64, copy=False), self.task_)
+        check_finite_result(y, "X", X3)  # linear seq2seq: A X can overflow where A did not
         if self._y_ndim == 2:
             return y.reshape(y.shape[0], -1)
         if self._y_ndim == 1:

@@ -10,7 +10,8 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import NONE, Interval, Options, Predicate
+from .._validation import (MAX_INVERSE_TEMPERATURE, MAX_NOISE, NONE, Interval, Options,
+                           Predicate, atomic_fit, channel_memory_bytes, check_memory)
 from ..amp import amp, seq2seq_to_attention
 from ..data.targets import Target
 from ..data.teacher import AttentionIndexedModel
@@ -114,8 +115,8 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         "target": [NONE, Predicate(
             lambda value: isinstance(value, (Target, AttentionIndexedModel)),
             "a skattn Target (e.g. WishartTarget(0.5)) or an AttentionIndexedModel")],
-        "target_beta": [Interval("real", 0, closed="neither")],
-        "noise": [Interval("real", 0)],
+        "target_beta": [Interval("real", 0, MAX_INVERSE_TEMPERATURE, closed="right")],
+        "noise": [Interval("real", 0, MAX_NOISE, closed="both")],
         "n_features": [Interval("int", 2), NONE],
         "tol": [Interval("real", 0, closed="neither")],
         "damping": [Interval("real", 0, 1, closed="right")],
@@ -182,6 +183,7 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         return problem.replace(**model), options
 
     # ------------------------------------------------------------------- fit
+    @atomic_fit()  # a failed fit leaves the estimator as it was
     def fit(self, X, y):
         """Run AMP on ``(X, y)`` and, if ``target`` is set, solve SE at ``α = n/d²``.
 
@@ -193,6 +195,15 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         Returns
         -------
         self : object
+
+        Raises
+        ------
+        ValueError
+            Naming the parameter, for invalid parameters or data, a state-evolution
+            problem that cannot be solved (e.g. a float ``width`` < 1 with
+            ``n_features=None``), or a computation above the memory limit
+            (``SKATTN_MEMORY_LIMIT_GB``, default 8 GiB). Everything is checked before
+            AMP runs, and a failed fit leaves the estimator as it was.
         """
         self._validate_params()
         X3, y3, T, d, task, y_ndim = self._validate_fit_data(X, y)
@@ -212,14 +223,24 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         if task == "seq2seq" and d < T:
             raise ValueError(f"seq2seq outputs determine the attention matrix only when "
                              f"n_features >= n_tokens; X has n_features={d} < n_tokens={T}.")
-        A = y3 if task == "seq2lab" else seq2seq_to_attention(X3, y3)
-        channel = channel_for(self.attention, T, self.beta, self.beta)
         width_ratio = self._width_ratio(d)
         direct = self.parametrization == "direct"
         if direct and self.reg_lambda == 0:
             raise ValueError("reg_lambda must be > 0 with parametrization='direct'.")
-        reg = self.reg_lambda if direct else np.sqrt(width_ratio) * self.reg_lambda
         rank = d if direct else resolve_width(self.width, d)
+        n = X3.shape[0]
+        # AMP: the channel at every sample, the data and a few d × d / d × p iterates
+        check_memory(channel_memory_bytes(T, n) + 8 * (4 * n * T * d + 8 * d * d + 4 * d * rank),
+                     f"n_samples={n} (AMP with n_tokens={T}, n_features={d}, rank {rank})")
+        if self.target is not None:  # the state evolution's checks, before AMP runs
+            problem, options = self._se_problem(T, width_ratio)
+            check_memory(channel_memory_bytes(T, options["n_nodes"]),
+                         f"n_nodes={options['n_nodes']} (with n_tokens={T})")
+            law, eig0 = problem.target_law(options["random_state"])
+            problem.denoiser(law, eig0, options["random_state"])
+        A = y3 if task == "seq2lab" else seq2seq_to_attention(X3, y3)
+        channel = channel_for(self.attention, T, self.beta, self.beta)
+        reg = self.reg_lambda if direct else np.sqrt(width_ratio) * self.reg_lambda
         result = amp(channel, X3, A, reg_trace=reg, rank=rank,
                      max_iter=self.max_iter, tol=self.tol, damping=self.damping,
                      parametrization=self.parametrization,
@@ -236,9 +257,7 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         self.state_ = None
         self._predicted_spectrum = None
         if self.target is not None:
-            alpha = X3.shape[0] / d ** 2
-            problem, options = self._se_problem(T, width_ratio)
-            state = solve_state_evolution(alpha, problem, **options)
+            state = solve_state_evolution(n / d ** 2, problem, **options)
             self.state_ = state
             self._predicted_spectrum = {
                 "atom_mass": state.atom_mass,

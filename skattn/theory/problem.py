@@ -16,7 +16,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .._validation import check_choice, check_scalar_range
+from .._validation import (MAX_INVERSE_TEMPERATURE, MAX_NOISE, channel_memory_bytes,
+                           check_choice, check_memory, check_scalar_range)
 from .channels import channel_for
 from .denoisers import DirectDenoiser, FactoredDenoiser
 from .laws import DiscreteLaw, SpectralLaw
@@ -149,11 +150,17 @@ def _check_model_scalars(n_tokens, width_ratio, reg_lambda, beta, target_beta, n
     check_choice(attention, "attention", ATTENTIONS)
     n_tokens = check_scalar_range(n_tokens, "n_tokens", low=2 if attention == "softmax" else 1,
                                   integer=True)
+    # the channel's tables grow as T^7: refuse before building one (SKATTN_MEMORY_LIMIT_GB)
+    check_memory(channel_memory_bytes(n_tokens, 0),
+                 f"n_tokens={n_tokens} (a channel in T(T+1)/2 coordinates)")
     width_ratio = check_scalar_range(width_ratio, "width_ratio", low=0, low_inclusive=False)
     reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
-    beta = check_scalar_range(beta, "beta", low=0, low_inclusive=False)
-    target_beta = check_scalar_range(target_beta, "target_beta", low=0, low_inclusive=False)
-    noise = check_scalar_range(noise, "noise", low=0)
+    # upper bounds: beyond them the solver's exponentials and edge search leave float64
+    beta = check_scalar_range(beta, "beta", low=0, low_inclusive=False,
+                              high=MAX_INVERSE_TEMPERATURE)
+    target_beta = check_scalar_range(target_beta, "target_beta", low=0, low_inclusive=False,
+                                     high=MAX_INVERSE_TEMPERATURE)
+    noise = check_scalar_range(noise, "noise", low=0, high=MAX_NOISE)
     # seq2seq has the same channel as seq2lab in the limit: ‖(σ̂ − σ)x‖²/d → Σ_ab (σ̂ − σ)²
     check_choice(task, "task", TASKS)
     check_choice(parametrization, "parametrization", PARAMETRIZATIONS)
@@ -212,16 +219,18 @@ class StateEvolutionProblem:
         The target family (e.g. ``WishartTarget(0.5)``) or its spectral law. For one
         teacher's own S0, use :meth:`from_teacher`.
     n_tokens : int
-        Sequence length T (≥ 2 for softmax, ≥ 1 for linear attention).
+        Sequence length T (≥ 2 for softmax, ≥ 1 for linear attention); a ValueError when
+        the channel alone would exceed the memory limit (``SKATTN_MEMORY_LIMIT_GB``,
+        default 8 GiB: T ≲ 20).
     reg_lambda : float, default=0.0
         λ ≥ 0 in ``Σ_μ ℓ_μ + λ‖W‖²_F`` (or ``λ‖V‖²_F`` for ``parametrization="direct"``,
         where solving the state evolution needs λ > 0).
     width_ratio : float, default=1.0
         κ = p/d of the factored model; the trace penalty is ``λ̃ = √κ λ``.
     beta, target_beta : float, default=1.0
-        Inverse temperatures of the student and of the teacher.
+        Inverse temperatures of the student and of the teacher, in ``(0, 1e6]``.
     noise : float, default=0.0
-        Label noise Δ ≥ 0.
+        Label noise Δ in ``[0, 1e6]``.
     attention : {"softmax", "linear"}, default="softmax"
     task : {"seq2lab", "seq2seq"}, default="seq2lab"
         Both have the same limit; accepted for symmetry with the estimators.

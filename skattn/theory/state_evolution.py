@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .._validation import check_choice, check_scalar_range
+from .._validation import (MAX_ALPHA, channel_memory_bytes, check_choice, check_memory,
+                           check_scalar_range)
 from .channels import GaussianNodes, output_side, test_error
 from .laws import SpectralLaw
 from .problem import (
@@ -285,7 +286,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     Parameters
     ----------
     alpha : float
-        Sample ratio α = n/d² > 0.
+        Sample ratio α = n/d² in ``(0, 1e6]``.
     problem : StateEvolutionProblem, optional
         The model. Without it, ``n_tokens``, ``reg_lambda`` and ``target`` are required.
     n_tokens : int
@@ -338,8 +339,10 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     Raises
     ------
     ValueError
-        If a problem and a model keyword are both given (use ``problem.replace``), or a
-        keyword contradicts the teacher given as ``target``.
+        If a problem and a model keyword are both given (use ``problem.replace``), a
+        keyword contradicts the teacher given as ``target``, or the channel at
+        ``n_tokens`` and ``n_nodes`` would exceed the memory limit (environment variable
+        ``SKATTN_MEMORY_LIMIT_GB``, default 8 GiB).
 
     Warns
     -----
@@ -347,7 +350,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         For a softmax prediction on a spiky target, or a binding rank constraint at small
         d (see :func:`skattn.theory.problem.warn_outside_domain`).
     """
-    alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
+    alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False, high=MAX_ALPHA)
     if problem is None and reg_lambda is UNSET:
         raise TypeError("solve_state_evolution() needs a problem or the keyword 'reg_lambda'.")
     problem = resolve_problem(
@@ -359,10 +362,13 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
     damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
     n_nodes = check_scalar_range(n_nodes, "n_nodes", low=16, integer=True)
-    if not (random_state is None or isinstance(random_state, (int, np.integer))):
-        raise ValueError(f"random_state must be an int or None (it seeds the fixed quadrature "
-                         f"nodes and draws), got {random_state!r}.")
+    if not (random_state is None or (isinstance(random_state, (int, np.integer))
+                                     and 0 <= random_state < 2 ** 32)):
+        raise ValueError(f"random_state must be an int in [0, 2**32 - 1] or None (it seeds "
+                         f"the fixed quadrature nodes and draws), got {random_state!r}.")
     random_state = 0 if random_state is None else int(random_state)
+    check_memory(channel_memory_bytes(problem.n_tokens, n_nodes),
+                 f"n_tokens={problem.n_tokens} with n_nodes={n_nodes} quadrature nodes")
     check_choice(sigma_hat_form, "sigma_hat_form", ("auto", "stein", "pointwise"))
     if sigma_hat_form == "auto":
         sigma_hat_form = "pointwise" if problem.attention == "linear" else "stein"
