@@ -12,6 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .._validation import BOOLEAN, NONE, InvalidParameterError, Interval, Options, Predicate
 from .._validation import check_random_state_arg
 from ..nn import functional as F
+from ..nn.history import HistoryRecorder, make_history_recorder
 from ..nn.training import TrainingDivergedError, train
 from ._mixin import DEVICE_STRING, AttentionRegressorMixin, infer_structure
 
@@ -46,7 +47,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
 
     Declares the training parameters shared by the torch regressors (``solver``,
     ``learning_rate_init``, ``n_iter_no_change``, ``batch_size``, ``init_scale``,
-    ``dtype``, ``warm_start``) on top of those of :class:`AttentionRegressorMixin`.
+    ``dtype``, ``warm_start``, ``history``) on top of those of :class:`AttentionRegressorMixin`.
     Subclasses implement ``_param_shape``, ``_fitted_param``, ``_random_init``,
     ``_make_module`` and ``_store_params``; the parameters and the fitted attributes are
     documented on :class:`TiedAttentionRegressor`.
@@ -63,10 +64,12 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
                    Predicate(lambda value: isinstance(value, torch.device), "a torch.device")],
         "dtype": [Options("float32", "float64")],
         "warm_start": [BOOLEAN],
+        "history": [NONE, Predicate(lambda value: isinstance(value, (dict, HistoryRecorder)),
+                                    "a dict or a skattn.nn.HistoryRecorder")],
     }
 
     def __init__(self, *, solver, learning_rate_init, n_iter_no_change, batch_size,
-                 init_scale, dtype, warm_start, **shared):
+                 init_scale, dtype, warm_start, history=None, **shared):
         super().__init__(**shared)
         self.solver = solver
         self.learning_rate_init = learning_rate_init
@@ -75,6 +78,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         self.init_scale = init_scale
         self.dtype = dtype
         self.warm_start = warm_start
+        self.history = history
 
     # ------------------------------------------------------------------ hooks
     def _param_shape(self, n_features):
@@ -127,6 +131,10 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         device = _resolve_device(self.device, type(self).__name__)
         dtype = _DTYPES[self.dtype]
         rng = check_random_state_arg(self.random_state)
+        # a fresh recorder per fit (the parameter itself is never modified); None: no hook
+        recorder = make_history_recorder(self.history)
+        if recorder is not None:
+            recorder.check_n_features(d)
 
         shape = self._param_shape(d)
         # as MLPRegressor: warm_start continues from the fitted parameters and curve
@@ -152,13 +160,14 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
             result = train(module, Xt, yt, reg_lambda=self.reg_lambda, solver=self.solver,
                            learning_rate_init=self.learning_rate_init, max_iter=self.max_iter,
                            tol=self.tol, n_iter_no_change=self.n_iter_no_change,
-                           batch_size=self.batch_size, random_state=rng, verbose=self.verbose)
+                           batch_size=self.batch_size, random_state=rng, verbose=self.verbose,
+                           callback=recorder)
         except TrainingDivergedError as err:
             # keep the last finite parameters, as documented, then report
             if err.result is not None:
-                self._store_result(module, err.result, fitted, previous_curve)
+                self._store_result(module, err.result, fitted, previous_curve, recorder)
             raise
-        self._store_result(module, result, fitted, previous_curve)
+        self._store_result(module, result, fitted, previous_curve, recorder)
         if not result.converged:
             warnings.warn(
                 f"{type(self).__name__}: the {self.solver} solver {result.message}. "
@@ -167,7 +176,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
                 ConvergenceWarning)
         return self
 
-    def _store_result(self, module, result, fitted, previous_curve):
+    def _store_result(self, module, result, fitted, previous_curve, recorder=None):
         for name, value in fitted.items():
             setattr(self, name, value)
         self._store_params(module)
@@ -177,6 +186,10 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         self.train_objective_ = float(result.objective) / d2
         self.train_error_ = float(result.train_error)
         self.converged_ = bool(result.converged)
+        if recorder is not None:
+            self.history_ = recorder.as_dict()
+        elif hasattr(self, "history_"):
+            del self.history_  # from an earlier fit with history on: stale now
 
     # --------------------------------------------------------------- predict
     def _predict_device(self):

@@ -34,6 +34,8 @@ _TITLES = {
                           "and the Bayes limit",
     "learning_curves": "Scaling laws: learning curves on power-law targets",
     "spectra": "Learned spectra across α: rank collapse, bulk and recovered features",
+    "training_dynamics": "Training dynamics: target modes learned one by one in time, as "
+                         "they emerge in α",
     "thresholds": "Interpolation, perfect-recovery and Bayes-optimal thresholds against the "
                   "target rank",
 }
