@@ -13,6 +13,7 @@ from .._validation import BOOLEAN, NONE, InvalidParameterError, Interval, Option
 from .._validation import atomic_fit, check_finite_result, check_memory
 from .._validation import check_random_state_arg
 from ..nn import functional as F
+from ..nn.history import HistoryRecorder, make_history_recorder
 from ..nn.training import TrainingDivergedError, train
 from ._mixin import DEVICE_STRING, AttentionRegressorMixin, infer_structure
 
@@ -50,7 +51,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
 
     Declares the training parameters shared by the torch regressors (``solver``,
     ``learning_rate_init``, ``n_iter_no_change``, ``batch_size``, ``init_scale``,
-    ``dtype``, ``warm_start``) on top of those of :class:`AttentionRegressorMixin`.
+    ``dtype``, ``warm_start``, ``history``) on top of those of :class:`AttentionRegressorMixin`.
     Subclasses implement ``_param_shape``, ``_fitted_param``, ``_random_init``,
     ``_make_module`` and ``_store_params``; the parameters and the fitted attributes are
     documented on :class:`TiedAttentionRegressor`.
@@ -67,10 +68,12 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
                    Predicate(lambda value: isinstance(value, torch.device), "a torch.device")],
         "dtype": [Options("float32", "float64")],
         "warm_start": [BOOLEAN],
+        "history": [NONE, Predicate(lambda value: isinstance(value, (dict, HistoryRecorder)),
+                                    "a dict or a skattn.nn.HistoryRecorder")],
     }
 
     def __init__(self, *, solver, learning_rate_init, n_iter_no_change, batch_size,
-                 init_scale, dtype, warm_start, **shared):
+                 init_scale, dtype, warm_start, history=None, **shared):
         super().__init__(**shared)
         self.solver = solver
         self.learning_rate_init = learning_rate_init
@@ -79,6 +82,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         self.init_scale = init_scale
         self.dtype = dtype
         self.warm_start = warm_start
+        self.history = history
 
     # ------------------------------------------------------------------ hooks
     def _param_shape(self, n_features):
@@ -152,6 +156,10 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         device = _resolve_device(self.device, type(self).__name__)
         dtype = _DTYPES[self.dtype]
         rng = check_random_state_arg(self.random_state)
+        # a fresh recorder per fit (the parameter itself is never modified); None: no hook
+        recorder = make_history_recorder(self.history)
+        if recorder is not None:
+            recorder.check_n_features(d)
 
         shape = self._param_shape(d)
         self._check_fit_memory(X3.shape[0], T, d, shape, y3.shape[-1])
@@ -178,13 +186,14 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
             result = train(module, Xt, yt, reg_lambda=self.reg_lambda, solver=self.solver,
                            learning_rate_init=self.learning_rate_init, max_iter=self.max_iter,
                            tol=self.tol, n_iter_no_change=self.n_iter_no_change,
-                           batch_size=self.batch_size, random_state=rng, verbose=self.verbose)
+                           batch_size=self.batch_size, random_state=rng, verbose=self.verbose,
+                           callback=recorder)
         except TrainingDivergedError as err:
             # keep the last finite parameters, as documented, then report
             if err.result is not None:
-                self._store_result(module, err.result, fitted, previous_curve)
+                self._store_result(module, err.result, fitted, previous_curve, recorder)
             raise
-        self._store_result(module, result, fitted, previous_curve)
+        self._store_result(module, result, fitted, previous_curve, recorder)
         self._warn_low_precision(X3)
         if not result.converged:
             warnings.warn(
@@ -197,13 +206,13 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
     def _check_fit_memory(self, n, T, d, shape, y_width):
         """Raise (naming n_samples and width) before a fit that would exceed the limit."""
         itemsize = 4 if self.dtype == "float32" else 8
-        n_params = shape[0] * shape[1]
+        n_params = int(np.prod(shape))  # heads and stacked factors included
         # the float64 start, the parameter with its gradient, optimiser state and L-BFGS
         # history (2 × 20 vectors); the data as tensors; the forward and backward
         # intermediates (X W, pre-activations, maps, residuals), all full batch
         for_params = 8 * n_params + itemsize * n_params * 46
         for_data = (itemsize * n * T * (d + y_width)
-                    + 2 * itemsize * n * T * (shape[1] + d + 4 * T))
+                    + 2 * itemsize * n * T * (n_params // d + d + 4 * T))
         sizes = f"parameters of shape {shape}, n_tokens={T}, dtype={self.dtype}"
         # name first what dominates: the width (too many parameters) or the sample count
         if for_params > for_data and hasattr(self, "width"):
@@ -227,7 +236,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
                 f"(test errors orders of magnitude above float64's); use dtype='float64'.",
                 UserWarning)
 
-    def _store_result(self, module, result, fitted, previous_curve):
+    def _store_result(self, module, result, fitted, previous_curve, recorder=None):
         for name, value in fitted.items():
             setattr(self, name, value)
         self._store_params(module)
@@ -237,6 +246,10 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         self.train_objective_ = float(result.objective) / d2
         self.train_error_ = float(result.train_error)
         self.converged_ = bool(result.converged)
+        if recorder is not None:
+            self.history_ = recorder.as_dict()
+        elif hasattr(self, "history_"):
+            del self.history_  # from an earlier fit with history on: stale now
 
     # --------------------------------------------------------------- predict
     def _predict_device(self):

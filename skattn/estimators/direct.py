@@ -46,6 +46,12 @@ class DirectAttentionRegressor(BaseAttentionRegressor):
     verbose : int, default=0
     warm_start : bool, default=False
         Start from the fitted ``V_`` and append to ``loss_curve_``.
+    history : None, dict or skattn.nn.HistoryRecorder, default=None
+        Record the training trajectory: None (off, no cost), or the settings of a
+        :class:`skattn.nn.HistoryRecorder` as a dict, e.g. ``{"S0": S0, "every": 1,
+        "top_k": 10}`` (every ``every`` iterations: objective / d², the overlaps
+        ``m = Tr(S0ᵀ S)/d`` and ``q = ‖S‖²_F/d`` when ``S0`` is given, and the top
+        ``top_k`` eigenvalues of S). Stored in ``history_``.
 
     Attributes
     ----------
@@ -53,6 +59,11 @@ class DirectAttentionRegressor(BaseAttentionRegressor):
         Learned symmetric matrix.
     S_ : ndarray of shape (n_features, n_features)
         ``V_ / √d``.
+    history_ : dict of str to ndarray
+        Only with ``history`` set: the trajectory of the last ``fit``, one entry per
+        recorded iteration along axis 0 — ``iteration`` (1-based index into this fit's
+        iterations), ``objective``, ``top`` and, with ``S0``, ``m`` and ``q`` (see
+        :meth:`skattn.nn.HistoryRecorder.as_dict`).
     n_features_in_ : int
         Number of columns of the flattened X, ``n_tokens_ * token_dim_`` (equal to
         ``len(feature_names_in_)``).
@@ -78,13 +89,14 @@ device_, feature_names_in_ :
                  n_tokens=None, solver="lbfgs", learning_rate_init=0.1, max_iter=5000,
                  tol=1e-6, n_iter_no_change=10, batch_size=None, init_scale=0.0,
                  device="auto", dtype="float32", random_state=None, verbose=0,
-                 warm_start=False):
+                 warm_start=False, history=None):
         super().__init__(
             reg_lambda=reg_lambda, beta=beta, attention=attention, task=task,
             n_tokens=n_tokens, solver=solver, learning_rate_init=learning_rate_init,
             max_iter=max_iter, tol=tol, n_iter_no_change=n_iter_no_change,
             batch_size=batch_size, init_scale=init_scale, device=device, dtype=dtype,
-            random_state=random_state, verbose=verbose, warm_start=warm_start)
+            random_state=random_state, verbose=verbose, warm_start=warm_start,
+            history=history)
 
     def _param_shape(self, n_features):
         return (n_features, n_features)

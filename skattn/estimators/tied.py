@@ -85,6 +85,12 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
     n_heads : int, default=1
         Number of heads H ≥ 1. Heads start from independent random factors (identical
         heads would stay identical).
+    history : None, dict or skattn.nn.HistoryRecorder, default=None
+        Record the training trajectory: None (off, no cost), or the settings of a
+        :class:`skattn.nn.HistoryRecorder` as a dict, e.g. ``{"S0": S0, "every": 1,
+        "top_k": 10}`` (every ``every`` iterations: objective / d², the overlaps
+        ``m = Tr(S0ᵀ S)/d`` and ``q = ‖S‖²_F/d`` when ``S0`` is given, and the top
+        ``top_k`` eigenvalues of S). Stored in ``history_``.
 
     Attributes
     ----------
@@ -94,6 +100,11 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
         ``W_ W_ᵀ / √(p d)`` (per head).
     head_spectra_ : ndarray of shape (n_heads, n_features)
         Eigenvalues of each head's ``S_``, in decreasing order (one row when H = 1).
+    history_ : dict of str to ndarray
+        Only with ``history`` set: the trajectory of the last ``fit``, one entry per
+        recorded iteration along axis 0 — ``iteration`` (1-based index into this fit's
+        iterations), ``objective``, ``top`` and, with ``S0``, ``m`` and ``q`` (see
+        :meth:`skattn.nn.HistoryRecorder.as_dict`).
     width_ : int
         p.
     n_iter_ : int
@@ -148,7 +159,7 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
                  n_tokens=None, solver="lbfgs", learning_rate_init=0.1, max_iter=5000,
                  tol=1e-6, n_iter_no_change=10, batch_size=None, init_scale=1.0,
                  device="auto", dtype="float32", random_state=None, verbose=0,
-                 warm_start=False, n_heads=1):
+                 warm_start=False, n_heads=1, history=None):
         self.width = width
         self.n_heads = n_heads
         super().__init__(
@@ -156,7 +167,8 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
             n_tokens=n_tokens, solver=solver, learning_rate_init=learning_rate_init,
             max_iter=max_iter, tol=tol, n_iter_no_change=n_iter_no_change,
             batch_size=batch_size, init_scale=init_scale, device=device, dtype=dtype,
-            random_state=random_state, verbose=verbose, warm_start=warm_start)
+            random_state=random_state, verbose=verbose, warm_start=warm_start,
+            history=history)
 
     def _param_shape(self, n_features):
         p = resolve_width(self.width, n_features)

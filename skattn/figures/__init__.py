@@ -35,6 +35,8 @@ _TITLES = {
     "learning_curves": "Scaling laws: learning curves on power-law targets",
     "phase_diagram": "Phase diagrams: test and training error over the (α, λ) plane",
     "spectra": "Learned spectra across α: rank collapse, bulk and recovered features",
+    "training_dynamics": "Training dynamics: target modes learned one by one in time, as "
+                         "they emerge in α",
     "thresholds": "Interpolation, perfect-recovery and Bayes-optimal thresholds against the "
                   "target rank",
 }

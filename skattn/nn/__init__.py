@@ -1,7 +1,9 @@
 """Torch backend: functional pre-activations and losses, attention modules (tied, untied,
-multi-head, direct), training."""
+multi-head, direct), training
+and its history."""
 
 from . import functional
+from .history import HistoryRecorder
 from .modules import DirectAttention, FactoredAttention, UntiedAttention
 from .training import SOLVERS, TrainingDivergedError, TrainingResult, train
 
@@ -14,4 +16,5 @@ __all__ = [
     "TrainingResult",
     "TrainingDivergedError",
     "SOLVERS",
+    "HistoryRecorder",
 ]

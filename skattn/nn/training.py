@@ -143,7 +143,7 @@ def _divergence_message(solver, it, lr, dtype):
 
 def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.1,
           max_iter=5000, tol=1e-6, n_iter_no_change=10, batch_size=None,
-          random_state=None, verbose=0, lr_decay=0.7, gtol=None):
+          random_state=None, verbose=0, lr_decay=0.7, gtol=None, callback=None):
     """Minimise ``Σ_μ ℓ_μ + reg_lambda · module.penalty()`` in place.
 
     Parameters
@@ -180,6 +180,10 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
     gtol : float or None, default=None
         Largest relative gradient norm (module docstring) at which a run that stopped
         counts as converged; None means ``10 * sqrt(tol)``.
+    callback : callable or None, default=None
+        Called as ``callback(iteration, module, objective)`` after each iteration (1-based)
+        with the module at the new parameters and their objective, e.g. a
+        :class:`skattn.nn.HistoryRecorder`. None calls nothing.
 
     Returns
     -------
@@ -312,6 +316,8 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
             if L < best:
                 best, best_params = L, last_good
             history.append(L)
+            if callback is not None:
+                callback(it, module, L)
             rel = abs(prev - L) / max(abs(prev), np.finfo(float).tiny)
             if solver == "adam" and L > prev:
                 # Constant-step Adam turns unstable late in training (observed at d = 60–100:
