@@ -22,9 +22,10 @@ _LAZY = {
     "AsymptoticPredictor": "skattn.estimators",
     "solve_state_evolution": "skattn.theory",
     "state_evolution_curve": "skattn.theory",
+    "limit_threads": "skattn.threads",
 }
 _SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "sweep", "scaling",
-               "plotting", "cli")
+               "plotting", "cli", "threads")
 
 __all__ = sorted(_LAZY) + ["metrics", "theory", "__version__"]
 

@@ -1,0 +1,103 @@
+"""Oversubscription check: a 12-fit GridSearchCV at n_jobs=1 and n_jobs=2, with a CPU load.
+
+The search is ``GridSearchCV(TiedAttentionRegressor(...), {"reg_lambda": 4 values}, cv=3)``
+(12 fits, no refit) at d = 20 and d = 80, while a background process spins on numpy
+matrix products (its BLAS threads compete for the cores, as another user's job would).
+Each row is one thread policy:
+
+- ``n_jobs=1 unlimited``: the main process with torch's default thread count;
+- ``n_jobs=1 limit_threads(1)``: the same inside :func:`skattn.limit_threads`;
+- ``n_jobs=2 unlimited``: loky workers with ``inner_max_num_threads=cpu_count`` (what a
+  search would do if joblib did not limit the threads of its workers);
+- ``n_jobs=2 joblib default``: loky workers as joblib starts them, ``cpu_count // 2``
+  threads each (what a plain ``GridSearchCV(n_jobs=2)`` does).
+
+Usage: ``python benchmarks/thread_limits.py [--dims 20 80] [--no-load] [--repeats 1]``.
+Prints wall times and their ratio to ``n_jobs=1 unlimited`` at the same d.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+from joblib import cpu_count, parallel_config
+from sklearn.model_selection import GridSearchCV
+
+import skattn
+from skattn import TiedAttentionRegressor, make_attention_indexed
+
+LAMBDAS = [1e-3, 1e-1, 1.0, 10.0]
+# a background job: numpy matmuls with its BLAS at its default thread count
+LOAD_CODE = ("import numpy as np\n"
+             "a = np.random.default_rng(0).standard_normal((400, 400))\n"
+             "while True:\n"
+             "    a = np.tanh(a @ a / 400)\n")
+
+
+def _search(X, y, n_jobs):
+    est = TiedAttentionRegressor(width=0.5, max_iter=50, device="cpu", random_state=0)
+    search = GridSearchCV(est, {"reg_lambda": LAMBDAS}, cv=3, n_jobs=n_jobs, refit=False,
+                          scoring="neg_mean_squared_error")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_iter=50 stops most fits early: fine here
+        start = time.perf_counter()
+        search.fit(X, y.reshape(len(y), -1))
+        return time.perf_counter() - start
+
+
+POLICIES = {
+    "n_jobs=1 unlimited": (1, contextlib.nullcontext),
+    "n_jobs=1 limit_threads(1)": (1, lambda: skattn.limit_threads(1)),
+    "n_jobs=2 unlimited": (2, lambda: parallel_config(backend="loky",
+                                                      inner_max_num_threads=cpu_count())),
+    "n_jobs=2 joblib default": (2, lambda: parallel_config(backend="loky")),
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dims", type=int, nargs="+", default=[20, 80])
+    parser.add_argument("--alpha", type=float, default=0.25,
+                        help="samples per d² (default 0.25)")
+    parser.add_argument("--repeats", type=int, default=1, help="best of this many runs")
+    parser.add_argument("--no-load", action="store_true", help="no background process")
+    args = parser.parse_args(argv)
+
+    load = None if args.no_load else subprocess.Popen([sys.executable, "-c", LOAD_CODE])
+    try:
+        time.sleep(0.5)
+        rows = []
+        for d in args.dims:
+            X, y = make_attention_indexed(n_samples=int(args.alpha * d * d), n_features=d,
+                                          random_state=0)
+            X = X.reshape(len(X), -1)
+            base = None
+            for name, (n_jobs, context) in POLICIES.items():
+                times = []
+                for _ in range(args.repeats):
+                    with context():
+                        times.append(_search(X, y, n_jobs))
+                wall = min(times)
+                base = wall if base is None else base
+                rows.append((d, name, wall, wall / base))
+    finally:
+        if load is not None:
+            load.kill()
+            load.wait()
+    print(f"# {cpu_count()} cores (joblib), background load: {not args.no_load}, "
+          f"pid {os.getpid()}")
+    print(f"{'d':>4}  {'policy':<28}{'wall s':>8}{'ratio':>8}")
+    for d, name, wall, ratio in rows:
+        print(f"{d:>4}  {name:<28}{wall:>8.2f}{ratio:>8.2f}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
