@@ -75,6 +75,9 @@ def main(argv=None):
     parser.add_argument("--max-iter", type=int, default=20, help="L-BFGS steps per fit")
     parser.add_argument("--repeats", type=int, default=1, help="best of this many runs")
     parser.add_argument("--no-load", action="store_true", help="no background process")
+    parser.add_argument("--policies", type=int, nargs="+", default=None,
+                        help="run only these rows (0-3, in the order above); ratios are "
+                             "then to the first row run")
     args = parser.parse_args(argv)
 
     print(f"# {cpu_count()} cores (joblib), background load: {not args.no_load}, "
@@ -89,7 +92,9 @@ def main(argv=None):
                                           random_state=0)
             X = X.reshape(len(X), -1)
             base = None
-            for name, (n_jobs, context) in POLICIES.items():
+            for index, (name, (n_jobs, context)) in enumerate(POLICIES.items()):
+                if args.policies is not None and index not in args.policies:
+                    continue
                 times = []
                 with context():
                     # start the workers (and their torch import) before timing
