@@ -31,6 +31,22 @@ from ._validation import check_choice, check_finite_array
 __all__ = ["attention_error", "attention_error_scorer"]
 
 
+def _check_outputs(y, name):
+    """``y`` as a finite float array of 1 to 3 dimensions, or an error naming ``name``."""
+    try:
+        arr = None if np.iscomplexobj(y) else np.asarray(y, dtype=float)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None:  # not real numbers: check_finite_array names the problem
+        return check_finite_array(y, name)
+    # the shape is checked before the values, so a wrong layout is reported as such
+    if arr.ndim not in (1, 2, 3):
+        raise ValueError(f"{name} must have 3 dimensions (n_samples, n_tokens, n_outputs), "
+                         f"or 2 or 1 when flattened with n_tokens given; got shape "
+                         f"{arr.shape}.")
+    return check_finite_array(arr, name)
+
+
 def _as_3d(y, name, n_tokens, task):
     """``y`` of shape (n, T, k) from the 3-D, flattened 2-D or 1-D layout."""
     if y.ndim == 3:
@@ -43,10 +59,9 @@ def _as_3d(y, name, n_tokens, task):
             n_tokens = math.isqrt(y.shape[1])
         else:
             raise ValueError(
-                f"n_tokens must be given for a flattened {name} of shape {y.shape}: "
-                f"expected (n_samples, n_tokens·n_tokens) or (n_samples, "
-                f"n_tokens·n_features) with n_tokens set (e.g. n_tokens=est.n_tokens_), or "
-                f"a 3-D {name}.")
+                f"{name} must have 3 dimensions (n_samples, n_tokens, n_outputs), or be "
+                f"flattened to (n_samples, n_tokens·n_outputs) with n_tokens given (e.g. "
+                f"n_tokens=est.n_tokens_); got shape {y.shape} and n_tokens=None.")
     if y.ndim == 1:
         if n_tokens != 1:
             raise ValueError(f"a 1-D {name} (one label per sample) means n_tokens=1, got "
@@ -100,8 +115,8 @@ def attention_error(y_true, y_pred, *, task="auto", n_tokens=None):
                                  or not isinstance(n_tokens, (int, np.integer))
                                  or n_tokens < 1):
         raise ValueError(f"n_tokens must be an integer >= 1 or None, got {n_tokens!r}.")
-    y_true = check_finite_array(y_true, "y_true", ndim=(1, 2, 3))
-    y_pred = check_finite_array(y_pred, "y_pred", ndim=(1, 2, 3))
+    y_true = _check_outputs(y_true, "y_true")
+    y_pred = _check_outputs(y_pred, "y_pred")
     if y_true.shape != y_pred.shape:
         raise ValueError(f"y_true and y_pred must have the same shape, got {y_true.shape} "
                          f"and {y_pred.shape}.")

@@ -49,7 +49,7 @@ def test_attention_error_reads_flattened_layouts():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({}, "n_tokens must be given"),
+    ({}, "y_true must have 3 dimensions .* or be flattened .* with n_tokens given"),
     ({"n_tokens": 5}, "not a multiple of n_tokens=5"),
     ({"n_tokens": 0}, "n_tokens must be an integer >= 1"),
     ({"task": "seq2lab", "n_tokens": 2}, "task='seq2lab' needs square"),
