@@ -23,11 +23,11 @@ _LAZY = {
     "AsymptoticPredictor": "skattn.estimators",
     "solve_state_evolution": "skattn.theory",
     "state_evolution_curve": "skattn.theory",
+    "limit_threads": "skattn.threads",
 }
 _SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "parallel", "sweep",
                "scaling", "spectra", "experiments", "reporting", "demo", "finite_size",
-               "validation_grid",
-               "plotting", "figures", "cli")
+               "validation_grid", "threads", "plotting", "figures", "cli")
 
 __all__ = sorted(_LAZY) + ["metrics", "theory", "__version__"]
 

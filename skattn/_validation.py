@@ -246,6 +246,7 @@ class Predicate:
 
 NONE = Predicate(lambda value: value is None, "None")
 BOOLEAN = Predicate(lambda value: isinstance(value, (bool, np.bool_)), "a bool")
+# the meaning of each verbose level, the same everywhere: skattn/_progress.py
 VERBOSE = Predicate(
     lambda value: isinstance(value, (bool, np.bool_)) or Interval("int", 0).accepts(value),
     "an int in the range [0, inf) or a bool")

@@ -21,7 +21,12 @@ __all__ = ["AMPResult", "amp", "kkt_residual", "sensing_components",
 
 @dataclass
 class AMPResult:
-    """Output of :func:`amp`: the estimate, its order parameters and convergence record."""
+    """Output of :func:`amp`: the estimate, its order parameters and convergence record.
+
+    ``n_iter`` counts AMP iterations run (one update of Ŝ, Σ and the Onsager term each,
+    at most ``max_iter``; an iteration that detects the collapse to Ŝ = 0 counts), and
+    ``history`` holds the relative change of Ŝ at each of them.
+    """
 
     S: np.ndarray
     sigma: float
@@ -264,6 +269,9 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
     parametrization : {"factored", "direct"}, default="factored"
         "direct" replaces the spectral threshold by the ridge denoiser of THEORY.md §5,
         ``Ŝ = M/(Σ̂ + 4λ)``, for the objective ``Σ ℓ + λ‖V‖²_F``; ``reg_trace`` is then λ.
+    verbose : int, default=0
+        0: silent; 1: a progress bar over the iterations (it ends at 100 % on
+        convergence); 2: also one log line per iteration (see :mod:`skattn._progress`).
 
     Returns
     -------
@@ -283,8 +291,8 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
     start = channel.fit_logits(y)
     history, converged, it = [], False, 0
     sigma_hat = 1.0
-    from tqdm.auto import tqdm
-    bar = tqdm(total=max_iter, disable=not verbose, desc="AMP")
+    from ._progress import finish_progress, log_step, progress_bar
+    bar = progress_bar(max_iter, verbose, "AMP")
     for it in range(1, max_iter + 1):
         omega = ops.components(S) - sigma * g_old
         z = channel.prox(y, omega, sigma, start=start)
@@ -316,6 +324,7 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         history.append(float(change))
         bar.update(1)
         bar.set_postfix(change=f"{change:.2e}")
+        log_step(verbose, f"AMP iteration {it}: relative change of S = {change:.2e}")
         if not np.all(np.isfinite(S)) or not np.isfinite(sigma):
             bar.close()
             raise FloatingPointError("AMP diverged (non-finite iterate); increase damping "
@@ -323,7 +332,7 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         if change < tol:
             converged = True
             break
-    bar.close()
+    finish_progress(bar, completed=converged)
     if parametrization == "direct":
         res = direct_kkt_residual(channel, X, y, S, reg_trace, sigma_hat)
     else:

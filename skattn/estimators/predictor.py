@@ -88,6 +88,7 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         Relative KKT residual of factored ERM at ``S_`` (see :func:`skattn.amp.kkt_residual`).
     converged_ : bool
     n_iter_ : int
+        AMP iterations run (``amp_result_.n_iter``).
     state_ : StateEvolutionResult or None
         Solved at ``α = n/d²`` when ``target`` is given.
     predicted_test_error_, predicted_train_error_, predicted_train_objective_ : float

@@ -108,7 +108,8 @@ class TiedAttentionRegressor(BaseAttentionRegressor):
     width_ : int
         p.
     n_iter_ : int
-        Iterations run by the last call to ``fit``.
+        Optimiser iterations run by the last call to ``fit`` (L-BFGS steps, full-batch
+        Adam steps, or minibatch-Adam epochs), not objective evaluations.
     loss_curve_ : list of float
         Objective / d² after each iteration, over every fit since the last cold start
         (``warm_start=True`` appends to it).

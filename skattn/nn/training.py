@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
-
+from .._progress import finish_progress, log_step, progress_bar
 from .._validation import check_random_state_arg as check_random_state
 
 __all__ = ["TrainingDivergedError", "TrainingResult", "train", "SOLVERS"]
@@ -70,7 +69,9 @@ class TrainingResult:
         Final ``Σ_μ ℓ_μ``.
     n_samples : int
     n_iter : int
-        Number of iterations run.
+        Optimiser iterations run, ``len(objective_history)``: L-BFGS steps (each a
+        strong-Wolfe line search of up to 26 objective evaluations), full-batch Adam steps,
+        or minibatch-Adam epochs. Objective evaluations are counted by ``n_evaluations``.
     converged : bool
         True when the run stopped on the objective-change rule *and* the relative gradient
         norm at the returned parameters is at most ``gtol`` (see the module docstring).
@@ -172,7 +173,9 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
     random_state : int, RandomState or None
         Seeds the minibatch order.
     verbose : int, default=0
-        If > 0, show a tqdm progress bar with the current objective / d².
+        0: silent; 1: a tqdm progress bar with the current objective / d² (it ends at
+        100 % when the stopping rule ends the run early); 2: also one log line per
+        iteration (see :mod:`skattn._progress`).
     lr_decay : float, default=0.7
         Adam's step size is multiplied by ``lr_decay`` whenever the full objective
         increases from one iteration to the next (1.0 disables it). Adam also returns the
@@ -285,8 +288,7 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
             "The objective is NaN or infinite at the initial parameters. To fix it: lower "
             "init_scale, use dtype='float64', or check the scale of X and y.")
 
-    bar = tqdm(total=max_iter, disable=verbose <= 0, desc=solver, leave=True,
-               dynamic_ncols=True)
+    bar = progress_bar(max_iter, verbose, solver, leave=True, dynamic_ncols=True)
     prev = initial
     best, best_params = initial, _snapshot(params)
     it = 0
@@ -336,6 +338,8 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
             if verbose > 0:
                 bar.set_postfix({"objective/d²": f"{L / d ** 2:.6g}", "rel.change": f"{rel:.1e}"},
                                 refresh=False)
+            log_step(verbose, f"{solver} iteration {it}: objective/d² = {L / d ** 2:.8g}, "
+                              f"relative change = {rel:.2e}")
             if no_change >= n_iter_no_change:
                 stopped = True
                 break
@@ -343,7 +347,8 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
         if verbose > 0 and history:
             bar.set_postfix({"objective/d²": f"{history[-1] / d ** 2:.6g}",
                              "stopped": stopped})
-        bar.close()
+        # an early stop is the end of the work: the bar ends at 100 %, not at it/max_iter
+        finish_progress(bar, completed=stopped)
 
     final = history[-1] if history else initial
     if solver == "adam" and best < final:

@@ -41,7 +41,10 @@ class StateEvolutionResult:
     """Fixed point of the state evolution and the predictions derived from it.
 
     Like :class:`scipy.optimize.OptimizeResult`, it carries ``converged``, ``n_iter`` and a
-    ``message``. Order parameters: ``m = Tr(S0 Ŝ)/d``, ``q = Tr Ŝ²/d``, ``sigma`` (Σ) and
+    ``message``; ``n_iter`` counts evaluations of the fixed-point map (output side then
+    denoiser), over every start and solver stage (Anderson and damped iterations), with
+    the final one at the returned point (none when it collapsed to S = 0) — not
+    iterations of one solver. Order parameters: ``m = Tr(S0 Ŝ)/d``, ``q = Tr Ŝ²/d``, ``sigma`` (Σ) and
     their conjugates (with the paper's factor 2). ``eta``, ``delta``, ``epsilon`` give the
     learned spectrum: ``S ≈ eta · ReLU(S0 + delta Z − epsilon I)`` (factored).
     ``problem`` is the :class:`~skattn.theory.StateEvolutionProblem` solved (``params``

@@ -1,0 +1,78 @@
+"""Thread limits for fits run side by side (no torch import of its own).
+
+A torch fit uses ``torch.get_num_threads()`` intra-op threads, by default one per core; the
+BLAS under numpy and scipy (used by the theory and AMP) has its own pool. Two fits in
+parallel on a machine with as many cores as one of them wants *oversubscribe* it: the
+threads of both fight for the cores and both run slower than one after the other.
+
+What already holds, and what :func:`limit_threads` adds:
+
+- ``GridSearchCV(n_jobs=k)`` and every ``n_jobs`` of skattn run on joblib's ``loky``
+  processes by default. joblib starts each worker with ``OMP_NUM_THREADS`` (and the BLAS
+  equivalents) set to ``max(1, cpu_count // k)``, which torch reads at import, so the fits
+  in a search share the cores without oversubscribing. To choose the per-worker count
+  yourself, use joblib's public ``joblib.parallel_config(inner_max_num_threads=n)``
+  around the search.
+- In the main process (``n_jobs=1``, a notebook, the threading backend) nothing limits
+  threads; wrap the work in :func:`limit_threads` when other processes load the machine
+  or when fits run in threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import sys
+
+from threadpoolctl import threadpool_limits
+
+__all__ = ["limit_threads"]
+
+
+@contextlib.contextmanager
+def limit_threads(n_threads):
+    """Run the enclosed code with at most ``n_threads`` torch and BLAS/OpenMP threads.
+
+    Sets ``torch.set_num_threads`` (when torch is imported; this module never imports it)
+    and, through threadpoolctl, the BLAS and OpenMP pools that numpy and scipy use; on
+    exit restores the previous settings.
+
+    Parameters
+    ----------
+    n_threads : int
+        Number of threads, ≥ 1.
+
+    Yields
+    ------
+    None
+
+    Raises
+    ------
+    ValueError
+        If ``n_threads`` is not an integer ≥ 1.
+
+    Notes
+    -----
+    The torch setting is process-wide, not per thread: use this around the whole parallel
+    section (or inside a worker process), not around one of several fits run in threads.
+
+    Examples
+    --------
+    >>> import skattn
+    >>> with skattn.limit_threads(1):
+    ...     pass  # fits here run single-threaded
+    """
+    if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) \
+            or n_threads < 1:
+        raise ValueError(f"n_threads must be an integer >= 1, got {n_threads!r}.")
+    torch = sys.modules.get("torch")
+    previous = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=int(n_threads)):
+        if torch is not None:
+            torch.set_num_threads(int(n_threads))
+        try:
+            yield
+        finally:
+            # torch may have been imported inside the block: limit it only if we set it
+            if previous is not None:
+                torch.set_num_threads(previous)
