@@ -653,7 +653,8 @@ def build_parser():
                     help="use seeds 0..N-1 (default: 2)")
     g.add_argument("--n-test", type=_positive_int, default=2000,
                    help="test samples (default: 2000)")
-    g.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    g.add_argument("--device", default="auto",
+                   help="torch device: auto (CUDA when available), cpu, cuda (default: auto)")
     g.add_argument("--n-jobs", type=_nonzero_int, default=1,
                    help="parallel fits (joblib processes; default: 1)")
     g.add_argument("--threads", type=_positive_int, default=1,

@@ -288,7 +288,7 @@ def theory_point(alpha, n_nodes, tol, max_iter, **params):
 def fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kappa0=None,
             gamma=None, width_ratio=1.0, beta=1.0, target_beta=1.0, noise=0.0,
             attention="softmax", task="seq2lab", seed=0, solver="adam", max_iter=5000,
-            n_test=2000, device="cpu", torch_threads=None, return_eigenvalues=False):
+            n_test=2000, device="auto", torch_threads=None, return_eigenvalues=False):
     """Fit one estimator on one synthetic data set drawn from a teacher.
 
     The teacher, the training set (``n = round(α d²)`` samples) and the test set are seeded
@@ -312,7 +312,7 @@ def fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kappa
         Optimiser iterations of tied/direct.
     n_test : int, default=2000
         Test samples.
-    device : str, default="cpu"
+    device : str, default="auto"
         Torch device of tied/direct.
     torch_threads : int or None
         Set torch's intra-op threads of this process first (None: leave them).
@@ -433,7 +433,7 @@ def standard_error(values):
 
 
 def simulate_rows(groups, alphas, seeds, *, estimators, solver="adam", max_iter=5000,
-                  n_test=2000, device="cpu", n_jobs=1, per_seed=False, theory=False,
+                  n_test=2000, device="auto", n_jobs=1, per_seed=False, theory=False,
                   n_nodes=8192, torch_threads=1, progress=None):
     """Fit estimators on synthetic data for every parameter row, α and seed.
 
