@@ -228,6 +228,9 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         raise ValueError(f"sigma_hat_form must be one of ['pointwise', 'stein'], got "
                          f"{sigma_hat_form!r}.")
     if token_kurtosis != 0.0:
+        # per-component overlaps, apart from the Gaussian path (bit-identical at κ4 = 0);
+        # imported here because _components builds on this module
+        from ._components import _output_side_by_component
         return _output_side_by_component(
             channel, m=m, q=q, Q0=Q0, noise=noise, sigma=sigma, alpha=alpha, nodes=nodes,
             sigma_hat_form=sigma_hat_form, warm_start=warm_start,
@@ -312,6 +315,7 @@ def test_error(channel, *, m, q, Q0, noise, nodes=None, token_kurtosis=0.0, trac
     float
     """
     if token_kurtosis != 0.0:
+        from ._components import _test_error_by_component
         return _test_error_by_component(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes,
                                         token_kurtosis=token_kurtosis, trace=trace,
                                         target_trace=target_trace)
@@ -323,11 +327,3 @@ def test_error(channel, *, m, q, Q0, noise, nodes=None, token_kurtosis=0.0, trac
 
 
 test_error.__test__ = False  # not a pytest test despite its name
-
-# non-Gaussian tokens: per-component overlaps (kept apart from the Gaussian path above,
-# which stays bit-identical at token_kurtosis = 0)
-from ._components import (  # noqa: E402  (uses GaussianNodes, OutputSide and the checks)
-    _output_side_by_component,
-    _test_error_by_component,
-    component_overlaps,
-)
