@@ -42,7 +42,7 @@ from scipy import optimize
 
 from .._validation import check_scalar_range
 from .channels import GaussianNodes, channel_for, test_error
-from .problem import UNSET, resolve_problem
+from .problem import UNSET, require_gaussian_tokens, resolve_problem
 from .spectral import free_convolution
 from .thresholds import bayes_optimal_threshold, effective_constraints
 
@@ -233,6 +233,7 @@ def bayes_optimal(alpha, problem=None, *, n_tokens=UNSET, target=UNSET, attentio
     problem = resolve_problem(problem, "bayes_optimal", n_tokens=n_tokens, target=target,
                               attention=attention, noise=noise, target_beta=target_beta,
                               n_features=n_features)
+    require_gaussian_tokens(problem, "bayes_optimal")
     n_tokens, attention, noise = problem.n_tokens, problem.attention, problem.noise
     target_beta = problem.target_beta
     K_eff = effective_constraints(n_tokens, attention)

@@ -114,13 +114,17 @@ class FactoredDenoiser:
         """λ̃ = √κ λ, the trace penalty equivalent to weight decay on W."""
         return np.sqrt(self.width_ratio) * self.reg_lambda
 
-    def __call__(self, m_hat, q_hat, sigma_hat):
-        """Return a :class:`PriorState` for conjugates ``(m̂, q̂, Σ̂)`` (m̂, Σ̂ > 0)."""
+    def __call__(self, m_hat, q_hat, sigma_hat, t_hat=0.0):
+        """Return a :class:`PriorState` for conjugates ``(m̂, q̂, Σ̂)`` (m̂, Σ̂ > 0).
+
+        ``t_hat`` (t̂, the conjugate of ``Tr S/d`` for non-Gaussian tokens) adds ``t̂ I`` to
+        ``M``: the threshold becomes ``ε = (2λ̃ − t̂)/m̂``.
+        """
         if self.n_features is None:
-            return self._continuum(m_hat, q_hat, sigma_hat, self.law)
+            return self._continuum(m_hat, q_hat, sigma_hat, self.law, t_hat)
         if self._empirical_law is not None:
-            return self._continuum(m_hat, q_hat, sigma_hat, self._empirical_law)
-        return self._finite(m_hat, q_hat, sigma_hat)
+            return self._continuum(m_hat, q_hat, sigma_hat, self._empirical_law, t_hat)
+        return self._finite(m_hat, q_hat, sigma_hat, t_hat)
 
     def learned_spectrum(self, state):
         """The d eigenvalues of Ŝ at a :class:`PriorState` of this denoiser (finite-d mode).
@@ -136,9 +140,10 @@ class FactoredDenoiser:
             self.n_features, method="quantile")
         return np.sort(state.eta * np.maximum(x - state.epsilon, 0.0))
 
-    def _continuum(self, m_hat, q_hat, sigma_hat, law):
+    def _continuum(self, m_hat, q_hat, sigma_hat, law, t_hat=0.0):
         delta = np.sqrt(max(q_hat, 0.0)) / m_hat
-        eps = 2 * self.reg_trace / m_hat
+        eps = 2 * self.reg_trace / m_hat if t_hat == 0.0 else \
+            (2 * self.reg_trace - t_hat) / m_hat
         eta = m_hat / sigma_hat
         mu = free_convolution(law, delta)
         J = mu.J(eps)
@@ -150,10 +155,11 @@ class FactoredDenoiser:
         return PriorState(m=m, q=q, sigma=sigma, eta=eta, delta=delta, epsilon=eps,
                           trace=trace)
 
-    def _finite(self, m_hat, q_hat, sigma_hat):
+    def _finite(self, m_hat, q_hat, sigma_hat, t_hat=0.0):
         d = self.n_features
         M = np.diag(m_hat * self._eig0) + np.sqrt(max(q_hat, 0.0)) * self._Z
-        M[np.diag_indices(d)] -= 2 * self.reg_trace
+        M[np.diag_indices(d)] -= 2 * self.reg_trace if t_hat == 0.0 else \
+            2 * self.reg_trace - t_hat
         nu, vec = np.linalg.eigh(M)
         f = np.maximum(nu, 0.0) / sigma_hat
         rank_capped = bool(np.count_nonzero(f) > self._rank)
@@ -168,7 +174,8 @@ class FactoredDenoiser:
             dd = np.where(np.abs(diff_nu) > 1e-300, diff_f / diff_nu, 0.0)
         np.fill_diagonal(dd, 0.0)
         sigma = float(np.sum(dd) / d ** 2 + 2 * np.count_nonzero(f) / (sigma_hat * d ** 2))
-        eps = 2 * self.reg_trace / m_hat
+        eps = 2 * self.reg_trace / m_hat if t_hat == 0.0 else \
+            (2 * self.reg_trace - t_hat) / m_hat
         return PriorState(m=m, q=q, sigma=sigma, eta=m_hat / sigma_hat,
                           delta=np.sqrt(max(q_hat, 0.0)) / m_hat, epsilon=eps,
                           trace=float(np.sum(f) / d), eigenvalues=np.sort(f),
@@ -178,7 +185,8 @@ class DirectDenoiser:
     """Ridge denoiser of direct (Frobenius) attention, THEORY.md §5.
 
     ``Ŝ = (m̂ S0 + √q̂ Z)/(Σ̂ + 4λ)``: ``m = m̂ Q0/(Σ̂+4λ)``, ``q = (m̂² Q0 + q̂)/(Σ̂+4λ)²``,
-    ``Σ = 1/(Σ̂+4λ)``.
+    ``Σ = 1/(Σ̂+4λ)``. A trace conjugate t̂ (non-Gaussian tokens) adds ``t̂ I`` to the
+    numerator.
     """
 
     def __init__(self, law, *, reg_lambda=0.0):
@@ -188,8 +196,17 @@ class DirectDenoiser:
         self.reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
         self.Q0 = law.second_moment()
 
-    def __call__(self, m_hat, q_hat, sigma_hat):
+    def __call__(self, m_hat, q_hat, sigma_hat, t_hat=0.0):
         a = sigma_hat + 4 * self.reg_lambda
+        if t_hat != 0.0:
+            # Ŝ = (m̂ S0 + √q̂ Z + t̂ I)/a, and Tr Z/d → 0
+            t0 = law_mean(self.law)
+            m = (m_hat * self.Q0 + t_hat * t0) / a
+            q = (m_hat ** 2 * self.Q0 + q_hat + 2 * m_hat * t_hat * t0 + t_hat ** 2) / a ** 2
+            return PriorState(m=m, q=q, sigma=1.0 / a, eta=m_hat / a,
+                              delta=np.sqrt(max(q_hat, 0.0)) / m_hat if m_hat > 0 else np.inf,
+                              epsilon=-t_hat / m_hat if m_hat > 0 else 0.0,
+                              trace=(m_hat * t0 + t_hat) / a)
         return PriorState(m=m_hat * self.Q0 / a, q=(m_hat ** 2 * self.Q0 + q_hat) / a ** 2,
                           sigma=1.0 / a, eta=m_hat / a,
                           delta=np.sqrt(max(q_hat, 0.0)) / m_hat if m_hat > 0 else np.inf,

@@ -23,7 +23,7 @@ from .denoisers import DirectDenoiser, FactoredDenoiser
 from .laws import DiscreteLaw, SpectralLaw
 
 __all__ = ["StateEvolutionProblem", "DomainWarning", "resolve_target_law", "top_mode_share",
-           "GAUSSIAN_EQUIVALENCE_MAX_SHARE", "RANK_CONSTRAINT_MIN_D"]
+           "GAUSSIAN_EQUIVALENCE_MAX_SHARE", "RANK_CONSTRAINT_MIN_D", "token_excess_kurtosis"]
 
 PARAMETRIZATIONS = ("factored", "direct")
 ATTENTIONS = ("softmax", "linear")
@@ -238,6 +238,13 @@ class StateEvolutionProblem:
     n_features : int or None, default=None
         None: the d → ∞ continuum; an integer d ≥ 2: the finite-d deterministic version
         (needed for power-law targets and width_ratio < 1).
+    token_kurtosis : float, default=0.0
+        Excess kurtosis ``κ4 = E z⁴ − 3 ≥ −2`` of the i.i.d. unit-variance token entries
+        (0: Gaussian tokens, today's state evolution; −2: Rademacher; ``6/(df − 4)``:
+        Student-t, see :func:`token_excess_kurtosis`). It adds ``(κ4/2) t t'`` to the
+        covariance of the diagonal pre-activations (``t = Tr S/d``); see
+        KURTOSIS_PAGE.rst. Only :func:`~skattn.theory.solve_state_evolution` (and what
+        calls it) supports a non-zero value.
 
     Examples
     --------
@@ -258,6 +265,7 @@ class StateEvolutionProblem:
     task: str = "seq2lab"
     parametrization: str = "factored"
     n_features: int | None = None
+    token_kurtosis: float = 0.0
 
     def __post_init__(self):
         (n_tokens, width_ratio, reg_lambda, beta, target_beta,
@@ -268,11 +276,13 @@ class StateEvolutionProblem:
         if n_features is not None:
             n_features = check_scalar_range(n_features, "n_features", low=2, integer=True)
         _check_target(self.target, n_features)
+        # E z⁴ ≥ (E z²)² = 1 for unit-variance entries, so κ4 ≥ −2 (Rademacher)
+        token_kurtosis = check_scalar_range(self.token_kurtosis, "token_kurtosis", low=-2)
         # frozen: the validated (plain Python) values are stored through object.__setattr__
         for name, value in (("n_tokens", n_tokens), ("width_ratio", width_ratio),
                             ("reg_lambda", reg_lambda), ("beta", beta),
                             ("target_beta", target_beta), ("noise", noise),
-                            ("n_features", n_features)):
+                            ("n_features", n_features), ("token_kurtosis", token_kurtosis)):
             object.__setattr__(self, name, value)
 
     @classmethod
@@ -383,6 +393,46 @@ class StateEvolutionProblem:
 
 
 MODEL_KEYWORDS = tuple(f.name for f in fields(StateEvolutionProblem))
+
+
+def token_excess_kurtosis(token_distribution, token_df=None):
+    """Excess kurtosis ``κ4 = E z⁴ − 3`` of unit-variance token entries of a named law.
+
+    Parameters
+    ----------
+    token_distribution : {"gaussian", "rademacher", "student_t"}
+        The laws of :func:`skattn.data.sample_tokens`.
+    token_df : float, optional
+        Student-t degrees of freedom; must be > 4 (the fourth moment is infinite below).
+
+    Returns
+    -------
+    float
+        0 (Gaussian), −2 (Rademacher), ``6/(df − 4)`` (Student-t).
+
+    Raises
+    ------
+    ValueError
+        For another law, or a Student-t without a finite fourth moment.
+    """
+    check_choice(token_distribution, "token_distribution", ("gaussian", "rademacher",
+                                                            "student_t"))
+    if token_distribution == "gaussian":
+        return 0.0
+    if token_distribution == "rademacher":
+        return -2.0
+    if token_df is None:
+        raise ValueError("token_df is required for token_distribution='student_t'.")
+    token_df = check_scalar_range(token_df, "token_df", low=4, low_inclusive=False)
+    return 6.0 / (token_df - 4.0)
+
+
+def require_gaussian_tokens(problem, caller):
+    """Raise ValueError where ``caller`` has no kurtosis correction and κ4 ≠ 0."""
+    if problem.token_kurtosis != 0.0:
+        raise ValueError(f"{caller}() assumes Gaussian tokens (token_kurtosis=0); got "
+                         f"token_kurtosis={problem.token_kurtosis}. Only the state evolution "
+                         "(solve_state_evolution) has the kurtosis correction.")
 
 
 def split_model_keywords(keywords):

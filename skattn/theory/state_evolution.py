@@ -107,8 +107,8 @@ class StateEvolutionResult:
         """
         s = np.asarray(s, dtype=float)
         mu = self._convolved()
-        if self.parametrization == "direct":
-            return mu.density(s / self.eta) / abs(self.eta)
+        if self.parametrization == "direct":  # ε = −t̂/m̂ (0 for Gaussian tokens)
+            return mu.density(self.epsilon + s / self.eta) / abs(self.eta)
         out = np.zeros_like(s)
         pos = s > 0
         out[pos] = mu.density(self.epsilon + s[pos] / self.eta) / self.eta
@@ -118,7 +118,8 @@ class StateEvolutionResult:
         """Intervals of the non-zero part of the learned spectrum."""
         mu = self._convolved()
         if self.parametrization == "direct":
-            return [(self.eta * a, self.eta * b) for a, b in mu.intervals]
+            return [(self.eta * (a - self.epsilon), self.eta * (b - self.epsilon))
+                    for a, b in mu.intervals]
         return [(self.eta * max(a - self.epsilon, 0.0), self.eta * (b - self.epsilon))
                 for a, b in mu.intervals if b > self.epsilon]
 
@@ -129,7 +130,7 @@ class StateEvolutionResult:
         x = self._convolved().sample_eigenvalues(n_features, random_state=random_state,
                                                  method="quantile")
         if self.parametrization == "direct":
-            return np.sort(self.eta * x)
+            return np.sort(self.eta * (x - self.epsilon))
         return np.sort(self.eta * np.maximum(x - self.epsilon, 0.0))
 
     def as_dict(self):
@@ -152,50 +153,76 @@ def _check_common(alpha, n_tokens, width_ratio, reg_lambda, beta, target_beta, n
 
 
 class _FixedPointMap:
-    """The fixed-point map for one parameter set (channel, denoiser, nodes)."""
+    """The fixed-point map for one parameter set (channel, denoiser, nodes).
 
-    def __init__(self, alpha, channel, denoiser, Q0, noise, nodes, sigma_hat_form):
+    The state is ``(m, q, Σ)``; for non-Gaussian tokens (``token_kurtosis ≠ 0``) also
+    ``t = Tr S/d``, whose conjugate t̂ shifts the spectral threshold (KURTOSIS_PAGE.rst).
+    """
+
+    def __init__(self, alpha, channel, denoiser, Q0, noise, nodes, sigma_hat_form,
+                 token_kurtosis=0.0, target_trace=None):
         self.sigma_hat_form = sigma_hat_form
         self.alpha, self.channel, self.denoiser = alpha, channel, denoiser
         self.Q0, self.noise, self.nodes = Q0, noise, nodes
+        self.token_kurtosis, self.target_trace = token_kurtosis, target_trace
+        self.with_trace = token_kurtosis != 0.0
         self.n_calls = 0
 
-    def hats(self, m, q, sigma):
+    def _kurtosis_keywords(self, t):
+        if not self.with_trace:
+            return {}
+        return dict(token_kurtosis=self.token_kurtosis, trace=t,
+                    target_trace=self.target_trace)
+
+    def hats(self, m, q, sigma, t=None):
         out = output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise, sigma=sigma,
                           alpha=self.alpha, nodes=self.nodes,
-                          sigma_hat_form=self.sigma_hat_form)
+                          sigma_hat_form=self.sigma_hat_form, **self._kurtosis_keywords(t))
         return out
 
-    def step(self, m, q, sigma):
+    def step(self, m, q, sigma, t=None):
         self.n_calls += 1
-        out = self.hats(m, q, sigma)
-        prior = self.denoiser(_get(out, "m_hat"), _get(out, "q_hat"), _get(out, "sigma_hat"))
+        out = self.hats(m, q, sigma, t)
+        hats = (_get(out, "m_hat"), _get(out, "q_hat"), _get(out, "sigma_hat"))
+        prior = self.denoiser(*hats, t_hat=out.t_hat) if self.with_trace else \
+            self.denoiser(*hats)
         return out, prior
 
-    # variables x = (m/√Q0, log q, log Σ): q, Σ > 0; |m| ≤ √(q Q0) is enforced by clipping
-    def to_x(self, m, q, sigma):
-        return np.array([m / np.sqrt(self.Q0), np.log(max(q, 1e-300)),
-                         np.log(max(sigma, 1e-300))])
+    def state(self, prior):
+        """The state variables of a :class:`PriorState`."""
+        base = (prior.m, prior.q, prior.sigma)
+        return base + (prior.trace,) if self.with_trace else base
+
+    # variables x = (m/√Q0, log q, log Σ[, t/√Q0]): q, Σ > 0; |m| ≤ √(q Q0) and |t| ≤ √q
+    # are enforced by clipping
+    def to_x(self, m, q, sigma, t=None):
+        x = [m / np.sqrt(self.Q0), np.log(max(q, 1e-300)), np.log(max(sigma, 1e-300))]
+        if self.with_trace:
+            x.append(t / np.sqrt(self.Q0))
+        return np.array(x)
 
     def from_x(self, x):
         q = float(np.exp(np.clip(x[1], -700, 700)))
         sigma = float(np.exp(np.clip(x[2], -700, 700)))
         bound = np.sqrt(q * self.Q0) * (1 - 1e-12)
         m = float(np.clip(x[0] * np.sqrt(self.Q0), -bound, bound))
-        return m, q, sigma
+        if not self.with_trace:
+            return m, q, sigma
+        # (Tr S/d)² ≤ Tr S²/d for a real S
+        t = float(np.clip(x[3] * np.sqrt(self.Q0), -np.sqrt(q), np.sqrt(q)))
+        return m, q, sigma, t
 
     def residual(self, x):
         """``G(x) − x`` in the transformed variables (None where the map is undefined)."""
-        m, q, sigma = self.from_x(x)
+        state = self.from_x(x)
         try:
             with np.errstate(all="ignore"):
-                _, prior = self.step(m, q, sigma)
+                _, prior = self.step(*state)
         except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
             return None
-        if not all(np.isfinite([prior.m, prior.q, prior.sigma])) or prior.q <= 0 \
-                or prior.sigma <= 0:
+        if not all(np.isfinite(self.state(prior))) or prior.q <= 0 or prior.sigma <= 0:
             return None
-        return self.to_x(prior.m, prior.q, prior.sigma) - x
+        return self.to_x(*self.state(prior)) - x
 
 
 def _robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
@@ -278,8 +305,9 @@ def _get(obj, name):
 def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNSET,
                           target=UNSET, width_ratio=UNSET, beta=UNSET, target_beta=UNSET,
                           noise=UNSET, attention=UNSET, task=UNSET, parametrization=UNSET,
-                          n_features=UNSET, n_nodes=8192, tol=1e-7, max_iter=600, damping=0.5,
-                          init=None, sigma_hat_form="auto", random_state=0):
+                          n_features=UNSET, token_kurtosis=UNSET, n_nodes=8192, tol=1e-7,
+                          max_iter=600, damping=0.5, init=None, sigma_hat_form="auto",
+                          random_state=0):
     """Solve the state evolution of factored (or direct) ERM at one point.
 
     The model is given either as a :class:`~skattn.theory.StateEvolutionProblem` or by its
@@ -315,6 +343,13 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     n_features : int or None, default=None
         None solves the d → ∞ continuum; an integer d solves the finite-d deterministic
         version with one fixed GOE draw (needed for power-law targets and width_ratio < 1).
+    token_kurtosis : float, default=0.0
+        Excess kurtosis ``κ4 = E z⁴ − 3 ≥ −2`` of the i.i.d. token entries (−2 Rademacher,
+        ``6/(df − 4)`` Student-t). 0 is today's Gaussian state evolution, exactly; otherwise
+        the diagonal pre-activations get the fourth-cumulant covariance ``(κ4/2) t t'``
+        (``t = Tr S/d``), ``t`` becomes a fifth order parameter, and its conjugate
+        ``t̂`` (``params["t_hat"]``) shifts the threshold to ``ε = (2λ̃ − t̂)/m̂``. Assumes
+        S and S0 in a basis independent of the token coordinates (KURTOSIS_PAGE.rst).
     n_nodes : int, default=8192
         Quasi-Monte Carlo nodes for the Gaussian expectations (a power of two is best).
     tol : float, default=1e-7
@@ -360,7 +395,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         problem, "solve_state_evolution", target=target, n_tokens=n_tokens,
         reg_lambda=reg_lambda, width_ratio=width_ratio, beta=beta, target_beta=target_beta,
         noise=noise, attention=attention, task=task, parametrization=parametrization,
-        n_features=n_features)
+        n_features=n_features, token_kurtosis=token_kurtosis)
     tol = check_scalar_range(tol, "tol", low=0, low_inclusive=False)
     max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
     damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
@@ -381,24 +416,39 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     denoiser = problem.denoiser(law, eig0, random_state)
     nodes = GaussianNodes(2 * channel.K, n_points=n_nodes, seed=random_state)
     noise = problem.noise
+    kurtosis = problem.token_kurtosis
+    t0 = float(np.mean(eig0)) if eig0 is not None else law.moment(1)  # Tr S0/d
     fixed_point_map = _FixedPointMap(alpha, channel, denoiser, Q0, noise, nodes,
-                                     sigma_hat_form)
+                                     sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
+    # with κ4 ≠ 0 the state carries t = Tr S/d; a start without one takes t ≈ (m/Q0) t0,
+    # the trace of the projection of S on S0
+    with_t = fixed_point_map.with_trace
+    def full(m, q, sigma, t=None):  # noqa: E306
+        if not with_t:
+            return (m, q, sigma)
+        return (m, q, sigma, (m / Q0) * t0 if t is None else t)
 
     # one state-evolution step from the zero estimator (m = q = 0, Σ → 0⁺): the default
     # start, and the test of the collapsed fixed point S = 0 under a large trace penalty
-    out0, prior0 = fixed_point_map.step(0.0, 0.0, 1e-10)
+    out0, prior0 = fixed_point_map.step(*full(0.0, 0.0, 1e-10, 0.0))
     if init is None:
         if prior0.q > 0 and np.isfinite(prior0.sigma) and prior0.sigma > 0:
             m, q, sigma = prior0.m, prior0.q, prior0.sigma
+            t_start = prior0.trace
         else:
             m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
+            t_start = None
     elif isinstance(init, StateEvolutionResult):
         m, q, sigma = init.m, init.q, init.sigma
+        t_start = init.trace if np.isfinite(init.trace) else None
         if not (q > 0 and sigma > 0):  # a collapsed (S = 0) point is no warm start
             m, q, sigma = prior0.m, prior0.q, prior0.sigma
+            t_start = prior0.trace
             if not (q > 0 and sigma > 0):
                 m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
+                t_start = None
     else:
+        t_start = None
         try:
             m, q, sigma = (float(v) for v in init)
         except (TypeError, ValueError) as exc:
@@ -407,8 +457,9 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         if not (np.isfinite([m, q, sigma]).all() and q > 0 and sigma > 0):
             raise ValueError(f"init must have finite m and q, sigma > 0, got {init!r}.")
 
-    starts = [(m, q, sigma), (0.5 * Q0, 0.5 * Q0, 1.0), (0.05 * Q0, 0.01 * Q0, 0.01)]
-    x, res_norm, converged = fixed_point_map.to_x(m, q, sigma), np.inf, False
+    starts = [full(m, q, sigma, t_start), full(0.5 * Q0, 0.5 * Q0, 1.0),
+              full(0.05 * Q0, 0.01 * Q0, 0.01)]
+    x, res_norm, converged = fixed_point_map.to_x(*starts[0]), np.inf, False
     for start in starts:  # other starts only where the map is undefined at the first one
         if fixed_point_map.n_calls >= max_iter:
             break
@@ -431,15 +482,18 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
 
     if collapsed:
         m, q, sigma = 0.0, 0.0, 0.0
+        state = full(m, q, sigma, 0.0)
         out, prior = out0, prior0
         message = ("converged: collapsed to S = 0 (the trace penalty removes every "
                    "direction)")
     else:
-        m, q, sigma = fixed_point_map.from_x(x)
-        out, prior = fixed_point_map.step(m, q, sigma)
+        state = fixed_point_map.from_x(x)
+        m, q, sigma = state[:3]
+        out, prior = fixed_point_map.step(*state)
     m_hat, q_hat, sigma_hat = (_get(out, k) for k in ("m_hat", "q_hat", "sigma_hat"))
     train_error = _get(out, "train_error")
-    e_test = test_error(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes)
+    e_test = test_error(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes,
+                        **fixed_point_map._kurtosis_keywords(state[-1]))
     trace = prior.trace
     if problem.parametrization == "factored":
         objective = alpha * train_error + problem.reg_trace * trace
@@ -462,7 +516,11 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         params=dict(n_tokens=problem.n_tokens, reg_lambda=problem.reg_lambda,
                     width_ratio=problem.width_ratio, beta=problem.beta,
                     target_beta=problem.target_beta, noise=problem.noise,
-                    attention=problem.attention, n_features=problem.n_features, trace=trace),
+                    attention=problem.attention, n_features=problem.n_features, trace=trace,
+                    # only for non-Gaussian tokens, so that tables of Gaussian runs keep
+                    # their columns
+                    **({"token_kurtosis": kurtosis, "t_hat": out.t_hat,
+                        "target_trace": t0} if with_t else {})),
         law=law, finite_eigenvalues=finite_eigenvalues, problem=problem)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import optimize
 
 from .._validation import check_choice, check_scalar_range
-from .problem import ATTENTIONS, UNSET, resolve_problem
+from .problem import ATTENTIONS, UNSET, require_gaussian_tokens, resolve_problem
 from .spectral import free_convolution
 
 __all__ = [
@@ -258,6 +258,7 @@ def interpolation_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, atten
     problem = resolve_problem(problem, "interpolation_threshold", n_tokens=n_tokens,
                               target=target, attention=attention, noise=noise,
                               parametrization=parametrization, n_features=n_features)
+    require_gaussian_tokens(problem, "interpolation_threshold")
     K_eff = effective_constraints(problem.n_tokens, problem.attention)
     law, _ = problem.target_law()
     if problem.parametrization == "direct":
@@ -316,6 +317,7 @@ def perfect_recovery_threshold(problem=None, *, n_tokens=UNSET, target=UNSET,
     problem = resolve_problem(problem, "perfect_recovery_threshold", n_tokens=n_tokens,
                               target=target, attention=attention,
                               parametrization=parametrization, n_features=n_features)
+    require_gaussian_tokens(problem, "perfect_recovery_threshold")
     K_eff = effective_constraints(problem.n_tokens, problem.attention)
     law, _ = problem.target_law()
     if problem.parametrization == "direct":
@@ -360,6 +362,7 @@ def bayes_optimal_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, atten
     """
     problem = resolve_problem(problem, "bayes_optimal_threshold", n_tokens=n_tokens,
                               target=target, attention=attention, n_features=n_features)
+    require_gaussian_tokens(problem, "bayes_optimal_threshold")
     K_eff = effective_constraints(problem.n_tokens, problem.attention)
     law, _ = problem.target_law()
     _, mass = _atoms(law)

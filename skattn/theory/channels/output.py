@@ -96,6 +96,9 @@ class OutputSide:
         counts the jumps of the global minimiser z*(ω) of a non-convex prox. It equals
         ``4α ∂M/∂q``, the stationarity condition of the paper's Φ. Falls back to the
         pointwise form when ``q ≤ 1e-8 (Q0 + Δ/2)``.
+    t_hat : float
+        ``t̂ = −2α ∂M/∂t``, the conjugate of ``t = Tr S/d`` for non-Gaussian tokens
+        (``token_kurtosis ≠ 0``); 0 for Gaussian tokens, where M does not depend on t.
     """
 
     m_hat: float
@@ -105,13 +108,14 @@ class OutputSide:
     moreau: float
     sigma_hat_pointwise: float
     sigma_hat_stein: float
+    t_hat: float = 0.0
 
     def __getitem__(self, key):
         return getattr(self, key)
 
     def keys(self):
         return ("m_hat", "q_hat", "sigma_hat", "train_error", "moreau", "sigma_hat_pointwise",
-                "sigma_hat_stein")
+                "sigma_hat_stein", "t_hat")
 
 
 def _check_nodes(channel, nodes):
@@ -167,7 +171,8 @@ def _warm_start(channel, nodes, z=None):
 
 
 def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
-                sigma_hat_form="pointwise", warm_start=False):
+                sigma_hat_form="pointwise", warm_start=False, token_kurtosis=0.0, trace=None,
+                target_trace=None):
     """Output side of the state evolution (THEORY.md §4, paper's factor 2).
 
     Per component ``ω ~ N(0, q)`` and ``w = u0 + ξ̃`` with
@@ -205,16 +210,31 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         ``channel`` and ``nodes`` (the fixed-point iterations of one solve): fewer Newton
         steps, but the result then depends on the previous call where the prox has
         several local minima, so it is off by default.
+    token_kurtosis : float, default=0.0
+        Excess kurtosis κ4 ≥ −2 of the token entries. Non-zero: the T diagonal components
+        get the overlaps ``m + (κ4/2) t0 t``, ``q + (κ4/2) t²``, ``Q0 + (κ4/2) t0²`` (see
+        :func:`component_overlaps`), ``m̂`` and ``Σ̂`` are summed component by component
+        and ``t_hat = (κ4/2) Σ_diag (t0 m̂_k − t Σ̂_k)`` is returned.
+    trace, target_trace : float, optional
+        ``t = Tr S/d`` and ``t0 = Tr S0/d``; required when ``token_kurtosis ≠ 0``.
 
     Returns
     -------
     OutputSide
         ``m_hat, q_hat, sigma_hat, train_error, moreau, sigma_hat_pointwise,
-        sigma_hat_stein`` (also readable as a mapping).
+        sigma_hat_stein, t_hat`` (also readable as a mapping).
     """
     if sigma_hat_form not in ("pointwise", "stein"):
         raise ValueError(f"sigma_hat_form must be one of ['pointwise', 'stein'], got "
                          f"{sigma_hat_form!r}.")
+    if token_kurtosis != 0.0:
+        # per-component overlaps, apart from the Gaussian path (bit-identical at κ4 = 0);
+        # imported here because _components builds on this module
+        from ._components import _output_side_by_component
+        return _output_side_by_component(
+            channel, m=m, q=q, Q0=Q0, noise=noise, sigma=sigma, alpha=alpha, nodes=nodes,
+            sigma_hat_form=sigma_hat_form, warm_start=warm_start,
+            token_kurtosis=token_kurtosis, trace=trace, target_trace=target_trace)
     m, q, Q0, noise = _check_overlaps(m, q, Q0, noise)
     sigma = check_scalar_range(sigma, "sigma", low=0, low_inclusive=False)
     alpha = check_scalar_range(alpha, "alpha", low=0)
@@ -272,7 +292,8 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
                       sigma_hat_stein=sigma_hat_st)
 
 
-def test_error(channel, *, m, q, Q0, noise, nodes=None):
+def test_error(channel, *, m, q, Q0, noise, nodes=None, token_kurtosis=0.0, trace=None,
+               target_trace=None):
     """Asymptotic test error ``E Σ_ab (labels(v0)_ab − attention(v)_ab)²``.
 
     Per component ``(v0, v) ~ N(0, [[Q0 + Δ/2, m], [m, q]])``, i.i.d. over the K components
@@ -283,11 +304,21 @@ def test_error(channel, *, m, q, Q0, noise, nodes=None):
     channel : SoftmaxChannel or LinearChannel
     m, q, Q0, noise : float
     nodes : GaussianNodes of dim 2K, optional
+    token_kurtosis : float, default=0.0
+        Excess kurtosis κ4 ≥ −2 of the token entries: the diagonal components get the
+        overlaps of :func:`component_overlaps` (needs ``trace`` and ``target_trace``).
+    trace, target_trace : float, optional
+        ``t = Tr S/d`` and ``t0 = Tr S0/d``.
 
     Returns
     -------
     float
     """
+    if token_kurtosis != 0.0:
+        from ._components import _test_error_by_component
+        return _test_error_by_component(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes,
+                                        token_kurtosis=token_kurtosis, trace=trace,
+                                        target_trace=target_trace)
     m, q, Q0, noise = _check_overlaps(m, q, Q0, noise)
     nodes = _check_nodes(channel, nodes)
     v, v0, _, _ = _gaussian_pair(m, q, Q0 + noise / 2, nodes, channel.K)
