@@ -198,9 +198,11 @@ def test_collapsed_state_evolution_predicts_the_null_predictor(law, kwargs, kapp
     errors = np.sum((y - 0.5) ** 2, axis=(1, 2))
     measured, sem = errors.mean(), errors.std(ddof=1) / np.sqrt(n)
     # the same-instance SE (the teacher's own spectrum: Q0, t0 at this d)
+    # (from_teacher takes the token law's κ4 itself)
     problem = StateEvolutionProblem.from_teacher(teacher, reg_lambda=1e3)
-    gaussian = solve_state_evolution(0.2, problem)
-    corrected = solve_state_evolution(0.2, problem.replace(token_kurtosis=kappa4))
+    assert problem.token_kurtosis == pytest.approx(kappa4)
+    gaussian = solve_state_evolution(0.2, problem.replace(token_kurtosis=0.0))
+    corrected = solve_state_evolution(0.2, problem)
     assert corrected.q == 0.0 and "collapsed" in corrected.message
     print(f"\n[S = 0, {law}] measured {measured:.4f} ± {sem:.4f}; SE corrected "
           f"{corrected.test_error:.4f}, Gaussian {gaussian.test_error:.4f}")
@@ -250,3 +252,34 @@ def test_corrected_se_matches_rademacher_students_where_the_gaussian_se_does_not
           f"{corrected.test_error:.5f}, Gaussian {gaussian.test_error:.5f}")
     assert abs(mean - corrected.test_error) <= max(0.05 * corrected.test_error, 3 * sem)
     assert abs(mean - gaussian.test_error) > max(0.05 * gaussian.test_error, 3 * sem)
+
+
+def test_from_teacher_takes_the_token_law_and_refuses_what_the_theory_does_not_cover():
+    import numpy as np
+
+    from skattn.data import AttentionIndexedModel, WishartTarget
+    from skattn.theory import StateEvolutionProblem
+
+    def teacher(**kw):
+        return AttentionIndexedModel(24, n_tokens=2, target=WishartTarget(0.5),
+                                     random_state=0, **kw)
+
+    assert StateEvolutionProblem.from_teacher(teacher(), reg_lambda=0.1).token_kurtosis == 0
+    rad = StateEvolutionProblem.from_teacher(teacher(token_distribution="rademacher"),
+                                             reg_lambda=0.1)
+    assert rad.token_kurtosis == -2.0
+    t10 = StateEvolutionProblem.from_teacher(
+        teacher(token_distribution="student_t", token_df=10.0), reg_lambda=0.1)
+    assert t10.token_kurtosis == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="token_kurtosis"):
+        StateEvolutionProblem.from_teacher(teacher(token_distribution="rademacher"),
+                                           reg_lambda=0.1, token_kurtosis=0.0)
+    with pytest.raises(ValueError, match="n_heads"):
+        StateEvolutionProblem.from_teacher(teacher(n_heads=2), reg_lambda=0.1)
+    with pytest.raises(ValueError, match="token_covariance"):
+        StateEvolutionProblem.from_teacher(teacher(token_covariance=np.eye(24)),
+                                           reg_lambda=0.1)
+    with pytest.raises(ValueError, match="token_kurtosis"):
+        StateEvolutionProblem.from_teacher(
+            teacher(token_distribution=lambda rng, shape: rng.choice([-1.0, 1.0], shape)),
+            reg_lambda=0.1)

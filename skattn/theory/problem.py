@@ -115,6 +115,19 @@ def _teacher_model(teacher, given):
     from_teacher = {"n_tokens": int(teacher.n_tokens), "target_beta": float(teacher.beta),
                     "noise": float(teacher.noise), "attention": teacher.attention,
                     "n_features": int(teacher.n_features)}
+    if getattr(teacher, "n_heads", 1) != 1:
+        raise ValueError(f"the teacher has n_heads={teacher.n_heads}: the state evolution "
+                         "describes one head (n_heads=1).")
+    if getattr(teacher, "token_covariance", None) is not None:
+        raise ValueError("the teacher has a token_covariance: the state evolution is for "
+                         "isotropic tokens (token_covariance=None).")
+    law = getattr(teacher, "token_distribution", "gaussian")
+    if isinstance(law, str):  # the kurtosis correction of a named token law
+        from_teacher["token_kurtosis"] = token_excess_kurtosis(
+            law, getattr(teacher, "token_df", None) if law == "student_t" else None)
+    elif "token_kurtosis" not in given:
+        raise ValueError("the teacher draws tokens from a callable: give token_kurtosis "
+                         "(E z⁴ − 3 of its unit-variance entries).")
     for name, value in from_teacher.items():
         if name in given and given[name] != value:
             raise ValueError(f"{name}={given[name]!r} contradicts the teacher, which has "
@@ -290,8 +303,10 @@ class StateEvolutionProblem:
         """The same-instance problem of one teacher: its own S0 at its d.
 
         The target is the empirical law of ``teacher.S0_`` (``n_features = teacher.n_features``),
-        and T, β0 (``target_beta``), Δ (``noise``) and the attention are the teacher's. It
-        equals the explicit route ``target=SpectrumTarget(eigvalsh(S0)), n_features=d``.
+        and T, β0 (``target_beta``), Δ (``noise``), the attention and the excess kurtosis of
+        its token law (``token_kurtosis``) are the teacher's. It equals the explicit route
+        ``target=SpectrumTarget(eigvalsh(S0)), n_features=d``. Multi-head teachers and
+        anisotropic tokens are outside the theory and raise.
 
         Parameters
         ----------
@@ -322,7 +337,8 @@ class StateEvolutionProblem:
         if "target" in model:
             raise TypeError("from_teacher() takes the target from the teacher; do not pass "
                             "target.")
-        return cls(target=_teacher_law(teacher), **_teacher_model(teacher, model))
+        model = _teacher_model(teacher, model)  # first: it refuses teachers outside the theory
+        return cls(target=_teacher_law(teacher), **model)
 
     def __repr__(self):
         # like scikit-learn: the required fields, then only those that differ from default
