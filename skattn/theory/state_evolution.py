@@ -43,7 +43,8 @@ class StateEvolutionResult:
     their conjugates (with the paper's factor 2). ``eta``, ``delta``, ``epsilon`` give the
     learned spectrum: ``S ≈ eta · ReLU(S0 + delta Z − epsilon I)`` (factored).
     ``problem`` is the :class:`~skattn.theory.StateEvolutionProblem` solved (``params``
-    repeats its scalars, with ``trace = Tr Ŝ/d``).
+    repeats its scalars, with ``trace = Tr Ŝ/d``). ``certified_fraction`` is the fraction
+    of quadrature nodes whose prox minimiser was certified global at the final iteration.
     """
 
     alpha: float
@@ -69,6 +70,7 @@ class StateEvolutionResult:
     law: SpectralLaw | None = field(default=None, repr=False)
     finite_eigenvalues: np.ndarray | None = field(default=None, repr=False)
     problem: StateEvolutionProblem | None = field(default=None, repr=False)
+    certified_fraction: float = np.nan
 
     # ---- derived quantities -------------------------------------------------------------
     @property
@@ -158,7 +160,7 @@ class _FixedPointMap:
     def hats(self, m, q, sigma):
         out = output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise, sigma=sigma,
                           alpha=self.alpha, nodes=self.nodes,
-                          sigma_hat_form=self.sigma_hat_form)
+                          sigma_hat_form=self.sigma_hat_form, warm_start=True)
         return out
 
     def step(self, m, q, sigma):
@@ -438,7 +440,9 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                     width_ratio=problem.width_ratio, beta=problem.beta,
                     target_beta=problem.target_beta, noise=problem.noise,
                     attention=problem.attention, n_features=problem.n_features, trace=trace),
-        law=law, finite_eigenvalues=prior.eigenvalues, problem=problem)
+        law=law, finite_eigenvalues=prior.eigenvalues, problem=problem,
+        certified_fraction=(out.get("certified_fraction", np.nan) if isinstance(out, dict)
+                            else getattr(out, "certified_fraction", np.nan)))
 
 
 def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None, verbose=0,
