@@ -48,7 +48,8 @@ class StateEvolutionResult:
     their conjugates (with the paper's factor 2). ``eta``, ``delta``, ``epsilon`` give the
     learned spectrum: ``S ≈ eta · ReLU(S0 + delta Z − epsilon I)`` (factored).
     ``problem`` is the :class:`~skattn.theory.StateEvolutionProblem` solved (``params``
-    repeats its scalars, with ``trace = Tr Ŝ/d``).
+    repeats its scalars, with ``trace = Tr Ŝ/d``). ``certified_fraction`` is the fraction
+    of quadrature nodes whose prox minimiser was certified global at the final iteration.
     """
 
     alpha: float
@@ -74,6 +75,7 @@ class StateEvolutionResult:
     law: SpectralLaw | None = field(default=None, repr=False)
     finite_eigenvalues: np.ndarray | None = field(default=None, repr=False)
     problem: StateEvolutionProblem | None = field(default=None, repr=False)
+    certified_fraction: float = np.nan
 
     # ---- derived quantities -------------------------------------------------------------
     @property
@@ -174,15 +176,28 @@ class _FixedPointMap:
         return dict(token_kurtosis=self.token_kurtosis, trace=t,
                     target_trace=self.target_trace)
 
-    def hats(self, m, q, sigma, t=None):
+    def hats(self, m, q, sigma, t=None, certify=False):
+        # The iterations run the multi-start prox; only the evaluation at the fixed point
+        # adds the branch-and-bound certificate (T = 2 softmax), which costs more than the
+        # whole iteration otherwise, and reports the certified fraction of the nodes.
+        budget = getattr(self.channel, "certify_budget", None)
+        if budget is not None:
+            self.channel.certify_budget = budget if certify else 0
+        try:
+            return self._hats(m, q, sigma, t)
+        finally:
+            if budget is not None:
+                self.channel.certify_budget = budget
+
+    def _hats(self, m, q, sigma, t=None):
         out = output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise, sigma=sigma,
                           alpha=self.alpha, nodes=self.nodes,
                           sigma_hat_form=self.sigma_hat_form, **self._kurtosis_keywords(t))
         return out
 
-    def step(self, m, q, sigma, t=None):
+    def step(self, m, q, sigma, t=None, certify=False):
         self.n_calls += 1
-        out = self.hats(m, q, sigma, t)
+        out = self.hats(m, q, sigma, t, certify=certify)
         hats = (_get(out, "m_hat"), _get(out, "q_hat"), _get(out, "sigma_hat"))
         prior = self.denoiser(*hats, t_hat=out.t_hat) if self.with_trace else \
             self.denoiser(*hats)
@@ -489,7 +504,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     else:
         state = fixed_point_map.from_x(x)
         m, q, sigma = state[:3]
-        out, prior = fixed_point_map.step(*state)
+        out, prior = fixed_point_map.step(*state, certify=True)
     m_hat, q_hat, sigma_hat = (_get(out, k) for k in ("m_hat", "q_hat", "sigma_hat"))
     train_error = _get(out, "train_error")
     e_test = test_error(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes,
@@ -521,7 +536,8 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                     # their columns
                     **({"token_kurtosis": kurtosis, "t_hat": out.t_hat,
                         "target_trace": t0} if with_t else {})),
-        law=law, finite_eigenvalues=finite_eigenvalues, problem=problem)
+        law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
+        certified_fraction=float(_get(out, "certified_fraction")))
 
 
 def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None, verbose=0,

@@ -97,7 +97,8 @@ def _output_side_by_component(channel, *, m, q, Q0, noise, sigma, alpha, nodes,
     y = channel.labels(w)
     start = w * (channel.target_beta_ / channel.beta_)
     warm = _warm_start(channel, nodes) if warm_start else None
-    z = channel.prox(y, omega, sigma, start=start, warm=warm)
+    z, certified = channel._prox_certified(y, omega, np.full(omega.shape[0], sigma),
+                                           start=start, warm=warm)
     if warm_start:
         _warm_start(channel, nodes, z)
     loss, _, H = channel._derivs(y, z)
@@ -135,7 +136,8 @@ def _output_side_by_component(channel, *, m, q, Q0, noise, sigma, alpha, nodes,
     return OutputSide(m_hat=float(np.sum(m_hat_k)), q_hat=q_hat,
                       sigma_hat=sigma_hat_st if sigma_hat_form == "stein" else sigma_hat_pw,
                       train_error=train, moreau=moreau, sigma_hat_pointwise=sigma_hat_pw,
-                      sigma_hat_stein=sigma_hat_st, t_hat=t_hat)
+                      sigma_hat_stein=sigma_hat_st, t_hat=t_hat,
+                      certified_fraction=float(np.mean(certified)))
 
 
 def _test_error_by_component(channel, *, m, q, Q0, noise, nodes, token_kurtosis, trace,

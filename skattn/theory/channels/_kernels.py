@@ -5,8 +5,9 @@ The same algorithm as the vectorised numpy path (:func:`.prox._newton` with the 
 direction ``−|H|⁻¹g``, a step cap, Armijo backtracking with quadratic interpolation and the
 same stopping rules, and for T = 2 the same 2-D grid start. One sample at a time in compiled
 code removes the per-iteration overhead of numpy on (N, K, K) batches, which dominated the
-state evolution. For T = 2 :func:`certify2` also proves each minimiser global by branch and
-bound. ``HAVE_NUMBA`` is False where numba is missing; the callers then use numpy.
+state evolution. The drivers over all samples, with the certificate that the minimiser is
+global, are in :mod:`._certify`. ``HAVE_NUMBA`` is False where numba is missing; the
+callers then use numpy.
 """
 
 from __future__ import annotations
@@ -161,37 +162,6 @@ def _grid2(a0, p, r, s, P, Dinv, beta, xf0, xf1, D):
     return Dinv[0, 0] * b0 + Dinv[0, 1] * b1, Dinv[1, 0] * b0 + Dinv[1, 1] * b1
 
 
-@_jit
-def prox2(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, n_starts,
-          radius, max_iter):
-    """T = 2 prox over all samples: returns ``x`` (N, 2) and the objective (N,)."""
-    N = a0.shape[0]
-    xb = np.zeros((N, 2))
-    fb = np.zeros(N)
-    for n in range(N):
-        s = sigma[n]
-        if convex[n]:
-            y0, y1 = (warm[n, 0], warm[n, 1]) if use_warm else (0.0, 0.0)
-            y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
-            xb[n, 0], xb[n, 1], fb[n] = y0, y1, f
-            continue
-        best = math.inf
-        for k in range(n_starts + 1):
-            if k == 0 and use_warm:     # the previous z* replaces the start at ω
-                y0, y1 = warm[n, 0], warm[n, 1]
-            elif k < n_starts:
-                t = k / (n_starts - 1) if n_starts > 1 else 0.0
-                y0, y1 = t * x_fit[n, 0], t * x_fit[n, 1]
-            else:
-                y0, y1 = _grid2(a0[n], p[n], r[n], s, P, Dinv, beta, x_fit[n, 0],
-                                x_fit[n, 1], D)
-            y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
-            if f < best:
-                best, xb[n, 0], xb[n, 1] = f, y0, y1
-        fb[n] = best
-    return xb, fb
-
-
 # --------------------------------------------------------------------------- any T ≥ 2
 @_jit
 def _loss_T(z, y, index, scale, beta):
@@ -340,32 +310,3 @@ def _newtonT(x, omega, y, s, B, index, scale, beta, radius, max_iter):
         if not accepted or t * pn <= 1e-11 * xnorm:
             break
     return x, f
-
-
-@_jit
-def proxT(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm, n_starts,
-          radius, max_iter):
-    """Any-T prox over all samples: returns ``x`` (N, K − 1) and the objective (N,)."""
-    N, Ke = omega.shape[0], B.shape[1]
-    xb = np.zeros((N, Ke))
-    fb = np.zeros(N)
-    for n in range(N):
-        s = sigma[n]
-        if convex[n]:
-            x0 = warm[n].copy() if use_warm else np.zeros(Ke)
-            x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
-            xb[n], fb[n] = x, f
-            continue
-        best = math.inf
-        for k in range(n_starts):
-            if k == 0 and use_warm:     # the previous z* replaces the start at ω
-                x0 = warm[n].copy()
-            else:
-                t = k / (n_starts - 1) if n_starts > 1 else 0.0
-                x0 = t * x_fit[n]
-            x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
-            if f < best:
-                best = f
-                xb[n] = x
-        fb[n] = best
-    return xb, fb

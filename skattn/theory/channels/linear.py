@@ -88,3 +88,8 @@ class LinearChannel(_Channel):
         sigma = _as_sigma(sigma, N)[:, None]
         Lty = y.reshape(N, -1) @ self._L
         return (omega + 2 * sigma * Lty) / (1 + 4 * sigma)
+
+    def _prox_certified(self, y, omega, sigma, start=None, warm=None):
+        """:meth:`prox` and the certified mask (all True: the prox problem is convex)."""
+        z = self.prox(y, omega, sigma)
+        return z, np.ones(z.shape[0], dtype=bool)

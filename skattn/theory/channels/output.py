@@ -99,6 +99,9 @@ class OutputSide:
     t_hat : float
         ``t̂ = −2α ∂M/∂t``, the conjugate of ``t = Tr S/d`` for non-Gaussian tokens
         (``token_kurtosis ≠ 0``); 0 for Gaussian tokens, where M does not depend on t.
+    certified_fraction : float
+        Fraction of the nodes whose prox minimiser is certified global (provably convex
+        prox problem, or the branch and bound of :mod:`._certify`); 1 for linear attention.
     """
 
     m_hat: float
@@ -109,13 +112,14 @@ class OutputSide:
     sigma_hat_pointwise: float
     sigma_hat_stein: float
     t_hat: float = 0.0
+    certified_fraction: float = 1.0
 
     def __getitem__(self, key):
         return getattr(self, key)
 
     def keys(self):
         return ("m_hat", "q_hat", "sigma_hat", "train_error", "moreau", "sigma_hat_pointwise",
-                "sigma_hat_stein", "t_hat")
+                "sigma_hat_stein", "t_hat", "certified_fraction")
 
 
 def _check_nodes(channel, nodes):
@@ -207,9 +211,11 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         are always available as ``sigma_hat_pointwise`` and ``sigma_hat_stein``.
     warm_start : bool, default=False
         Start the prox of each node from its ``z*`` of the previous call with the same
-        ``channel`` and ``nodes`` (the fixed-point iterations of one solve): fewer Newton
-        steps, but the result then depends on the previous call where the prox has
-        several local minima, so it is off by default.
+        ``channel`` and ``nodes`` (the fixed-point iterations of one solve): a few Newton
+        steps instead of a multi-start. Where the prox has several local minima the warm
+        minimiser is kept only if certified global (:mod:`._certify`); otherwise the node
+        gets the full multi-start. Without the certificate (numpy path, or T ≥ 3) only the
+        provably convex nodes use it.
     token_kurtosis : float, default=0.0
         Excess kurtosis κ4 ≥ −2 of the token entries. Non-zero: the T diagonal components
         get the overlaps ``m + (κ4/2) t0 t``, ``q + (κ4/2) t²``, ``Q0 + (κ4/2) t0²`` (see
@@ -222,7 +228,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     -------
     OutputSide
         ``m_hat, q_hat, sigma_hat, train_error, moreau, sigma_hat_pointwise,
-        sigma_hat_stein, t_hat`` (also readable as a mapping).
+        sigma_hat_stein, t_hat, certified_fraction`` (also readable as a mapping).
     """
     if sigma_hat_form not in ("pointwise", "stein"):
         raise ValueError(f"sigma_hat_form must be one of ['pointwise', 'stein'], got "
@@ -247,7 +253,8 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     # exact-fit logits of the label at the student's β: a start of the softmax prox
     start = w * (channel.target_beta_ / channel.beta_)
     warm = _warm_start(channel, nodes) if warm_start else None
-    z = channel.prox(y, omega, sigma, start=start, warm=warm)
+    z, certified = channel._prox_certified(y, omega, np.full(omega.shape[0], sigma),
+                                           start=start, warm=warm)
     if warm_start:
         _warm_start(channel, nodes, z)
     loss, _, H = channel._derivs(y, z)
@@ -289,7 +296,8 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     moreau = float(nodes.mean(np.sum((z - omega) ** 2, axis=1) / (2 * sigma) + loss))
     return OutputSide(m_hat=m_hat, q_hat=q_hat, sigma_hat=sigma_hat, train_error=train,
                       moreau=moreau, sigma_hat_pointwise=sigma_hat_pw,
-                      sigma_hat_stein=sigma_hat_st)
+                      sigma_hat_stein=sigma_hat_st,
+                      certified_fraction=float(np.mean(certified)))
 
 
 def test_error(channel, *, m, q, Q0, noise, nodes=None, token_kurtosis=0.0, trace=None,

@@ -6,13 +6,16 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from ..coords import _maps
-from . import _kernels
+from . import _certify, _kernels
 from .base import _as_sigma, _Channel
 from .prox import _newton, _Softmax2Problem, _SoftmaxProblem
 
 # clip of the labels before taking logs in ``fit_logits``: log(1e-12) ≈ −27.6, so the fitted
 # logits stay moderate while the residual loss of the fit is ≤ ~1e-24
 _LOG_CLIP = 1e-12
+# the certificate proves F ≥ F(z*) − _CERT_TOL on the ball of global minimisers: a
+# near-tie below it changes the Gaussian expectations by far less than their accuracy
+_CERT_TOL = 1e-9
 
 
 def _row_softmax(z):
@@ -69,6 +72,8 @@ class SoftmaxChannel(_Channel):
         self._radius = 8.0                                   # Newton step cap, × 1/β
         # compiled per-sample prox where numba is installed (same algorithm as numpy)
         self.compiled = True
+        # cubes the T = 2 certificate may split per sample before giving up on it
+        self.certify_budget = 2000
         self.beta_, self.target_beta_ = self.beta, self.target_beta
         self._setup(n_tokens)
         self.K_eff = self.K - 1
@@ -169,9 +174,11 @@ class SoftmaxChannel(_Channel):
         start : array_like of shape (N, K), optional
             A point ``z`` with ``attention(z) ≈ y`` (e.g. ``w β0/β`` when ``y = labels(w)``).
         warm : array_like of shape (N, K), optional
-            A start that replaces ω (the only start of the provably convex samples), e.g.
-            the previous ``z*`` of the same node in a fixed-point iteration: it needs a
-            few Newton steps where ω needs ten or more.
+            A start that replaces ω for the provably convex samples, e.g. the previous
+            ``z*`` of the same node in a fixed-point iteration: it needs a few Newton steps
+            where ω needs ten or more. For the other samples (compiled path, T = 2) its
+            minimiser is kept if the branch and bound of :mod:`._certify` proves it global;
+            otherwise they get the multi-start.
 
         Returns
         -------
@@ -191,7 +198,14 @@ class SoftmaxChannel(_Channel):
             warm = self._check_u(warm, "warm")
             if warm.shape[0] != N:
                 raise ValueError(f"warm must have {N} rows, got {warm.shape[0]}.")
-        return self._prox(y, omega, sigma, start, warm)[0]
+        return self._prox_certified(y, omega, sigma, start, warm)[0]
+
+    def _prox_certified(self, y, omega, sigma, start=None, warm=None):
+        """:meth:`prox` (validated inputs) and the mask of samples certified global."""
+        if start is None:
+            start = self.fit_logits(y)
+        z, _, certified = self._prox(y, omega, sigma, start, warm)
+        return z, certified
 
     def _prox(self, y, omega, sigma, start, warm=None):
         """Multi-start Newton; returns ``z*`` and the prox objective at ``z*``."""
@@ -218,8 +232,6 @@ class SoftmaxChannel(_Channel):
                 # minimiser of a few % of the samples at β ≳ 4
                 x_grid = prob.grid_starts(hard, x_fit[hard])
                 x0 = np.concatenate([x0, x_grid[:, None, :]], axis=1)
-            if x_warm is not None:                 # the previous z* replaces ω
-                x0[:, 0] = x_warm[hard]
             S = x0.shape[1]
             rows = np.repeat(hard, S)
             x, f = _newton(prob, rows, x0.reshape(hard.size * S, -1), radius, self.max_iter)
@@ -227,22 +239,28 @@ class SoftmaxChannel(_Channel):
             best = np.argmin(f, axis=1)
             xb[hard] = x[np.arange(hard.size), best]
             fb[hard] = f[np.arange(hard.size), best]
-        return omega + xb @ B.T, fb
+        # no branch and bound on this path: only the provably convex samples are certified
+        return omega + xb @ B.T, fb, convex
 
     def _prox_compiled(self, prob, y, omega, sigma, x_fit, x_warm, radius):
-        """The same starts and Newton as the numpy path, one sample at a time (numba)."""
+        """The same starts and Newton as the numpy path, one sample at a time (numba), and
+        the certificate of :mod:`._certify`; returns ``z*``, the objective and the mask of
+        the samples whose minimiser is certified global."""
         convex = np.ascontiguousarray(prob.convex())
         use_warm = x_warm is not None
         if not use_warm:
             x_warm = np.zeros((1, self.K_eff))
         x_fit = np.ascontiguousarray(x_fit)
+        beta = float(self.beta_)
         if self.n_tokens == 2:
-            xb, fb = _kernels.prox2(prob.a0, prob.p, prob.r, sigma, prob.D, prob.Dinv,
-                                    prob.P, float(self.beta_), x_fit, convex, x_warm,
-                                    use_warm, self.n_starts, radius, self.max_iter)
+            floor, L3a = _certify.bounds2(prob, beta)
+            xb, fb, cert = _certify.prox2(prob.a0, prob.p, prob.r, sigma, prob.D, prob.Dinv,
+                                          prob.P, beta, x_fit, convex, x_warm, use_warm,
+                                          self.n_starts, radius, self.max_iter, floor, L3a,
+                                          _CERT_TOL, self.certify_budget)
         else:
-            xb, fb = _kernels.proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y),
-                                    sigma, self.basis, self._index, self._scale,
-                                    float(self.beta_), x_fit, convex, x_warm, use_warm,
-                                    self.n_starts, radius, self.max_iter)
-        return omega + xb @ self.basis.T, fb
+            xb, fb, cert = _certify.proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y),
+                                          sigma, self.basis, self._index, self._scale, beta,
+                                          x_fit, convex, x_warm, use_warm, self.n_starts,
+                                          radius, self.max_iter)
+        return omega + xb @ self.basis.T, fb, cert

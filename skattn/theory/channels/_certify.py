@@ -1,0 +1,255 @@
+"""Certificate that a T = 2 softmax prox minimiser is global, and the prox drivers (numba).
+
+For ``F(x) = ‖x‖²/(2Σ) + ℓ(x)`` with ``ℓ ≥ 0``, every global minimiser lies in the ball
+``‖x‖ ≤ r = √(2Σ F_best)`` of any found point ``x_best``. A branch and bound over cubes
+covering that ball proves ``F ≥ F_best − tol`` on all of it:
+
+* a cube of centre c and half-diagonal h satisfies ``F ≥ F(c) − ‖∇F(c)‖h − M h²/2``,
+  with ``−M`` a lower bound on the curvature of F over the cube;
+* F is convex on the largest cube around ``x_best`` where the curvature bound is positive,
+  so there ``F ≥ F_best − ‖∇F(x_best)‖ h`` (``x_best`` is stationary);
+* ``F ≥ dist(0, cube)²/(2Σ) + Σ_i min ℓ_i`` over the intervals of ``a_i`` the cube spans
+  (exact 1-D minima: the T = 2 loss is separable in the row differences);
+* cubes outside the ball are dropped.
+
+A cube centre below ``F_best − tol`` is returned as a start for Newton (the minimiser was
+not global). Curvature bounds, in the row differences ``a_i = a0_i + D_i·x`` of
+:class:`.prox._Softmax2Problem`: ``ℓ_i'' ≥ β² floor(c_i)`` (:func:`.prox._curvature_floor`)
+and ``|ℓ_i'''| ≤ β³ (0.41 + 0.26 |c_i|)``, ``c_i = 1 + p_i − r_i``, from
+``ℓ_i = 2σ² − 2cσ + const`` and ``dσ/da = βσ(1 − σ)`` (the maxima over σ of the two
+σ-polynomials are 0.404 and 1/8); on a cube of half-width w, ``a_i`` moves by at most
+``‖D_i‖₁ w``. Only T = 2 is certified this way; for T ≥ 3 only provably convex samples
+are (:func:`proxT`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._kernels import _expit, _grid2, _jit, _newton2, _newtonT
+
+# result codes of the branch and bound
+CERTIFIED, BUDGET, BETTER = 1, 0, -1
+
+
+# ---------------------------------------------------------------------------------- T = 2
+@_jit
+def _vgc2(x0, x1, a0, p, r, s, D, beta, lpp):
+    """F, ∇F at x, and the second derivatives ``ℓ_i''(a_i)`` written to ``lpp``."""
+    f = (x0 * x0 + x1 * x1) / (2 * s)
+    g0, g1 = x0 / s, x1 / s
+    for i in range(2):
+        ba = beta * (a0[i] + D[i, 0] * x0 + D[i, 1] * x1)
+        s1, s0 = _expit(ba), _expit(-ba)
+        f += (s1 - p[i]) ** 2 + (s0 - r[i]) ** 2
+        e = 2 * (s1 - p[i]) - 2 * (s0 - r[i])
+        d1 = beta * s1 * s0
+        la = e * d1
+        lpp[i] = 4 * d1 * d1 + e * beta * d1 * (s0 - s1)
+        g0 += la * D[i, 0]
+        g1 += la * D[i, 1]
+    return f, g0, g1
+
+
+@_jit
+def _curv2(s, lpp, floor, k, dn2, w):
+    """Lower bound on ``λ_min(∇²F)`` over the cube of half-width w around a point with
+    second derivatives ``lpp``: ``ℓ_i'' ≥ max(lpp_i − k_i w, floor_i)`` there."""
+    lam = 1.0 / s
+    for i in range(2):
+        lam += min(0.0, max(lpp[i] - k[i] * w, floor[i])) * dn2[i]
+    return lam
+
+
+@_jit
+def _interval_min2(c0, c1, h, a0, p, r, D, beta):
+    """Exact ``Σ_i min ℓ_i`` over the intervals of ``a_i`` that the cube spans.
+
+    ``ℓ_i = (σ − p_i)² + (1 − σ − r_i)²`` is a convex quadratic in ``σ = sigmoid(β a_i)``,
+    minimal at ``σ = (1 + p_i − r_i)/2``, and σ is monotone in ``a_i``.
+    """
+    out = 0.0
+    for i in range(2):
+        ac = a0[i] + D[i, 0] * c0 + D[i, 1] * c1
+        w = (abs(D[i, 0]) + abs(D[i, 1])) * h
+        lo, hi = _expit(beta * (ac - w)), _expit(beta * (ac + w))
+        sg = min(max(0.5 * (1 + p[i] - r[i]), lo), hi)
+        out += (sg - p[i]) ** 2 + (1 - sg - r[i]) ** 2
+    return out
+
+
+@_jit
+def bnb2(x0, x1, f_best, a0, p, r, s, D, beta, floor, L3a, tol, budget, stack):
+    """Branch and bound of one T = 2 sample; returns ``(code, c0, c1, n_cells)``.
+
+    ``code`` is CERTIFIED, BUDGET (more than ``budget`` cubes split) or BETTER, with
+    ``(c0, c1)`` a point where ``F < f_best − tol``. ``floor_i`` bounds ``ℓ_i''`` below
+    everywhere, ``L3a_i`` bounds ``|ℓ_i'''|``; on a cube of half-width w the row
+    difference ``a_i`` moves by at most ``‖D_i‖₁ w``.
+    """
+    sq2 = math.sqrt(2.0)
+    lpp = np.empty(2)
+    k = np.empty(2)
+    dn2 = np.empty(2)
+    for i in range(2):
+        k[i] = L3a[i] * (abs(D[i, 0]) + abs(D[i, 1]))
+        dn2[i] = D[i, 0] ** 2 + D[i, 1] ** 2
+    f_star, g0, g1 = _vgc2(x0, x1, a0, p, r, s, D, beta, lpp)
+    gnorm = math.sqrt(g0 * g0 + g1 * g1)
+    rad = math.sqrt(2 * s * max(f_best, 0.0)) * (1 + 1e-12) + 1e-300
+    # largest cube around x_best on which F is provably convex (bisection on its width)
+    e = 0.0
+    if _curv2(s, lpp, floor, k, dn2, 0.0) > 0:
+        lo, hi = 0.0, 2 * rad
+        if _curv2(s, lpp, floor, k, dn2, hi) > 0:
+            lo = hi
+        else:
+            for _ in range(30):
+                mid = 0.5 * (lo + hi)
+                if _curv2(s, lpp, floor, k, dn2, mid) > 0:
+                    lo = mid
+                else:
+                    hi = mid
+        e = lo
+    # on that cube F ≥ F(x_best) − ‖∇F(x_best)‖ √2 e: keep the slack below tol/2
+    if gnorm * e * sq2 > 0.5 * tol:
+        e = 0.5 * tol / (gnorm * sq2)
+    stack[0, 0], stack[0, 1], stack[0, 2] = 0.0, 0.0, rad
+    top, n_split = 1, 0
+    while top > 0:
+        top -= 1
+        c0, c1, h = stack[top, 0], stack[top, 1], stack[top, 2]
+        d0, d1 = max(abs(c0) - h, 0.0), max(abs(c1) - h, 0.0)
+        if d0 * d0 + d1 * d1 > rad * rad:
+            continue
+        if abs(c0 - x0) + h <= e and abs(c1 - x1) + h <= e:
+            continue
+        f, gc0, gc1 = _vgc2(c0, c1, a0, p, r, s, D, beta, lpp)
+        if f < f_best - tol:
+            return BETTER, c0, c1, n_split
+        if (d0 * d0 + d1 * d1) / (2 * s) + _interval_min2(c0, c1, h, a0, p, r, D, beta) \
+                >= f_best - tol:
+            continue
+        hd = h * sq2
+        M = max(0.0, -_curv2(s, lpp, floor, k, dn2, h))
+        if f - math.sqrt(gc0 * gc0 + gc1 * gc1) * hd - 0.5 * M * hd * hd >= f_best - tol:
+            continue
+        n_split += 1
+        if n_split > budget or top + 4 > stack.shape[0]:
+            return BUDGET, x0, x1, n_split
+        h2 = 0.5 * h
+        for k0 in (-1.0, 1.0):
+            for k1 in (-1.0, 1.0):
+                stack[top, 0], stack[top, 1], stack[top, 2] = c0 + k0 * h2, c1 + k1 * h2, h2
+                top += 1
+    return CERTIFIED, x0, x1, n_split
+
+
+def bounds2(prob, beta):
+    """``(floor, L3a)`` of shape (N, 2) for T = 2: lower bounds on ``ℓ_i''`` (5 % margin
+    over the tabulated floor) and upper bounds on ``|ℓ_i'''|`` (module docstring)."""
+    from .prox import _curvature_floor
+    c = 1 + prob.p - prob.r
+    floor = 1.05 * np.minimum(_curvature_floor(c), 0.0) * beta ** 2
+    L3a = beta ** 3 * (0.41 + 0.26 * np.abs(c))
+    return np.ascontiguousarray(floor), np.ascontiguousarray(L3a)
+
+
+# ----------------------------------------------------------------------- the drivers
+@_jit
+def _certify2(x0, x1, f, a0, p, r, s, D, beta, radius, max_iter, floor, L3a, tol, budget,
+              stack):
+    """Certify ``(x0, x1)``; Newton from any better cube centre, up to 4 times."""
+    for _ in range(4):
+        code, c0, c1, _n = bnb2(x0, x1, f, a0, p, r, s, D, beta, floor, L3a, tol, budget,
+                                stack)
+        if code != BETTER:
+            return code == CERTIFIED, x0, x1, f
+        c0, c1, fc = _newton2(c0, c1, a0, p, r, s, D, beta, radius, max_iter)
+        if fc < f:
+            x0, x1, f = c0, c1, fc
+    return False, x0, x1, f
+
+
+@_jit
+def prox2(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, n_starts,
+          radius, max_iter, floor, L3a, tol, budget):
+    """T = 2 prox over all samples: ``x`` (N, 2), the objective (N,) and the certified mask.
+
+    Provably convex samples: one Newton run (from the warm start if any), certified.
+    Others: with a warm start, Newton from it and the certificate; where that fails (or
+    without a warm start), the multi-start of :meth:`.softmax.SoftmaxChannel._prox` (the
+    segment ω → fit and the 2-D grid start), then the certificate.
+    """
+    N = a0.shape[0]
+    xb = np.zeros((N, 2))
+    fb = np.zeros(N)
+    cert = np.zeros(N, dtype=np.bool_)
+    stack = np.empty((4096, 3))
+    for n in range(N):
+        s = sigma[n]
+        if convex[n]:
+            y0, y1 = (warm[n, 0], warm[n, 1]) if use_warm else (0.0, 0.0)
+            y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
+            xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
+            continue
+        best, b0, b1 = math.inf, 0.0, 0.0
+        if use_warm and budget > 0:
+            y0, y1, f = _newton2(warm[n, 0], warm[n, 1], a0[n], p[n], r[n], s, D, beta,
+                                 radius, max_iter)
+            ok, y0, y1, f = _certify2(y0, y1, f, a0[n], p[n], r[n], s, D, beta, radius,
+                                      max_iter, floor[n], L3a[n], tol, budget, stack)
+            if ok:
+                xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
+                continue
+            best, b0, b1 = f, y0, y1
+        for k in range(n_starts + 1):
+            if k < n_starts:
+                t = k / (n_starts - 1) if n_starts > 1 else 0.0
+                y0, y1 = t * x_fit[n, 0], t * x_fit[n, 1]
+            else:
+                y0, y1 = _grid2(a0[n], p[n], r[n], s, P, Dinv, beta, x_fit[n, 0],
+                                x_fit[n, 1], D)
+            y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
+            if f < best:
+                best, b0, b1 = f, y0, y1
+        ok = False
+        if budget > 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
+            ok, b0, b1, best = _certify2(b0, b1, best, a0[n], p[n], r[n], s, D, beta, radius,
+                                         max_iter, floor[n], L3a[n], tol, budget, stack)
+        xb[n, 0], xb[n, 1], fb[n], cert[n] = b0, b1, best, ok
+    return xb, fb, cert
+
+
+@_jit
+def proxT(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm, n_starts,
+          radius, max_iter):
+    """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
+
+    No branch and bound for T ≥ 3 (cubes in ``K − 1 ≥ 5`` dimensions with the crude
+    any-T curvature bounds took minutes per call in our trials): only the provably convex
+    samples are certified, and only they use the warm start; the others get the
+    multi-start on the segment ω → fit of :meth:`.softmax.SoftmaxChannel._prox`.
+    """
+    N, Ke = omega.shape[0], B.shape[1]
+    xb = np.zeros((N, Ke))
+    fb = np.zeros(N)
+    for n in range(N):
+        s = sigma[n]
+        if convex[n]:
+            x0 = warm[n].copy() if use_warm else np.zeros(Ke)
+            x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
+            xb[n], fb[n] = x, f
+            continue
+        best = math.inf
+        for k in range(n_starts):
+            t = k / (n_starts - 1) if n_starts > 1 else 0.0
+            x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
+                            max_iter)
+            if f < best:
+                best = f
+                xb[n] = x
+        fb[n] = best
+    return xb, fb, convex.copy()

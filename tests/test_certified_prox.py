@@ -1,0 +1,122 @@
+"""The certificate that the T = 2 softmax prox minimiser is global (channels/_certify.py)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skattn.theory.channels import GaussianNodes, SoftmaxChannel, output_side
+from skattn.theory.channels import _certify, _kernels
+from skattn.theory.channels.output import _gaussian_pair
+from skattn.theory.channels.prox import _Softmax2Problem
+
+pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="certificate needs numba")
+
+# converged (m, q, Σ) of solve_state_evolution(α, n_tokens=2, target=WishartTarget(0.5)),
+# Q0 = 1.5: (α, λ, β) = (0.3, 0.01, 1), (0.3, 0.01, 4), (1.0, 0.001, 4)
+FIXED_POINTS = [
+    (1.0, 1.2391088124899565, 1.048091800457136, 5.168682009471795),
+    (4.0, 0.7594022449639019, 0.4401065415499175, 5.383438073045814),
+    (4.0, 1.4670907090419432, 1.4349475132413214, 0.7945415662456075),
+]
+
+
+def _samples(beta, m, q, n=4096, Q0=1.5, seed=0):
+    ch = SoftmaxChannel(2, beta=beta, target_beta=beta)
+    nodes = GaussianNodes(6, n_points=n, seed=seed)
+    omega, w, _, _ = _gaussian_pair(m, q, Q0, nodes, 3)
+    return ch, nodes, omega, ch.labels(w), w
+
+
+@pytest.mark.parametrize("beta, m, q, sigma", FIXED_POINTS)
+def test_certified_fraction_at_fixed_points(beta, m, q, sigma):
+    ch = SoftmaxChannel(2, beta=beta, target_beta=beta)
+    nodes = GaussianNodes(6, n_points=8192)
+    kw = dict(m=m, q=q, Q0=1.5, noise=0.0, sigma=sigma, alpha=0.3, nodes=nodes)
+    cold = output_side(ch, **kw)
+    assert cold.certified_fraction >= 0.9999
+    # warm starts from the previous z*: certified again, and the same expectations
+    output_side(ch, warm_start=True, **dict(kw, sigma=1.1 * sigma))
+    warm = output_side(ch, warm_start=True, **kw)
+    assert warm.certified_fraction >= 0.9999
+    for key in ("m_hat", "q_hat", "sigma_hat", "moreau", "train_error"):
+        assert warm[key] == pytest.approx(cold[key], rel=1e-9)
+
+
+def _objective(prob, n, x):
+    return prob.value(np.full(x.shape[0], n), x)
+
+
+def test_certificate_rejects_a_local_minimum():
+    beta, sigma = 4.0, 0.3      # a small m: ω far from the label's well, several minima
+    ch, _, omega, y, w = _samples(beta, 0.1, 1.0, n=512)
+    N = omega.shape[0]
+    sig = np.full(N, sigma)
+    prob = _Softmax2Problem(ch, y, omega, sig)
+    floor, L3a = _certify.bounds2(prob, beta)
+    z, f, cert = ch._prox(y, omega, sig, w)
+    x_best = (z - omega) @ ch.basis
+    stack = np.empty((4096, 3))
+    radius = ch._radius / beta
+    found = 0
+    for n in np.flatnonzero(cert)[:200]:
+        # a local minimum from starts on the sphere of global minimisers' ball
+        rad = np.sqrt(2 * sigma * f[n])
+        for th in np.linspace(0.0, 2 * np.pi, 12, endpoint=False):
+            x0, x1, fl = _kernels._newton2(rad * np.cos(th), rad * np.sin(th), prob.a0[n],
+                                           prob.p[n], prob.r[n], sigma, prob.D, beta, radius,
+                                           100)
+            if fl > f[n] + 1e-4:
+                code, c0, c1, _ = _certify.bnb2(x0, x1, fl, prob.a0[n], prob.p[n], prob.r[n],
+                                                sigma, prob.D, beta, floor[n], L3a[n], 1e-9,
+                                                2000, stack)
+                assert code == _certify.BETTER
+                assert _objective(prob, n, np.array([[c0, c1]]))[0] < fl
+                # Newton from the better points it returns reaches the global minimum
+                ok, _, _, f2 = _certify._certify2(x0, x1, fl, prob.a0[n], prob.p[n],
+                                                  prob.r[n], sigma, prob.D, beta, radius, 100,
+                                                  floor[n], L3a[n], 1e-9, 2000, stack)
+                assert ok and f2 <= f[n] + 1e-9
+                found += 1
+                break
+        # the global one is certified
+        code = _certify.bnb2(x_best[n, 0], x_best[n, 1], f[n], prob.a0[n], prob.p[n],
+                             prob.r[n], sigma, prob.D, beta, floor[n], L3a[n], 1e-9, 2000,
+                             stack)[0]
+        assert code == _certify.CERTIFIED
+    assert found > 0
+    # a zero budget gives up on a sample that needs a split
+    n = np.flatnonzero(cert)[0]
+    code = _certify.bnb2(x_best[n, 0], x_best[n, 1], f[n], prob.a0[n], prob.p[n], prob.r[n],
+                         sigma, prob.D, beta, floor[n], L3a[n], 1e-9, 0, stack)[0]
+    assert code in (_certify.BUDGET, _certify.CERTIFIED)
+
+
+@settings(max_examples=15, deadline=None)
+@given(beta=st.floats(0.5, 4.0), log_sigma=st.floats(-2.0, 2.5), seed=st.integers(0, 99))
+def test_certified_minimiser_beats_a_dense_grid(beta, log_sigma, seed):
+    """Certified samples: no point of a dense grid over the ball is lower than F(z*)."""
+    sigma = float(np.exp(log_sigma))
+    ch, _, omega, y, w = _samples(beta, 0.5, 0.7, n=32, seed=seed)
+    N = omega.shape[0]
+    sig = np.full(N, sigma)
+    z, f, cert = ch._prox(y, omega, sig, w)
+    prob = _Softmax2Problem(ch, y, omega, sig)
+    g = np.linspace(-1.0, 1.0, 161)
+    unit = np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2)
+    unit = unit[np.sum(unit ** 2, axis=1) <= 1]
+    for n in np.flatnonzero(cert):
+        pts = unit * np.sqrt(2 * sigma * f[n])
+        assert np.min(_objective(prob, n, pts)) >= f[n] - 1e-9
+
+
+def test_state_evolution_reports_certified_fraction():
+    from skattn.data import WishartTarget
+    from skattn.theory import solve_state_evolution
+    res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5),
+                                n_nodes=256)
+    assert res.converged
+    assert res.certified_fraction == 1.0
+    lin = solve_state_evolution(0.3, n_tokens=1, attention="linear", reg_lambda=0.01,
+                                target=WishartTarget(0.5), n_nodes=256)
+    assert lin.certified_fraction == 1.0
