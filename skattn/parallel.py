@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 
-__all__ = ["BACKENDS", "map_jobs", "check_backend"]
+__all__ = ["BACKENDS", "map_jobs", "check_backend", "n_workers"]
 
 BACKENDS = ("sequential", "joblib", "dask")
 

@@ -540,6 +540,10 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         certified_fraction=float(_get(out, "certified_fraction")))
 
 
+def _curve_chunk(alphas, problem, reg_lambdas, options):
+    return state_evolution_curve(alphas, problem, reg_lambda=reg_lambdas, **options)
+
+
 def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None, verbose=0,
                           **kwargs):
     """State evolution along a curve of α (or of λ), warm-started point to point.
@@ -556,7 +560,7 @@ def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None
         without a problem; with one, it replaces ``problem.reg_lambda`` along the curve.
     n_jobs : int or None
         With n_jobs > 1 the curve is cut into contiguous chunks solved in parallel
-        (joblib), each warm-started along itself.
+        (:func:`skattn.parallel.map_jobs` on joblib), each warm-started along itself.
     verbose : int
         > 0 shows a progress bar.
     **kwargs
@@ -582,13 +586,13 @@ def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None
     if alphas.ndim != 1 or alphas.size == 0:
         raise ValueError(f"alphas must be a non-empty 1-D array, got shape {alphas.shape}.")
     if n_jobs is not None and n_jobs != 1 and alphas.size > 1:
-        from joblib import Parallel, delayed
-        n_chunks = min(alphas.size, abs(n_jobs) if n_jobs > 0 else alphas.size)
+        from ..parallel import map_jobs, n_workers   # lazily: the theory's import graph
+
+        n_chunks = min(alphas.size, n_workers(n_jobs))
         chunks = np.array_split(np.arange(alphas.size), n_chunks)
-        parts = Parallel(n_jobs=n_jobs)(
-            delayed(state_evolution_curve)(alphas[c], problem, reg_lambda=lams[c],
-                                           n_jobs=None, **options)
-            for c in chunks)
+        parts = map_jobs(_curve_chunk, [(alphas[c], problem, lams[c], options)
+                                        for c in chunks],
+                         backend="joblib", n_jobs=n_jobs)
         return [r for part in parts for r in part]
     from tqdm.auto import tqdm
     results, prev = [], None
