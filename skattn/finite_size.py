@@ -174,7 +174,10 @@ def _verdict(rel, rel_ci, z, rtol, kind):
     where = f" (gap {rel:+.1%}, {kind})"
     if within:
         return within + where
-    return f"gap of {rel:+.1%} outside its interval [{lo:+.1%}, {hi:+.1%}] ({kind})"
+    # z uses the standard error of the extrapolation; the interval is the fit's (Student's
+    # t when the reduced χ² exceeds 1), so it can still contain 0 with few d values
+    return (f"gap of {rel:+.1%} beyond 2σ (z = {z:+.1f}; fit interval "
+            f"[{lo:+.1%}, {hi:+.1%}]) ({kind})")
 
 
 def _compare(quantity, rows, ds, reference, reference_kind, level, rtol):
