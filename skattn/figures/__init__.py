@@ -37,6 +37,8 @@ _TITLES = {
     "spectra": "Learned spectra across α: rank collapse, bulk and recovered features",
     "thresholds": "Interpolation, perfect-recovery and Bayes-optimal thresholds against the "
                   "target rank",
+    "validity_map": "Validity map: the Gaussian state evolution on other tokens, teachers "
+                    "and students",
 }
 
 
