@@ -39,6 +39,8 @@ _TITLES = {
                          "they emerge in α",
     "thresholds": "Interpolation, perfect-recovery and Bayes-optimal thresholds against the "
                   "target rank",
+    "validity_map": "Validity map: the Gaussian state evolution on other tokens, teachers "
+                    "and students",
 }
 
 

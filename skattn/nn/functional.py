@@ -80,7 +80,11 @@ def _head_trace(W_Q, W_K):
 
 def _project(X, W):
     """``X W`` with a head axis inserted when W has one (shape (n, [H,] T, p))."""
-    return X @ W if W.ndim == 2 else X.unsqueeze(-3) @ W
+    if W.ndim == 2:
+        return X @ W
+    # einsum, not the broadcast ``X.unsqueeze(-3) @ W``: the latter's backward builds one
+    # d × p gradient per sample before summing them (~12× slower at d = p = 80)
+    return torch.einsum("...td,hdp->...htp", X, W)
 
 
 def preactivation_factored(X, W):
