@@ -2,7 +2,7 @@
 Validity map: the Gaussian state evolution on other tokens, teachers and students
 ==================================================================================
 
-The state evolution (THEORY.md §4) is derived for tokens with i.i.d. standard Gaussian
+The state evolution (docs/theory.rst §4) is derived for tokens with i.i.d. standard Gaussian
 entries, a single-head teacher and a tied single-head student. This figure *measures*
 how far students trained by L-BFGS (float64, T = 2 softmax, Wishart κ0 = 0.5, λ = 0.05)
 land from that *prediction* when one assumption is broken at a time. Each point is the

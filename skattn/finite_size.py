@@ -1,25 +1,25 @@
-"""Finite-size scaling of simulations against the state evolution (THEORY.md §10).
+"""Finite-size scaling of simulations against the state evolution (docs/theory.rst §10).
 
 The trained test error converges to the state evolution slowly: the diagonal
-pre-activations are quadratic forms whose skewness decays like ``1/√d`` (THEORY.md, header).
+pre-activations are quadratic forms whose skewness decays like ``1/√d`` (docs/theory.rst, "Status of the equations").
 A gap at one d is therefore no evidence of a bug. :func:`finite_size_scaling` trains the
 estimator of one configuration at several d on fresh teachers, fits
 
     ``e(d) = e_inf + c · d^(−1/2)``   and   ``e(d) = e_inf + c · d^(−1)``
 
 by weighted least squares (the seed spread gives the weights), keeps the better fit (AIC),
-and compares the extrapolated ``e_inf`` with the continuum state evolution of THEORY.md §4
+and compares the extrapolated ``e_inf`` with the continuum state evolution of docs/theory.rst §4
 (§5 for the direct model). The same is done for the training objective ``L/d²``.
 
-Where the continuum does not exist — power-law targets (THEORY.md §8) or a rank constraint
+Where the continuum does not exist — power-law targets (docs/theory.rst §8) or a rank constraint
 ``p < #{positive eigenvalues}`` that binds — the reference is the *same-instance* finite-d
-state evolution (the teacher's own S0 at its d, THEORY.md §4 "at finite d") and what is
+state evolution (the teacher's own S0 at its d, docs/theory.rst §4 "at finite d") and what is
 extrapolated is the paired gap ``simulation − SE_d`` (which should vanish).
 
 Every (d, seed) training and the continuum solve are rows of one
 :func:`skattn.sweep.run_sweep` store, so an interrupted run loses no finished row, a second
 call resumes, and ``backend="dask"`` spreads the rows on a cluster. The validation grid of
-THEORY.md §10 lives in :mod:`skattn.validation_grid`.
+docs/theory.rst §10 lives in :mod:`skattn.validation_grid`.
 """
 
 from __future__ import annotations
@@ -408,7 +408,7 @@ def _continuum_row(cfg):
                 "se_rank_active": False}
     kw = cfg.se_kwargs()
     kappa = kw["width_ratio"]
-    if kappa < 1:  # same problem without the rank constraint: λ̃ = √κ λ (THEORY.md §2)
+    if kappa < 1:  # same problem without the rank constraint: λ̃ = √κ λ (docs/theory.rst §2)
         kw["reg_lambda"] *= np.sqrt(kappa)
         kw["width_ratio"] = 1.0
     res = solve_state_evolution(target=cfg.make_target(), **kw)

@@ -37,7 +37,7 @@ class FSSConfig:
     task : {"seq2lab", "seq2seq"}, default="seq2lab"
     target : dict, default={"family": "wishart", "kappa0": 0.5}
         ``{"family": "wishart", "kappa0": κ0}`` or
-        ``{"family": "powerlaw", "gamma": γ, "cutoff": None}`` (THEORY.md §1).
+        ``{"family": "powerlaw", "gamma": γ, "cutoff": None}`` (docs/theory.rst §1).
     estimator : {"tied", "direct"}, default="tied"
         :class:`~skattn.TiedAttentionRegressor` or :class:`~skattn.DirectAttentionRegressor`.
     width_ratio : float, default=1.0
@@ -53,7 +53,7 @@ class FSSConfig:
     -----
     :attr:`outside_gaussian_equivalence` flags softmax on power-law targets whose top mode
     keeps more than ``GAUSSIAN_EQUIVALENCE_MAX_SHARE`` of ``‖S0‖²_F`` as d grows (γ = 0.75: 0.40):
-    the Gaussian equivalence behind the state evolution then fails (THEORY.md §8,
+    the Gaussian equivalence behind the state evolution then fails (docs/theory.rst §8,
     DOMAIN_PAGE.rst); such configurations are run and reported, but flagged.
     """
 
@@ -93,7 +93,7 @@ class FSSConfig:
         check_choice(self.solver, "solver", ("lbfgs", "adam"))
         check_choice(self.dtype, "dtype", ("float64", "float32"))
         if self.estimator == "direct" and self.reg_lambda == 0:
-            raise ValueError("reg_lambda must be > 0 for estimator='direct' (THEORY.md §5).")
+            raise ValueError("reg_lambda must be > 0 for estimator='direct' (docs/theory.rst §5).")
         if not isinstance(self.label, str):
             raise ValueError(f"label must be a str, got {type(self.label).__name__}.")
         check(self, "target", _check_target_spec(self.target))
@@ -126,7 +126,7 @@ class FSSConfig:
     # ---- derived ----------------------------------------------------------------------
     @property
     def outside_gaussian_equivalence(self):
-        """Softmax on a spiky target: outside the domain of the theory (THEORY.md §8).
+        """Softmax on a spiky target: outside the domain of the theory (docs/theory.rst §8).
 
         Spiky: a power law whose top-mode share at d = 10 000 (its d → ∞ value for γ > 1/2;
         Wishart shares vanish) exceeds the threshold of

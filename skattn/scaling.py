@@ -1,4 +1,4 @@
-"""Power-law fits of measured learning curves, with confidence intervals (THEORY.md §8).
+"""Power-law fits of measured learning curves, with confidence intervals (docs/theory.rst §8).
 
 :func:`fit_power_law` fits ``err − e0 ≈ C · n^b`` to errors measured at several sample
 sizes (simulations, or the theory's own curves); :func:`irreducible_error` gives the

@@ -1,6 +1,6 @@
 """The validation grid: simulation against state evolution outside one validated point.
 
-THEORY.md §10 asks that trained models reach the state-evolution test error and ``L/d²``
+docs/theory.rst §10 asks that trained models reach the state-evolution test error and ``L/d²``
 "within finite-size error". :data:`VALIDATION_CONFIGS` covers the model's axes (T = 1–4,
 softmax and linear, noise, β ≠ β0 both ways, seq2seq and seq2lab, width < 1 with the rank
 constraint inactive and binding, the direct model, power-law targets, small λ near the
@@ -46,10 +46,10 @@ def _c(label, **kw):
 
 
 # Wishart(0.5), α = 0.3, λ = 0.1, T = 2 softmax seq2lab unless stated. Interpolation
-# thresholds (THEORY.md §6, skattn.theory.interpolation_threshold, Wishart(0.5)):
+# thresholds (docs/theory.rst §6, skattn.theory.interpolation_threshold, Wishart(0.5)):
 # T = 1 linear Δ = 0.1: 0.345; T = 2 softmax Δ = 0.1: 0.1725 (Δ → 0⁺: 0.219).
 VALIDATION_CONFIGS = [
-    # linear attention, T = 1 (THEORY.md §4 closed form) and T = 2, 3
+    # linear attention, T = 1 (docs/theory.rst §4 closed form) and T = 2, 3
     _c("lin T1", alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear"),
     _c("lin T1 Δ=0.3", alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear", noise=0.3),
     _c("lin T1 α=0.6", alpha=0.6, reg_lambda=0.05, n_tokens=1, attention="linear"),
@@ -87,7 +87,7 @@ VALIDATION_CONFIGS = [
        attention="linear", width_ratio=0.75, target=_W3),
     _c("lin T1 κ=0.25 (rank binding)", alpha=0.3, reg_lambda=0.01, n_tokens=1,
        attention="linear", width_ratio=0.25),
-    # direct (Frobenius) model, THEORY.md §5
+    # direct (Frobenius) model, docs/theory.rst §5
     _c("direct sm T2", alpha=0.3, reg_lambda=0.1, estimator="direct"),
     _c("direct lin T1", alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear",
        estimator="direct"),

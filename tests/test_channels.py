@@ -376,7 +376,7 @@ def test_gaussian_nodes():
 @pytest.mark.parametrize("T", [1, 2, 3])
 @pytest.mark.parametrize("mq", [(0.4, 0.7), (0.0, 0.0), (0.0, 0.5)])
 def test_linear_closed_form(T, mq):
-    """THEORY.md §4 (T = 1); each of the K components behaves like T = 1 for any T."""
+    """docs/theory.rst §4 (T = 1); each of the K components behaves like T = 1 for any T."""
     m, q = mq
     Q0, noise, sigma, alpha = 1.5, 0.3, 0.7, 0.9
     ch = LinearChannel(T)
@@ -419,7 +419,7 @@ def test_test_error_at_zero_overlap_matches_teacher(T):
 
 
 def _output_side_mc_theory_form(ch, m, q, Q0, noise, sigma, alpha, n, rng):
-    """THEORY.md's parametrisation: u0 | ω and ξ̃ drawn separately, m̂ in the u0-Stein form."""
+    """The parametrisation of docs/theory.rst §4: u0 | ω and ξ̃ drawn separately, m̂ in the u0-Stein form."""
     K = ch.K
     omega = np.sqrt(q) * rng.standard_normal((n, K))
     res = rng.standard_normal((n, K)) * np.sqrt(Q0 - m * m / q)
@@ -530,7 +530,7 @@ def test_output_side_larger_T_finite(T):
 def test_hats_are_derivatives_of_the_moreau_envelope(beta, sigma, nodes6):
     """Stationarity of Φ: m̂ = −2α ∂M/∂m, Σ̂ = 4α ∂M/∂q (M the averaged Moreau envelope).
 
-    The Stein forms satisfy it also where the prox is non-convex and z* jumps; THEORY.md's
+    The Stein forms satisfy it also where the prox is non-convex and z* jumps; docs/theory.rst §4's
     pointwise Σ̂ does not (evidence recorded here: ~50 % off at β = 4, Σ = 0.5).
     """
     ch = SoftmaxChannel(2, beta=beta, target_beta=beta)

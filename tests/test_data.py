@@ -1,4 +1,4 @@
-"""Targets and the attention-indexed teacher (THEORY.md §1)."""
+"""Targets and the attention-indexed teacher (docs/theory.rst §1)."""
 
 import numpy as np
 import pytest

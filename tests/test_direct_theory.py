@@ -1,4 +1,4 @@
-"""Direct (Frobenius) state evolution, THEORY.md §5: closed forms, ridgeless limit, simulations."""
+"""Direct (Frobenius) state evolution, docs/theory.rst §5: closed forms, ridgeless limit, simulations."""
 
 import numpy as np
 import pytest

@@ -36,7 +36,7 @@ def data():
 
 
 def _objective_numpy(est, X, y, task):
-    """THEORY.md §2 objective recomputed in numpy from the fitted parameters."""
+    """docs/theory.rst §2 objective recomputed in numpy from the fitted parameters."""
     A = softmax(preactivation(X, est.S_), est.beta)
     y_pred = A if task == "seq2lab" else A @ X
     per = np.sum((y_pred - y) ** 2, axis=(1, 2))
@@ -68,7 +68,7 @@ def test_fit_attributes_and_objective(Est, task):
     else:
         np.testing.assert_allclose(est.V_, est.V_.T)
         np.testing.assert_allclose(est.S_, est.V_ / math.sqrt(d))
-    # objective and train error exactly as THEORY.md §2 (sums, per d²)
+    # objective and train error exactly as docs/theory.rst §2 (sums, per d²)
     obj, err = _objective_numpy(est, X, y, task)
     assert math.isclose(est.train_objective_, obj / d ** 2, rel_tol=1e-8)
     assert math.isclose(est.loss_curve_[-1], est.train_objective_, rel_tol=1e-12)
@@ -149,7 +149,7 @@ def test_infer_structure(X_shape, y_shape, task, n_tokens, expected):
 
 
 def test_linear_single_token_quadratic_network():
-    """T = 1 linear attention: y = (xᵀ S0 x − Tr S0)/√d, a 1-D target (THEORY.md §4)."""
+    """T = 1 linear attention: y = (xᵀ S0 x − Tr S0)/√d, a 1-D target (docs/theory.rst §4)."""
     X, y = make_attention_indexed(600, 10, n_tokens=1, attention="linear", random_state=0)
     y1 = y.reshape(-1)
     est = TiedAttentionRegressor(attention="linear", reg_lambda=1e-3, random_state=0)

@@ -1,4 +1,4 @@
-"""Finite-size scaling (skattn.finite_size, skattn.validation_grid; THEORY.md §10)."""
+"""Finite-size scaling (skattn.finite_size, skattn.validation_grid; docs/theory.rst §10)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Torch backend: pre-activations, attention, losses, modules and training (THEORY.md §1–2)."""
+"""Torch backend: pre-activations, attention, losses, modules and training (docs/theory.rst §1–2)."""
 
 import math
 

@@ -1,5 +1,5 @@
 """Tests of skattn.theory.powerlaw: spectral recovery, emergence, error decomposition and
-theory learning curves for power-law targets (THEORY.md §8)."""
+theory learning curves for power-law targets (docs/theory.rst §8)."""
 
 import time
 from types import SimpleNamespace

@@ -1,4 +1,4 @@
-"""AsymptoticPredictor and AMP (THEORY.md §9)."""
+"""AsymptoticPredictor and AMP (docs/theory.rst §9)."""
 
 import pickle
 

@@ -1,4 +1,4 @@
-"""Tests of the scaling laws of THEORY.md §8: excess-risk exponents and the regime map
+"""Tests of the scaling laws of docs/theory.rst §8: excess-risk exponents and the regime map
 (skattn.theory.powerlaw.regimes), power-law fits (skattn.scaling), the λ ∝ √n wrapper
 (skattn.estimators.ScaledLambdaRegressor), and (slow) the learning-curve scaling law
 measured with scikit-learn's ``learning_curve`` on TiedAttentionRegressor."""
@@ -54,7 +54,7 @@ def test_scaling_regime_points():
     assert scaling_regime(400, d, 2.0, g, **kw) == "regularized"   # λ = 10 √n/d
     assert scaling_regime(1e10, d, 1e4, g, **kw) == "shrinkage"    # δ < ε < λ_d
     assert scaling_regime(5000, d, 1e3, g, **kw) == "plateau"      # ε above λ_1
-    # the λ ≶ √(n/d²) boundary of THEORY.md §8, here λ = √(4KΔα)
+    # the λ ≶ √(n/d²) boundary of docs/theory.rst §8, here λ = √(4KΔα)
     n = 1000
     edge = np.sqrt(4 * 3 * 0.5 * n / d ** 2)
     assert scaling_regime(n, d, 0.9 * edge, g, **kw) == "recovery"

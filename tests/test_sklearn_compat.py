@@ -21,7 +21,7 @@ from skattn import (
 from skattn.metrics import attention_error_scorer
 
 # sklearn's checks feed 2-D X with one scalar target per sample. For linear attention that
-# is the single-token model (T = 1, y = h(S; x), THEORY.md §4), so those instances run the
+# is the single-token model (T = 1, y = h(S; x), docs/theory.rst §4), so those instances run the
 # whole suite; softmax needs T ≥ 2 and rejects such data with a ValueError.
 _MULTIOUTPUT = ("y with 5 unrelated columns for a 2-D X with 10 columns is neither a "
                 "flattened T×T attention matrix (T² = 5 has no integer root) nor a flattened "

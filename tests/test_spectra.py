@@ -1,4 +1,4 @@
-"""fit_spectral_law: the law η·ReLU(S0 + δZ − εI) of a learned spectrum (THEORY.md §4).
+"""fit_spectral_law: the law η·ReLU(S0 + δZ − εI) of a learned spectrum (docs/theory.rst §4).
 
 Round trips: spectra drawn from a known law are fitted back. The measured numbers behind
 each tolerance are in the comments. What they show: η, the atom and the law itself are

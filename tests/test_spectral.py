@@ -1,5 +1,5 @@
 """Tests of skattn.theory.spectral: free convolution with a semicircle and the integrals
-J, D, ∫x(x−ε)₊, μ_δ((−∞, ε]) of THEORY.md §4."""
+J, D, ∫x(x−ε)₊, μ_δ((−∞, ε]) of docs/theory.rst §4."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""State evolution: closed forms, identities, robustness (THEORY.md §4–5, §10)."""
+"""State evolution: closed forms, identities, robustness (docs/theory.rst §4–5, §10)."""
 
 import pickle
 
@@ -16,7 +16,7 @@ from skattn.theory import (
 
 
 def _linear_t1_closed_form(alpha, reg_lambda, kappa0, noise, n_iter=3000):
-    """Independent T = 1 linear SE: closed-form output side of THEORY.md §4 + spectral prior."""
+    """Independent T = 1 linear SE: closed-form output side of docs/theory.rst §4 + spectral prior."""
     law = WishartLaw(kappa0)
     Q0 = law.second_moment()
     m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0

@@ -1,4 +1,4 @@
-"""Thresholds (THEORY.md §6), the Bayes-optimal baseline (§7) and the optimal λ."""
+"""Thresholds (docs/theory.rst §6), the Bayes-optimal baseline (§7) and the optimal λ."""
 
 import numpy as np
 import pytest
@@ -161,7 +161,7 @@ def test_se_train_error_vanishes_below_interpolation_threshold():
 
 def test_se_perfect_recovery_threshold_linear():
     """Noiseless λ → 0⁺: S0 is recovered above α_perf — also between α_perf and the Δ → 0⁺
-    interpolation threshold, where THEORY.md §6 would place it."""
+    interpolation threshold, where docs/theory.rst §6 would place it."""
     tg = WishartTarget(0.2)
     a_perf = perfect_recovery_threshold(n_tokens=1, attention="linear", target=tg)
     a_int = interpolation_threshold(n_tokens=1, attention="linear", target=tg)

@@ -1,4 +1,4 @@
-"""Token laws, token covariance and multi-head teachers (beyond THEORY.md §1's assumptions)."""
+"""Token laws, token covariance and multi-head teachers (beyond docs/theory.rst §1's assumptions)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Theory against simulation (THEORY.md §10) — the slow acceptance runs of the theory issue.
+"""Theory against simulation (docs/theory.rst §10) — the slow acceptance runs of the theory issue.
 
 Run with ``make test-slow``. Each comparison passes when the simulated mean lies within 5%
 of the prediction or within 3 standard errors over seeds; the numbers are printed (-s).

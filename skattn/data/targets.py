@@ -1,4 +1,4 @@
-"""Target matrices S0 (THEORY.md §1): Wishart, power-law and explicit spectra.
+"""Target matrices S0 (docs/theory.rst §1): Wishart, power-law and explicit spectra.
 
 Each target samples a d×d symmetric PSD matrix for a given ``n_features`` and
 ``random_state``, and describes its spectral law for the theory

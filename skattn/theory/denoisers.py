@@ -1,4 +1,4 @@
-"""Prior side of state evolution (THEORY.md §4 and §5): the spectral denoisers.
+"""Prior side of state evolution (docs/theory.rst §4 and §5): the spectral denoisers.
 
 Each denoiser maps the conjugate parameters ``(m̂, q̂, Σ̂)`` to the overlaps
 ``(m, q, Σ)`` of the estimate ``Ŝ`` with the target:
@@ -182,7 +182,7 @@ class FactoredDenoiser:
                           rank_capped=rank_capped)
 
 class DirectDenoiser:
-    """Ridge denoiser of direct (Frobenius) attention, THEORY.md §5.
+    """Ridge denoiser of direct (Frobenius) attention, docs/theory.rst §5.
 
     ``Ŝ = (m̂ S0 + √q̂ Z)/(Σ̂ + 4λ)``: ``m = m̂ Q0/(Σ̂+4λ)``, ``q = (m̂² Q0 + q̂)/(Σ̂+4λ)²``,
     ``Σ = 1/(Σ̂+4λ)``. A trace conjugate t̂ (non-Gaussian tokens) adds ``t̂ I`` to the

@@ -1,7 +1,7 @@
 """One state-evolution problem: the model, validated once, without the sample ratio α.
 
 A :class:`StateEvolutionProblem` holds what defines the high-dimensional limit of one
-attention model (THEORY.md §2–5): the target, the sequence length T, the temperatures
+attention model (docs/theory.rst §2–5): the target, the sequence length T, the temperatures
 β and β0, the label noise Δ, the attention, task and parametrization, the regularisation
 λ, the width ratio κ and, optionally, a finite size d. It builds the pieces the generic
 solver needs (the channel, the target law, the denoiser), so the solver, the thresholds,

@@ -1,6 +1,6 @@
 """Power-law targets: sequential spectral recovery, emergence and the error decomposition.
 
-THEORY.md §8. At a state-evolution fixed point the learned matrix is, in law,
+docs/theory.rst §8. At a state-evolution fixed point the learned matrix is, in law,
 ``Ŝ ≈ η · ReLU(S0 + δ Z − ε I)`` (§4, Claim 4.1). For a target with an explicit finite-d
 spectrum ``λ_1 ≥ … ≥ λ_d`` (e.g. :class:`~skattn.data.PowerLawTarget`) this module reads
 off that law

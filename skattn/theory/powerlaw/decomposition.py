@@ -1,5 +1,5 @@
 """The split of the excess test error into overfitting, underfitting, approximation and
-mismatch (THEORY.md §8), and the irreducible error e0 it is measured from."""
+mismatch (docs/theory.rst §8), and the irreducible error e0 it is measured from."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def irreducible_error(n_tokens, *, attention="softmax", noise=0.0, beta=1.0,
                       target_beta=1.0, Q0=1.0, n_nodes=8192, random_state=0):
     """The irreducible test error e0 of a configuration: the error of ``S = S0``.
 
-    ``e0 = e_test(S0)`` (THEORY.md §2): the teacher's own matrix, scored on fresh *noisy*
+    ``e0 = e_test(S0)`` (docs/theory.rst §2): the teacher's own matrix, scored on fresh *noisy*
     labels. It is the floor that ``e_test − e0`` of §8 is measured from — the ``e0`` to
     pass to :func:`skattn.scaling.fit_power_law` and the one :func:`error_coefficients`,
     :func:`error_decomposition` and :func:`theory_learning_curve` subtract.
