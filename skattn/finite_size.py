@@ -309,6 +309,27 @@ class FiniteSizeResult:
                         for d, m, s in zip(comp.d, comp.mean, comp.sem)})
         return out
 
+    def table_rows(self):
+        """One row per (quantity, d) and one per quantity for d → ∞, for tables.
+
+        Returns
+        -------
+        list of dict
+            Keys ``quantity, d, mean, sem, reference, verdict`` (``d`` is ``"inf"`` on the
+            extrapolated row, whose ``sem`` is half the width of its interval).
+        """
+        out = []
+        for comp in (self.test, self.objective):
+            for d, m, s in zip(comp.d, comp.mean, comp.sem):
+                out.append({"quantity": comp.quantity, "d": int(d), "mean": float(m),
+                            "sem": float(s), "reference": float(comp.reference),
+                            "verdict": ""})
+            lo, hi = comp.extrapolated_ci
+            out.append({"quantity": comp.quantity, "d": "inf",
+                        "mean": float(comp.extrapolated), "sem": float(hi - lo) / 2,
+                        "reference": float(comp.reference), "verdict": comp.verdict})
+        return out
+
 
 def _seed_int(*parts):
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])

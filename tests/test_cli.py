@@ -48,7 +48,7 @@ def test_every_option_has_help():
 
 
 def test_model_parameters_match_the_library():
-    from skattn.cli import _theory_param_names
+    from skattn.cli.arguments import theory_param_names as _theory_param_names
     from skattn.experiments import MODEL_PARAMETERS
     assert _theory_param_names() == list(MODEL_PARAMETERS) + ["parametrization"]
 
@@ -353,3 +353,33 @@ def test_docs_build_without_warnings(tmp_path):
     assert (tmp_path / "html" / "index.html").exists()
     assert (tmp_path / "html" / "auto_examples" / "index.html").exists()
     assert (tmp_path / "html" / "gen_modules" / "skattn.TiedAttentionRegressor.html").exists()
+
+
+# ---------------------------------------------------------------- phase-diagram, finite-size
+def test_phase_diagram_command(capsys, tmp_path):
+    png = tmp_path / "pd.png"
+    code, out, err = run(capsys, "phase-diagram", "--alpha", "0.2,0.4", "--reg-lambda",
+                         "0.01,0.1", "--n-tokens", "1", "--attention", "linear",
+                         "--n-nodes", "512", "--format", "csv", "--quiet",
+                         "--figure", str(png))
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("alpha,reg_lambda,test_error") and len(lines) == 5
+    assert png.stat().st_size > 0
+    code, out, err = run(capsys, "phase-diagram", "--alpha", "0.2", "--reg-lambda", "0.1",
+                         "--n-tokens", "1,2")
+    assert code == 1 and "only --alpha and --reg-lambda" in err
+
+
+def test_finite_size_command(capsys, tmp_path):
+    store = tmp_path / "fss.sqlite"
+    args = ["finite-size", "--alpha", "0.3", "--n-tokens", "1", "--attention", "linear",
+            "--reg-lambda", "0.05", "--d", "8,10,12", "--n-seeds", "2", "--n-test", "200",
+            "--no-same-instance-se", "--store", str(store), "--quiet", "--format", "csv"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    rows = out.strip().splitlines()
+    assert rows[0] == "quantity,d,mean,sem,reference,verdict" and len(rows) == 1 + 2 * 4
+    assert store.exists()
+    code, out, err = run(capsys, *args[:-2], "--d", "8,10", "--format", "csv")
+    assert code == 1 and "at least 3 distinct values" in err and err.count("\n") == 1

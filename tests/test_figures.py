@@ -80,9 +80,11 @@ def test_bad_arguments_are_rejected(kwargs, exc):
 
 
 def test_figures_is_the_top_layer():
-    """Nothing else in skattn imports skattn.figures."""
+    """Nothing else in skattn (but the command line) imports skattn.figures."""
     for path in (ROOT / "skattn").rglob("*.py"):
-        if "figures" in path.relative_to(ROOT / "skattn").parts or path.name == "cli.py":
+        parts = path.relative_to(ROOT / "skattn").parts
+        if "figures" in parts or parts[0] == "cli":
             continue
         assert "skattn.figures" not in path.read_text() and \
-            "from .figures" not in path.read_text(), path
+            "from .figures" not in path.read_text() and \
+            "from ..figures" not in path.read_text(), path

@@ -107,8 +107,8 @@ def test_estimators_import_no_plotting(name):
                                       "matplotlib")), f"{name} imports {module}"
 
 
-@pytest.mark.parametrize("name", [n for n in ("skattn.cli", "skattn.experiments")
-                                  if n in MODULES])
+@pytest.mark.parametrize("name", [n for n in MODULES
+                                  if n == "skattn.experiments" or n.startswith("skattn.cli")])
 def test_cli_and_experiments_use_public_names(name):
     for module, names, _ in _imports(MODULES[name]):
         if not module.startswith("skattn"):
