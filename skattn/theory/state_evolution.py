@@ -244,6 +244,10 @@ class _FixedPointMap:
         return self.to_x(*self.state(prior)) - x
 
 
+# evaluations of the cheap warm map before the polish (the test curves need 10 to 40)
+_WARM_CALLS = 60
+
+
 def _robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
     """Anderson acceleration, then plain damped iteration with shrinking steps.
 
@@ -480,13 +484,13 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
               (full(m, q, sigma, t_start), full(0.5 * Q0, 0.5 * Q0, 1.0),
                full(0.05 * Q0, 0.01 * Q0, 0.01))]
 
-    def iterate(starts):
+    def iterate(starts, max_calls=max_iter):
         x, res_norm, converged = starts[0], np.inf, False
         for start in starts:  # other starts only where the map is undefined at the first one
-            if fixed_point_map.n_calls >= max_iter:
+            if fixed_point_map.n_calls >= max_calls:
                 break
             x_s, norm_s, converged = _robust_fixed_point(
-                fixed_point_map, start, tol=tol, max_iter=max_iter, damping=damping)
+                fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping)
             if norm_s < res_norm:
                 x, res_norm = x_s, norm_s
             if converged or np.isfinite(norm_s):
@@ -497,11 +501,13 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     if getattr(channel, "warm_startable", False):
         # cheap iterations: each node's prox from its previous z*, uncertified; then the
         # same iteration with the multi-start prox (the map whose fixed point we report)
-        # from there, which takes a few evaluations
+        # from there, which takes a few evaluations. The warm map remembers its past z*,
+        # so near a switch of minimisers it can cycle at the tol level: it gets a capped
+        # budget, and the polish starts from its best point anyway.
         fixed_point_map.warm = True
-        x, res_norm, converged = iterate(starts)
+        x, res_norm, converged = iterate(starts, min(max_iter, _WARM_CALLS))
         fixed_point_map.warm = False
-        if converged:
+        if np.isfinite(res_norm):
             x, res_norm, converged = iterate([x])
     if not converged:  # as without the warm iterations, from the original starts
         x, res_norm, converged = iterate(starts)

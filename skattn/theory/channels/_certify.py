@@ -28,7 +28,8 @@ import math
 
 import numpy as np
 
-from ._kernels import _expit, _grid2, _jit, _jit_parallel, _newton2, _newtonT, _prange
+from ._kernels import (_expit, _grid2, _jit, _jit_parallel, _newton2, _newtonT, _prange,
+                       _val2)
 
 # result codes of the branch and bound
 CERTIFIED, BUDGET, BETTER = 1, 0, -1
@@ -193,8 +194,12 @@ def _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use
     if has_warm and trust_warm:  # fixed-point iterations: the warm minimiser, uncertified
         y0, y1, f = _newton2(warm[n, 0], warm[n, 1], a0[n], p[n], r[n], s, D, beta, radius,
                              max_iter)
-        xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, False
-        return
+        # unless a segment start is already lower: after a wild iterate a warm z* can sit
+        # in a far local minimum (or plateau) that later iterations would keep
+        if f <= min(_val2(0.0, 0.0, a0[n], p[n], r[n], s, D, beta),
+                    _val2(x_fit[n, 0], x_fit[n, 1], a0[n], p[n], r[n], s, D, beta)):
+            xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, False
+            return
     best, b0, b1 = math.inf, 0.0, 0.0
     if has_warm and budget > 0:
         y0, y1, f = _newton2(warm[n, 0], warm[n, 1], a0[n], p[n], r[n], s, D, beta,
