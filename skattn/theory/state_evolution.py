@@ -244,8 +244,8 @@ class _FixedPointMap:
         return self.to_x(*self.state(prior)) - x
 
 
-# evaluations of the cheap warm map before the polish (the test curves need 10 to 40)
-_WARM_CALLS = 60
+# evaluations of the cheap warm map before the polish (the test points need 10 to 35)
+_WARM_CALLS = 40
 
 
 def _robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
@@ -505,9 +505,13 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         # so near a switch of minimisers it can cycle at the tol level: it gets a capped
         # budget, and the polish starts from its best point anyway.
         fixed_point_map.warm = True
-        x, res_norm, converged = iterate(starts, min(max_iter, _WARM_CALLS))
-        fixed_point_map.warm = False
-        if np.isfinite(res_norm):
+        try:
+            x, res_norm, converged = iterate(starts, min(max_iter, _WARM_CALLS))
+        except RuntimeError:  # a wild warm iterate broke the prior side: iterate cold
+            res_norm = np.inf
+        finally:
+            fixed_point_map.warm = False
+        if res_norm < 1e-3:  # else the original starts do as well
             x, res_norm, converged = iterate([x])
     if not converged:  # as without the warm iterations, from the original starts
         x, res_norm, converged = iterate(starts)
