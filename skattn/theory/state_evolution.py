@@ -169,6 +169,9 @@ class _FixedPointMap:
         self.token_kurtosis, self.target_trace = token_kurtosis, target_trace
         self.with_trace = token_kurtosis != 0.0
         self.n_calls = 0
+        # True: the prox starts every node from its previous z* and keeps that minimiser
+        # uncertified (cheap iterations); the fixed point is then polished with it False
+        self.warm = False
 
     def _kurtosis_keywords(self, t):
         if not self.with_trace:
@@ -192,7 +195,8 @@ class _FixedPointMap:
     def _hats(self, m, q, sigma, t=None):
         out = output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise, sigma=sigma,
                           alpha=self.alpha, nodes=self.nodes,
-                          sigma_hat_form=self.sigma_hat_form, **self._kurtosis_keywords(t))
+                          sigma_hat_form=self.sigma_hat_form, warm_start=self.warm,
+                          trust_warm=self.warm, **self._kurtosis_keywords(t))
         return out
 
     def step(self, m, q, sigma, t=None, certify=False):
@@ -238,6 +242,10 @@ class _FixedPointMap:
         if not all(np.isfinite(self.state(prior))) or prior.q <= 0 or prior.sigma <= 0:
             return None
         return self.to_x(*self.state(prior)) - x
+
+
+# evaluations of the cheap warm map before the polish (the test points need 10 to 35)
+_WARM_CALLS = 40
 
 
 def _robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
@@ -472,19 +480,41 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         if not (np.isfinite([m, q, sigma]).all() and q > 0 and sigma > 0):
             raise ValueError(f"init must have finite m and q, sigma > 0, got {init!r}.")
 
-    starts = [full(m, q, sigma, t_start), full(0.5 * Q0, 0.5 * Q0, 1.0),
-              full(0.05 * Q0, 0.01 * Q0, 0.01)]
-    x, res_norm, converged = fixed_point_map.to_x(*starts[0]), np.inf, False
-    for start in starts:  # other starts only where the map is undefined at the first one
-        if fixed_point_map.n_calls >= max_iter:
-            break
-        x_s, norm_s, converged = _robust_fixed_point(
-            fixed_point_map, fixed_point_map.to_x(*start), tol=tol, max_iter=max_iter,
-            damping=damping)
-        if norm_s < res_norm:
-            x, res_norm = x_s, norm_s
-        if converged or np.isfinite(norm_s):
-            break
+    starts = [fixed_point_map.to_x(*start) for start in
+              (full(m, q, sigma, t_start), full(0.5 * Q0, 0.5 * Q0, 1.0),
+               full(0.05 * Q0, 0.01 * Q0, 0.01))]
+
+    def iterate(starts, max_calls=max_iter):
+        x, res_norm, converged = starts[0], np.inf, False
+        for start in starts:  # other starts only where the map is undefined at the first one
+            if fixed_point_map.n_calls >= max_calls:
+                break
+            x_s, norm_s, converged = _robust_fixed_point(
+                fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping)
+            if norm_s < res_norm:
+                x, res_norm = x_s, norm_s
+            if converged or np.isfinite(norm_s):
+                break
+        return x, res_norm, converged
+
+    converged = False
+    if getattr(channel, "warm_startable", False):
+        # cheap iterations: each node's prox from its previous z*, uncertified; then the
+        # same iteration with the multi-start prox (the map whose fixed point we report)
+        # from there, which takes a few evaluations. The warm map remembers its past z*,
+        # so near a switch of minimisers it can cycle at the tol level: it gets a capped
+        # budget, and the polish starts from its best point anyway.
+        fixed_point_map.warm = True
+        try:
+            x, res_norm, converged = iterate(starts, min(max_iter, _WARM_CALLS))
+        except RuntimeError:  # a wild warm iterate broke the prior side: iterate cold
+            res_norm = np.inf
+        finally:
+            fixed_point_map.warm = False
+        if res_norm < 1e-3:  # else the original starts do as well
+            x, res_norm, converged = iterate([x])
+    if not converged:  # as without the warm iterations, from the original starts
+        x, res_norm, converged = iterate(starts)
     collapsed = False
     if not converged and prior0.q == 0.0:
         # a large trace penalty removes every direction: S = 0 (m = q = 0) is the fixed

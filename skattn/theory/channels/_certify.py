@@ -28,7 +28,8 @@ import math
 
 import numpy as np
 
-from ._kernels import _expit, _grid2, _jit, _newton2, _newtonT
+from ._kernels import (_expit, _grid2, _jit, _jit_parallel, _newton2, _newtonT, _prange,
+                       _val2)
 
 # result codes of the branch and bound
 CERTIFIED, BUDGET, BETTER = 1, 0, -1
@@ -173,83 +174,129 @@ def _certify2(x0, x1, f, a0, p, r, s, D, beta, radius, max_iter, floor, L3a, tol
     return False, x0, x1, f
 
 
+# The drivers loop over samples in chunks: each chunk has its own branch-and-bound stack,
+# so the chunks run in parallel (prange) with the same per-sample arithmetic as in serial.
+_CHUNK = 64
+
+
 @_jit
-def prox2(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, n_starts,
-          radius, max_iter, floor, L3a, tol, budget):
+def _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm,
+                  trust_warm, n_starts, radius, max_iter, floor, L3a, tol, budget, stack,
+                  xb, fb, cert):
+    """One sample of :func:`prox2`, written to ``xb[n], fb[n], cert[n]``."""
+    s = sigma[n]
+    has_warm = use_warm and math.isfinite(warm[n, 0]) and math.isfinite(warm[n, 1])
+    if convex[n]:
+        y0, y1 = (warm[n, 0], warm[n, 1]) if has_warm else (0.0, 0.0)
+        y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
+        xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
+        return
+    if has_warm and trust_warm:  # fixed-point iterations: the warm minimiser, uncertified
+        y0, y1, f = _newton2(warm[n, 0], warm[n, 1], a0[n], p[n], r[n], s, D, beta, radius,
+                             max_iter)
+        # unless a segment start is already lower: after a wild iterate a warm z* can sit
+        # in a far local minimum (or plateau) that later iterations would keep
+        if f <= min(_val2(0.0, 0.0, a0[n], p[n], r[n], s, D, beta),
+                    _val2(x_fit[n, 0], x_fit[n, 1], a0[n], p[n], r[n], s, D, beta)):
+            xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, False
+            return
+    best, b0, b1 = math.inf, 0.0, 0.0
+    if has_warm and budget > 0:
+        y0, y1, f = _newton2(warm[n, 0], warm[n, 1], a0[n], p[n], r[n], s, D, beta,
+                             radius, max_iter)
+        ok, y0, y1, f = _certify2(y0, y1, f, a0[n], p[n], r[n], s, D, beta, radius,
+                                  max_iter, floor[n], L3a[n], tol, budget, stack)
+        if ok:
+            xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
+            return
+        best, b0, b1 = f, y0, y1
+    for k in range(n_starts + 1):
+        if k < n_starts:
+            t = k / (n_starts - 1) if n_starts > 1 else 0.0
+            y0, y1 = t * x_fit[n, 0], t * x_fit[n, 1]
+        else:
+            y0, y1 = _grid2(a0[n], p[n], r[n], s, P, Dinv, beta, x_fit[n, 0],
+                            x_fit[n, 1], D)
+        y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
+        if f < best:
+            best, b0, b1 = f, y0, y1
+    ok = False
+    if budget > 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
+        ok, b0, b1, best = _certify2(b0, b1, best, a0[n], p[n], r[n], s, D, beta, radius,
+                                     max_iter, floor[n], L3a[n], tol, budget, stack)
+    xb[n, 0], xb[n, 1], fb[n], cert[n] = b0, b1, best, ok
+
+
+def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, trust_warm,
+              n_starts, radius, max_iter, floor, L3a, tol, budget):
     """T = 2 prox over all samples: ``x`` (N, 2), the objective (N,) and the certified mask.
 
     Provably convex samples: one Newton run (from the warm start if any), certified.
-    Others: with a warm start, Newton from it and the certificate; where that fails (or
-    without a warm start), the multi-start of :meth:`.softmax.SoftmaxChannel._prox` (the
-    segment ω → fit and the 2-D grid start), then the certificate.
+    Others: with a warm start and ``trust_warm``, one Newton run from it, uncertified (the
+    fixed-point iterations); with a warm start and ``budget > 0``, Newton from it and the
+    certificate; where that fails (or without a warm start), the multi-start of
+    :meth:`.softmax.SoftmaxChannel._prox` (the segment ω → fit and the 2-D grid start),
+    then the certificate if ``budget > 0``. A warm row with a non-finite entry counts as
+    no warm start.
     """
     N = a0.shape[0]
     xb = np.zeros((N, 2))
     fb = np.zeros(N)
     cert = np.zeros(N, dtype=np.bool_)
-    stack = np.empty((4096, 3))
-    for n in range(N):
-        s = sigma[n]
-        if convex[n]:
-            y0, y1 = (warm[n, 0], warm[n, 1]) if use_warm else (0.0, 0.0)
-            y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
-            xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
-            continue
-        best, b0, b1 = math.inf, 0.0, 0.0
-        if use_warm and budget > 0:
-            y0, y1, f = _newton2(warm[n, 0], warm[n, 1], a0[n], p[n], r[n], s, D, beta,
-                                 radius, max_iter)
-            ok, y0, y1, f = _certify2(y0, y1, f, a0[n], p[n], r[n], s, D, beta, radius,
-                                      max_iter, floor[n], L3a[n], tol, budget, stack)
-            if ok:
-                xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
-                continue
-            best, b0, b1 = f, y0, y1
-        for k in range(n_starts + 1):
-            if k < n_starts:
-                t = k / (n_starts - 1) if n_starts > 1 else 0.0
-                y0, y1 = t * x_fit[n, 0], t * x_fit[n, 1]
-            else:
-                y0, y1 = _grid2(a0[n], p[n], r[n], s, P, Dinv, beta, x_fit[n, 0],
-                                x_fit[n, 1], D)
-            y0, y1, f = _newton2(y0, y1, a0[n], p[n], r[n], s, D, beta, radius, max_iter)
-            if f < best:
-                best, b0, b1 = f, y0, y1
-        ok = False
-        if budget > 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
-            ok, b0, b1, best = _certify2(b0, b1, best, a0[n], p[n], r[n], s, D, beta, radius,
-                                         max_iter, floor[n], L3a[n], tol, budget, stack)
-        xb[n, 0], xb[n, 1], fb[n], cert[n] = b0, b1, best, ok
+    n_chunks = (N + _CHUNK - 1) // _CHUNK
+    for c in _prange(n_chunks):
+        stack = np.empty((4096 if budget > 0 else 1, 3))
+        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
+            _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm,
+                          use_warm, trust_warm, n_starts, radius, max_iter, floor, L3a, tol,
+                          budget, stack, xb, fb, cert)
     return xb, fb, cert
 
 
 @_jit
-def proxT(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm, n_starts,
-          radius, max_iter):
+def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
+                  trust_warm, n_starts, radius, max_iter, xb, fb):
+    """One sample of :func:`proxT`, written to ``xb[n], fb[n]``."""
+    Ke = B.shape[1]
+    s = sigma[n]
+    has_warm = use_warm and np.all(np.isfinite(warm[n]))
+    if convex[n] or (has_warm and trust_warm):
+        x0 = warm[n].copy() if has_warm else np.zeros(Ke)
+        x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
+        xb[n], fb[n] = x, f
+        return
+    best = math.inf
+    for k in range(n_starts):
+        t = k / (n_starts - 1) if n_starts > 1 else 0.0
+        x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
+                        max_iter)
+        if f < best:
+            best = f
+            xb[n] = x
+    fb[n] = best
+
+
+def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
+              trust_warm, n_starts, radius, max_iter):
     """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
 
     No branch and bound for T ≥ 3 (cubes in ``K − 1 ≥ 5`` dimensions with the crude
     any-T curvature bounds took minutes per call in our trials): only the provably convex
-    samples are certified, and only they use the warm start; the others get the
+    samples are certified. They use the warm start; the others use it only with
+    ``trust_warm`` (one Newton run, the fixed-point iterations) and otherwise get the
     multi-start on the segment ω → fit of :meth:`.softmax.SoftmaxChannel._prox`.
     """
     N, Ke = omega.shape[0], B.shape[1]
     xb = np.zeros((N, Ke))
     fb = np.zeros(N)
-    for n in range(N):
-        s = sigma[n]
-        if convex[n]:
-            x0 = warm[n].copy() if use_warm else np.zeros(Ke)
-            x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
-            xb[n], fb[n] = x, f
-            continue
-        best = math.inf
-        for k in range(n_starts):
-            t = k / (n_starts - 1) if n_starts > 1 else 0.0
-            x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
-                            max_iter)
-            if f < best:
-                best = f
-                xb[n] = x
-        fb[n] = best
+    n_chunks = (N + _CHUNK - 1) // _CHUNK
+    for c in _prange(n_chunks):
+        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
+            _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm,
+                          use_warm, trust_warm, n_starts, radius, max_iter, xb, fb)
     return xb, fb, convex.copy()
+
+
+# serial and parallel (over sample chunks) compilations of the same drivers
+prox2, proxT = _jit(_prox2_py), _jit(_proxT_py)
+prox2_parallel, proxT_parallel = _jit_parallel(_prox2_py), _jit_parallel(_proxT_py)

@@ -76,7 +76,7 @@ def _component_gaussians(m_k, q_k, var0_k, nodes, K):
 
 def _output_side_by_component(channel, *, m, q, Q0, noise, sigma, alpha, nodes,
                               sigma_hat_form, warm_start, token_kurtosis, trace,
-                              target_trace):
+                              target_trace, trust_warm=False):
     """:func:`output_side` with per-component overlaps (``token_kurtosis ≠ 0``).
 
     ``m̂ = Σ_k m̂_k`` and ``Σ̂ = Σ_k Σ̂_k`` with the one-component Stein forms
@@ -98,7 +98,7 @@ def _output_side_by_component(channel, *, m, q, Q0, noise, sigma, alpha, nodes,
     start = w * (channel.target_beta_ / channel.beta_)
     warm = _warm_start(channel, nodes) if warm_start else None
     z, certified = channel._prox_certified(y, omega, np.full(omega.shape[0], sigma),
-                                           start=start, warm=warm)
+                                           start=start, warm=warm, trust_warm=trust_warm)
     if warm_start:
         _warm_start(channel, nodes, z)
     loss, _, H = channel._derivs(y, z)

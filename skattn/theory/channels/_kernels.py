@@ -24,9 +24,21 @@ except ImportError:  # pragma: no cover
 
 if HAVE_NUMBA:
     _jit = numba.njit(cache=True, nogil=True, error_model="numpy")  # x/0 → inf, as numpy
+    # loops over independent samples, threaded (numba.set_num_threads / NUMBA_NUM_THREADS)
+    _jit_parallel = numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+    _prange = numba.prange
 else:  # pragma: no cover
     def _jit(f):
         return f
+    _jit_parallel = _jit
+    _prange = range
+
+
+def use_parallel():
+    """Whether the sample loops should run threaded: numba present and more than one
+    numba thread allowed here (joblib workers are capped to one by
+    :mod:`skattn.parallel`)."""
+    return HAVE_NUMBA and numba.get_num_threads() > 1
 
 
 @_jit

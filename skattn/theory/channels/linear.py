@@ -89,7 +89,10 @@ class LinearChannel(_Channel):
         Lty = y.reshape(N, -1) @ self._L
         return (omega + 2 * sigma * Lty) / (1 + 4 * sigma)
 
-    def _prox_certified(self, y, omega, sigma, start=None, warm=None):
+    # the prox is closed-form: no warm start to iterate on (see SoftmaxChannel)
+    warm_startable = False
+
+    def _prox_certified(self, y, omega, sigma, start=None, warm=None, trust_warm=False):
         """:meth:`prox` and the certified mask (all True: the prox problem is convex)."""
         z = self.prox(y, omega, sigma)
         return z, np.ones(z.shape[0], dtype=bool)

@@ -176,7 +176,7 @@ def _warm_start(channel, nodes, z=None):
 
 def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
                 sigma_hat_form="pointwise", warm_start=False, token_kurtosis=0.0, trace=None,
-                target_trace=None):
+                target_trace=None, trust_warm=False):
     """Output side of the state evolution (THEORY.md §4, paper's factor 2).
 
     Per component ``ω ~ N(0, q)`` and ``w = u0 + ξ̃`` with
@@ -223,6 +223,12 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         and ``t_hat = (κ4/2) Σ_diag (t0 m̂_k − t Σ̂_k)`` is returned.
     trace, target_trace : float, optional
         ``t = Tr S/d`` and ``t0 = Tr S0/d``; required when ``token_kurtosis ≠ 0``.
+    trust_warm : bool, default=False
+        With ``warm_start``, every node that has a previous ``z*`` keeps the Newton end
+        point from it, without multi-start or certificate: a cheap map for the fixed-point
+        iterations, whose fixed point is then polished with ``trust_warm=False`` (a node
+        may sit in a non-global local minimum). Its nodes count as certified only where
+        the prox is provably convex.
 
     Returns
     -------
@@ -239,7 +245,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         from ._components import _output_side_by_component
         return _output_side_by_component(
             channel, m=m, q=q, Q0=Q0, noise=noise, sigma=sigma, alpha=alpha, nodes=nodes,
-            sigma_hat_form=sigma_hat_form, warm_start=warm_start,
+            sigma_hat_form=sigma_hat_form, warm_start=warm_start, trust_warm=trust_warm,
             token_kurtosis=token_kurtosis, trace=trace, target_trace=target_trace)
     m, q, Q0, noise = _check_overlaps(m, q, Q0, noise)
     sigma = check_scalar_range(sigma, "sigma", low=0, low_inclusive=False)
@@ -254,7 +260,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     start = w * (channel.target_beta_ / channel.beta_)
     warm = _warm_start(channel, nodes) if warm_start else None
     z, certified = channel._prox_certified(y, omega, np.full(omega.shape[0], sigma),
-                                           start=start, warm=warm)
+                                           start=start, warm=warm, trust_warm=trust_warm)
     if warm_start:
         _warm_start(channel, nodes, z)
     loss, _, H = channel._derivs(y, z)

@@ -145,6 +145,9 @@ class SoftmaxChannel(_Channel):
 
     # -- prox -------------------------------------------------------------------------
 
+    # the fixed-point iterations may run the cheap warm-start prox (trust_warm)
+    warm_startable = True
+
     def prox(self, y, omega, sigma, start=None, warm=None):
         """Global minimiser ``z* = argmin_z ‖z − ω‖²/(2Σ) + ℓ(y, z)``.
 
@@ -200,14 +203,18 @@ class SoftmaxChannel(_Channel):
                 raise ValueError(f"warm must have {N} rows, got {warm.shape[0]}.")
         return self._prox_certified(y, omega, sigma, start, warm)[0]
 
-    def _prox_certified(self, y, omega, sigma, start=None, warm=None):
-        """:meth:`prox` (validated inputs) and the mask of samples certified global."""
+    def _prox_certified(self, y, omega, sigma, start=None, warm=None, trust_warm=False):
+        """:meth:`prox` (validated inputs) and the mask of samples certified global.
+
+        ``trust_warm``: the samples that are not provably convex take the Newton end point
+        from ``warm`` as it is, without multi-start or certificate (the fixed-point
+        iterations, which are polished without it afterwards)."""
         if start is None:
             start = self.fit_logits(y)
-        z, _, certified = self._prox(y, omega, sigma, start, warm)
+        z, _, certified = self._prox(y, omega, sigma, start, warm, trust_warm)
         return z, certified
 
-    def _prox(self, y, omega, sigma, start, warm=None):
+    def _prox(self, y, omega, sigma, start, warm=None, trust_warm=False):
         """Multi-start Newton; returns ``z*`` and the prox objective at ``z*``."""
         N, B = omega.shape[0], self.basis
         x_fit = (start - omega) @ B                 # projection keeps ω's shift component
@@ -216,12 +223,15 @@ class SoftmaxChannel(_Channel):
         radius = self._radius / self.beta_
         x_warm = None if warm is None else np.ascontiguousarray((warm - omega) @ B)
         if _kernels.HAVE_NUMBA and self.compiled:
-            return self._prox_compiled(prob, y, omega, sigma, x_fit, x_warm, radius)
+            return self._prox_compiled(prob, y, omega, sigma, x_fit, x_warm, radius,
+                                       trust_warm)
         ts = np.linspace(0.0, 1.0, self.n_starts) if self.n_starts > 1 else np.zeros(1)
         xb, fb = np.zeros((N, self.K_eff)), np.zeros(N)
         # provably convex samples: one Newton run from ω
         convex = prob.convex()
         easy, hard = np.flatnonzero(convex), np.flatnonzero(~convex)
+        if x_warm is not None and trust_warm:  # one start for all: the warm one
+            easy, hard = np.arange(N), hard[:0]
         if easy.size:
             x0 = np.zeros((easy.size, self.K_eff)) if x_warm is None else x_warm[easy]
             xb[easy], fb[easy] = _newton(prob, easy, x0, radius, self.max_iter)
@@ -242,7 +252,7 @@ class SoftmaxChannel(_Channel):
         # no branch and bound on this path: only the provably convex samples are certified
         return omega + xb @ B.T, fb, convex
 
-    def _prox_compiled(self, prob, y, omega, sigma, x_fit, x_warm, radius):
+    def _prox_compiled(self, prob, y, omega, sigma, x_fit, x_warm, radius, trust_warm=False):
         """The same starts and Newton as the numpy path, one sample at a time (numba), and
         the certificate of :mod:`._certify`; returns ``z*``, the objective and the mask of
         the samples whose minimiser is certified global."""
@@ -252,15 +262,18 @@ class SoftmaxChannel(_Channel):
             x_warm = np.zeros((1, self.K_eff))
         x_fit = np.ascontiguousarray(x_fit)
         beta = float(self.beta_)
+        threaded = _kernels.use_parallel()
         if self.n_tokens == 2:
             floor, L3a = _certify.bounds2(prob, beta)
-            xb, fb, cert = _certify.prox2(prob.a0, prob.p, prob.r, sigma, prob.D, prob.Dinv,
-                                          prob.P, beta, x_fit, convex, x_warm, use_warm,
-                                          self.n_starts, radius, self.max_iter, floor, L3a,
-                                          _CERT_TOL, self.certify_budget)
+            prox2 = _certify.prox2_parallel if threaded else _certify.prox2
+            xb, fb, cert = prox2(prob.a0, prob.p, prob.r, sigma, prob.D, prob.Dinv, prob.P,
+                                 beta, x_fit, convex, x_warm, use_warm, trust_warm,
+                                 self.n_starts, radius, self.max_iter, floor, L3a, _CERT_TOL,
+                                 self.certify_budget)
         else:
-            xb, fb, cert = _certify.proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y),
-                                          sigma, self.basis, self._index, self._scale, beta,
-                                          x_fit, convex, x_warm, use_warm, self.n_starts,
-                                          radius, self.max_iter)
+            proxT = _certify.proxT_parallel if threaded else _certify.proxT
+            xb, fb, cert = proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y), sigma,
+                                 self.basis, self._index, self._scale, beta, x_fit, convex,
+                                 x_warm, use_warm, trust_warm, self.n_starts, radius,
+                                 self.max_iter)
         return omega + xb @ self.basis.T, fb, cert

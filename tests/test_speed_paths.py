@@ -1,0 +1,94 @@
+"""The fast paths of the state evolution: threaded prox, warm iterations then cold polish."""
+
+import numpy as np
+import pytest
+
+from skattn.data import WishartTarget
+from skattn.parallel import map_jobs
+from skattn.theory import solve_state_evolution
+from skattn.theory.channels import _kernels
+from skattn.theory.channels.output import GaussianNodes, _gaussian_pair
+from skattn.theory.channels.softmax import SoftmaxChannel
+
+pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="needs numba")
+
+
+def _problem(n_tokens, beta, sigma, n_points, seed=0):
+    """A batch of non-trivial prox problems: labels of a correlated teacher."""
+    channel = SoftmaxChannel(n_tokens, beta=beta, target_beta=beta)
+    nodes = GaussianNodes(2 * channel.K, n_points=n_points, seed=seed)
+    omega, w, _, _ = _gaussian_pair(0.6, 0.8, 1.0, nodes, channel.K)
+    y = channel.labels(w)
+    return channel, y, omega, np.full(n_points, sigma), w * (channel.target_beta_ / beta)
+
+
+def _prox(channel, y, omega, sigma, start, warm, trust_warm, threaded, monkeypatch):
+    monkeypatch.setattr(_kernels, "use_parallel", lambda: threaded)
+    return channel._prox(y, omega, sigma, start, warm, trust_warm)
+
+
+@pytest.mark.parametrize("n_tokens, n_points", [(2, 1000), (3, 300)])
+@pytest.mark.parametrize("budget", [0, 2000])
+@pytest.mark.parametrize("warm_kind", [None, "plain", "trust"])
+def test_threaded_prox_equals_serial_exactly(n_tokens, n_points, budget, warm_kind,
+                                             monkeypatch):
+    # β = 4, Σ = 0.5: many non-convex samples, so the multi-start and the certificate run
+    channel, y, omega, sigma, start = _problem(n_tokens, 4.0, 0.5, n_points)
+    channel.certify_budget = budget
+    warm = None
+    if warm_kind is not None:
+        warm = channel._prox(y, omega, sigma * 1.1, start)[0]
+    trust = warm_kind == "trust"
+    serial = _prox(channel, y, omega, sigma, start, warm, trust, False, monkeypatch)
+    threaded = _prox(channel, y, omega, sigma, start, warm, trust, True, monkeypatch)
+    for a, b in zip(serial, threaded):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_trusted_warm_start_keeps_its_local_minimum(monkeypatch):
+    channel, y, omega, sigma, start = _problem(2, 4.0, 0.5, 1000)
+    channel.certify_budget = 0
+    z_cold, f_cold, _ = channel._prox(y, omega, sigma, start)
+    # warm start at ω: Newton from there alone may end in a worse local minimum
+    z_warm, f_warm, cert = channel._prox(y, omega, sigma, start, warm=omega, trust_warm=True)
+    convex = channel._prox(y, omega, sigma, start)[2]
+    np.testing.assert_array_equal(cert, convex)  # only the provably convex are certified
+    assert not np.all(convex)
+    assert np.all(f_warm >= f_cold - 1e-9)
+    # a NaN warm row means "no warm start": that node gets the cold multi-start
+    warm = omega.copy()
+    warm[:] = np.nan
+    z_nan, f_nan, _ = channel._prox(y, omega, sigma, start, warm=warm, trust_warm=True)
+    np.testing.assert_array_equal(f_nan, f_cold)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(alpha=0.3, n_tokens=2, reg_lambda=0.01, beta=1.0),
+    dict(alpha=0.3, n_tokens=2, reg_lambda=0.01, beta=4.0),
+    dict(alpha=0.4, n_tokens=2, reg_lambda=0.02, beta=4.0, target_beta=4.0, noise=0.1),
+])
+def test_warm_iterations_then_polish_equal_cold(kwargs, monkeypatch):
+    kwargs = dict(kwargs)
+    alpha = kwargs.pop("alpha")
+    common = dict(target=WishartTarget(0.5), n_nodes=1024, **kwargs)
+    fast = solve_state_evolution(alpha, **common)
+    monkeypatch.setattr(SoftmaxChannel, "warm_startable", False)  # today's cold iterations
+    cold = solve_state_evolution(alpha, **common)
+    assert fast.converged and cold.converged
+    for key in ("m", "q", "sigma", "m_hat", "q_hat", "sigma_hat", "test_error",
+                "train_error"):
+        assert getattr(fast, key) == pytest.approx(getattr(cold, key), rel=1e-6), key
+    assert fast.certified_fraction == cold.certified_fraction
+
+
+def _numba_threads(_):
+    import numba
+    return numba.get_num_threads()
+
+
+def test_joblib_workers_run_numba_single_threaded():
+    # the threaded prox inside n_jobs workers must not oversubscribe the cores
+    out = []
+    map_jobs(_numba_threads, [(0,), (1,)], backend="joblib", n_jobs=2,
+             on_result=lambda index, value: out.append(value))
+    assert out == [1, 1]
