@@ -54,7 +54,7 @@ class FSSConfig:
     :attr:`outside_gaussian_equivalence` flags softmax on power-law targets whose top mode
     keeps more than ``GAUSSIAN_EQUIVALENCE_MAX_SHARE`` of ``‖S0‖²_F`` as d grows (γ = 0.75: 0.40):
     the Gaussian equivalence behind the state evolution then fails (docs/theory.rst §8,
-    DOMAIN_PAGE.rst); such configurations are run and reported, but flagged.
+    docs/domain.rst); such configurations are run and reported, but flagged.
     """
 
     alpha: float

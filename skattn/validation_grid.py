@@ -30,7 +30,7 @@ from .finite_size import (
 __all__ = ["VALIDATION_CONFIGS", "VALIDATE_D", "VALIDATE_SEEDS", "run_validation_grid",
            "format_table", "plot_gaps", "main"]
 
-#: d values of ``make validate`` (chosen to fit ~60 min on 2 cores; see VALIDATION_PAGE.rst).
+#: d values of ``make validate`` (chosen to fit ~60 min on 2 cores; see docs/validation.rst).
 VALIDATE_D = (40, 60, 80, 100)
 #: Seeds per d of ``make validate``.
 VALIDATE_SEEDS = 3

@@ -1,4 +1,4 @@
-"""Kurtosis-corrected state evolution for non-Gaussian tokens (KURTOSIS_PAGE.rst).
+"""Kurtosis-corrected state evolution for non-Gaussian tokens (docs/tokens.rst).
 
 Fast tests: κ4 = 0 is today's state evolution exactly; the new conjugate t̂ is the
 t-derivative of the averaged Moreau envelope (like m̂, Σ̂ in tests/test_channels.py) and

@@ -3,7 +3,7 @@
 For each (α, λ, d) the untied and the tied regressors are fitted by L-BFGS in float64 on
 the same data (softmax, T = 2, Wishart(0.5) target, no label noise) and compared at their
 minima; the tied state evolution (docs/theory.rst §3) gives the predicted test error. The
-verdict the slow test asserts, and the whole table, are on DYNAMICS_PAGE.rst; run this
+verdict the slow test asserts, and the whole table, are on docs/dynamics.rst; run this
 file as a script (``python tests/test_untied_theory.py [alphas lambdas ds attention]``,
 comma-separated lists) to print the full grid.
 """
@@ -80,7 +80,7 @@ def _row(r):
 @pytest.mark.slow
 @pytest.mark.parametrize("d", [30, 50])
 def test_untied_minimum_on_symmetric_target_is_not_symmetric(d):
-    """The measured verdict (DYNAMICS_PAGE.rst): with softmax the untied minimum is not
+    """The measured verdict (docs/dynamics.rst): with softmax the untied minimum is not
     symmetric, its symmetric part is not PSD, it reaches a lower objective than the tied
     one and generalises worse; the asymmetry falls as α grows. Tolerances are a factor
     of ~2 to ~10 inside the measured ranges (asymmetry 0.13–0.99, minimum eigenvalue

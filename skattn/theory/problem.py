@@ -57,7 +57,7 @@ GAUSSIAN_EQUIVALENCE_MAX_SHARE = 0.25
 #: α = 0.2, λ = 0.05, κ = 0.25, T = 2 softmax: test error +14 % off at d = 80 (the
 #: unconstrained student there: +9.6 %), +2.4 % at d = 160; the training objective within
 #: 0.5 % at both. Remeasured against the same-instance SE (3 teachers): −14 % at d = 80,
-#: −3 % at d = 120, objective +0.9 %, +0.5 % (see DOMAIN_PAGE.rst).
+#: −3 % at d = 120, objective +0.9 %, +0.5 % (see docs/domain.rst).
 RANK_CONSTRAINT_MIN_D = 160
 
 _TEACHER_ATTRIBUTES = ("S0_", "n_tokens", "beta", "noise", "attention", "n_features")
@@ -256,7 +256,7 @@ class StateEvolutionProblem:
         (0: Gaussian tokens, today's state evolution; −2: Rademacher; ``6/(df − 4)``:
         Student-t, see :func:`token_excess_kurtosis`). It adds ``(κ4/2) t t'`` to the
         covariance of the diagonal pre-activations (``t = Tr S/d``); see
-        KURTOSIS_PAGE.rst. Only :func:`~skattn.theory.solve_state_evolution` (and what
+        docs/tokens.rst. Only :func:`~skattn.theory.solve_state_evolution` (and what
         calls it) supports a non-zero value.
 
     Examples

@@ -1,4 +1,4 @@
-"""Gaussian expectations of the output side (THEORY.md §4).
+"""Gaussian expectations of the output side (docs/theory.rst §4).
 
 :class:`GaussianNodes` are fixed quasi-Monte-Carlo Gaussian nodes (common random numbers,
 so the state-evolution map is a smooth function of its arguments); :func:`output_side`
@@ -89,7 +89,7 @@ class OutputSide:
         ``E[‖z* − ω‖²/(2Σ) + ℓ(y, z*)]``, the averaged Moreau envelope ``M(Σ, m, q)``.
     sigma_hat_pointwise : float
         ``(2α/Σ) E Tr(I − (I + ΣH)⁻¹) = −2α E[Σ_k ∂g_k/∂ω_k]`` with the pointwise
-        derivative (THEORY.md §4).
+        derivative (docs/theory.rst §4).
     sigma_hat_stein : float
         ``−2α E[Σ_k ∂g_k/∂ω_k]`` in Stein form,
         ``−2α E[gᵀω]/q + (m/q) m̂``: the derivative in the sense of distributions, which also
@@ -177,7 +177,7 @@ def _warm_start(channel, nodes, z=None):
 def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
                 sigma_hat_form="pointwise", warm_start=False, token_kurtosis=0.0, trace=None,
                 target_trace=None, trust_warm=False):
-    """Output side of the state evolution (THEORY.md §4, paper's factor 2).
+    """Output side of the state evolution (docs/theory.rst §4, paper's factor 2).
 
     Per component ``ω ~ N(0, q)`` and ``w = u0 + ξ̃`` with
     ``w | ω ~ N((m/q) ω, Q0 − m²/q + Δ/2)``; ``y = labels(w)``, ``z* = prox(y, ω, Σ)`` and
@@ -204,7 +204,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     nodes : GaussianNodes of dim 2K, optional
         Default ``GaussianNodes(2K)``.
     sigma_hat_form : {"pointwise", "stein"}, default="pointwise"
-        Which form of Σ̂ is returned as ``sigma_hat``: THEORY.md's pointwise
+        Which form of Σ̂ is returned as ``sigma_hat``: the pointwise form of docs/theory.rst §4,
         ``(2α/Σ) E Tr(I − (I + ΣH)⁻¹)``, or the Stein (distributional) form, which is the
         stationarity condition of Φ also where the prox is non-convex and z* jumps (the
         two agree where the prox is smooth; at β = 4, Σ = 0.5 they differ by ~50 %). Both
@@ -266,7 +266,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     loss, _, H = channel._derivs(y, z)
     g = (z - omega) / sigma
 
-    # m̂. THEORY.md writes 2α E[gᵀ(u0 − (m/q)ω)]/(Q0 − m²/q), Stein's lemma on u0 | ω. Since g
+    # m̂. docs/theory.rst §4 writes 2α E[gᵀ(u0 − (m/q)ω)]/(Q0 − m²/q), Stein's lemma on u0 | ω. Since g
     # depends on (u0, ξ̃) only through w = u0 + ξ̃, and w | ω ~ N((m/q)ω, V I), V = Q0 − m²/q
     # + Δ/2, Stein's lemma on w gives the same quantity, E[Σ_k ∂g_k/∂w_k]:
     #   E[gᵀ(w − (m/q)ω)]/V = E[gᵀ ζ2]/√V  with  ζ2 = (w − (m/q)ω)/√V  ~ N(0, I).
@@ -290,7 +290,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     # Σ̂ = 4α ∂M/∂q = −2α E[div_ω g] (Φ's stationarity in q). With w̃ = w − (m/q)ω
     # independent of ω, d/dω|_w̃ = ∂_ω + (m/q)∂_w, so by Stein on ω and on w̃:
     # E[div_ω g] = E[gᵀω]/q − (m/q) E[gᵀw̃]/V = E[gᵀζ1]/√q − (m/q) m̂/(2α).
-    # The pointwise form (THEORY.md) misses the jumps of z*(ω) of a non-convex prox.
+    # The pointwise form (docs/theory.rst §4) misses the jumps of z*(ω) of a non-convex prox.
     if q > 1e-8 * var0:
         zeta1 = nodes.points[:, :K]
         sigma_hat_st = (-2 * alpha * float(nodes.mean(np.sum(g * zeta1, axis=1)))
