@@ -19,7 +19,7 @@ $(STAMP): $(PY) pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m skattn.cli demo
+	MPLBACKEND=Agg $(PY) -m skattn demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -383,3 +383,10 @@ def test_finite_size_command(capsys, tmp_path):
     assert store.exists()
     code, out, err = run(capsys, *args[:-2], "--d", "8,10", "--format", "csv")
     assert code == 1 and "at least 3 distinct values" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("module", ["skattn", "skattn.cli"])
+def test_runs_as_a_module(module):
+    res = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout.startswith("skattn "), res.stderr
