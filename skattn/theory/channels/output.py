@@ -124,33 +124,9 @@ class OutputSide:
 
 def _trace_resolvent_complement(H, sigma):
     """``Tr(I − (I + ΣH)⁻¹)`` per sample, with ``1 + Σλ`` floored at 1e-12 (≥ 0 at a
-    global minimiser of the prox).
-
-    For K = 3 (T = 2) the positive definite ``A = I + ΣH`` (Sylvester's criterion) take the
-    closed form ``Tr A⁻¹ = (sum of the principal 2 × 2 minors)/det A``, 20× cheaper than a
-    batched eigendecomposition, which the other rows (and every other K) still get.
+    global minimiser). Through the eigenvalues: a closed form in the minors of ``I + ΣH``
+    (tried for K = 3) loses every digit to cancellation when Σ is large (ridgeless limits).
     """
-    K = H.shape[-1]
-    if K == 3:
-        A = sigma * H
-        A[:, 0, 0] += 1.0
-        A[:, 1, 1] += 1.0
-        A[:, 2, 2] += 1.0
-        a, b, c = A[:, 0, 0], A[:, 0, 1], A[:, 0, 2]
-        e, f, i = A[:, 1, 1], A[:, 1, 2], A[:, 2, 2]
-        m01, m02, m12 = a * e - b * b, a * i - c * c, e * i - f * f
-        det = a * m12 - b * (b * i - f * c) + c * (b * f - e * c)
-        pd = (a > 1e-12) & (m01 > 1e-12) & (det > 1e-12)
-        tr = np.empty(H.shape[0])
-        tr[pd] = K - (m01[pd] + m02[pd] + m12[pd]) / det[pd]
-        rest = np.flatnonzero(~pd)
-        if rest.size:
-            tr[rest] = _trace_resolvent_complement_eig(H[rest], sigma)
-        return tr
-    return _trace_resolvent_complement_eig(H, sigma)
-
-
-def _trace_resolvent_complement_eig(H, sigma):
     lam = np.linalg.eigvalsh(H)
     den = np.maximum(1 + sigma * lam, 1e-12)
     return np.sum(sigma * lam / den, axis=1)
