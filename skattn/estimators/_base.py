@@ -15,7 +15,7 @@ from .._validation import check_random_state_arg
 from ..nn import functional as F
 from ..nn.history import HistoryRecorder, make_history_recorder
 from ..nn.training import TrainingDivergedError, train
-from ._mixin import DEVICE_STRING, AttentionRegressorMixin, infer_structure
+from ._mixin import DEVICE_STRING, WIDTH_CONSTRAINT, AttentionRegressorMixin, infer_structure
 
 __all__ = ["BaseAttentionRegressor", "infer_structure"]
 
@@ -273,3 +273,32 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         if not out:
             return np.zeros((0, self.n_tokens_, self.n_tokens_))
         return check_finite_result(np.concatenate(out, axis=0), "X", X3)
+
+
+class FactoredRegressorBase(BaseAttentionRegressor):
+    """The parameters that the factored estimators (tied and untied) add: ``width`` and
+    ``n_heads``, declared once (as scikit-learn's ``_BaseRidge`` does for its subclasses).
+    """
+
+    _constraints: dict = {
+        **BaseAttentionRegressor._constraints,
+        "width": WIDTH_CONSTRAINT,
+        # zero factors are a stationary point of the objective: the start must be random
+        "init_scale": [Interval("real", 0, closed="neither")],
+        "n_heads": [Interval("int", 1)],
+    }
+
+    def __init__(self, width=1.0, reg_lambda=1e-2, beta=1.0, attention="softmax", task="auto",
+                 n_tokens=None, solver="lbfgs", learning_rate_init=0.1, max_iter=5000,
+                 tol=1e-6, n_iter_no_change=10, batch_size=None, init_scale=1.0,
+                 device="auto", dtype="float32", random_state=None, verbose=0,
+                 warm_start=False, n_heads=1, history=None):
+        self.width = width
+        self.n_heads = n_heads
+        super().__init__(
+            reg_lambda=reg_lambda, beta=beta, attention=attention, task=task,
+            n_tokens=n_tokens, solver=solver, learning_rate_init=learning_rate_init,
+            max_iter=max_iter, tol=tol, n_iter_no_change=n_iter_no_change,
+            batch_size=batch_size, init_scale=init_scale, device=device, dtype=dtype,
+            random_state=random_state, verbose=verbose, warm_start=warm_start,
+            history=history)

@@ -10,15 +10,14 @@ import math
 
 import numpy as np
 
-from .._validation import Interval
 from ..nn.modules import UntiedAttention
-from ._base import BaseAttentionRegressor
-from ._mixin import WIDTH_CONSTRAINT, resolve_width
+from ._base import FactoredRegressorBase
+from ._mixin import resolve_width
 
 __all__ = ["UntiedAttentionRegressor"]
 
 
-class UntiedAttentionRegressor(BaseAttentionRegressor):
+class UntiedAttentionRegressor(FactoredRegressorBase):
     """Attention with untied query and key factors, one or several heads.
 
     The model is ``S = W_Q W_Kᵀ / √(p d)`` with ``W_Q, W_K ∈ R^{d×p}``, the trace-centred
@@ -114,29 +113,6 @@ token_dim_, n_tokens_, task_, device_, feature_names_in_ :
     >>> est.predict(X[:2]).shape
     (2, 2, 2)
     """
-
-    _constraints: dict = {
-        **BaseAttentionRegressor._constraints,
-        "width": WIDTH_CONSTRAINT,
-        # W_Q = W_K = 0 is a saddle of the objective: the start must be random
-        "init_scale": [Interval("real", 0, closed="neither")],
-        "n_heads": [Interval("int", 1)],
-    }
-
-    def __init__(self, width=1.0, reg_lambda=1e-2, beta=1.0, attention="softmax", task="auto",
-                 n_tokens=None, solver="lbfgs", learning_rate_init=0.1, max_iter=5000,
-                 tol=1e-6, n_iter_no_change=10, batch_size=None, init_scale=1.0,
-                 device="auto", dtype="float32", random_state=None, verbose=0,
-                 warm_start=False, n_heads=1, history=None):
-        self.width = width
-        self.n_heads = n_heads
-        super().__init__(
-            reg_lambda=reg_lambda, beta=beta, attention=attention, task=task,
-            n_tokens=n_tokens, solver=solver, learning_rate_init=learning_rate_init,
-            max_iter=max_iter, tol=tol, n_iter_no_change=n_iter_no_change,
-            batch_size=batch_size, init_scale=init_scale, device=device, dtype=dtype,
-            random_state=random_state, verbose=verbose, warm_start=warm_start,
-            history=history)
 
     # The base template handles one parameter array: W_Q and W_K travel stacked on a
     # leading axis of length 2 (query first).
