@@ -88,3 +88,18 @@ def test_figures_is_the_top_layer():
         assert "skattn.figures" not in path.read_text() and \
             "from .figures" not in path.read_text() and \
             "from ..figures" not in path.read_text(), path
+
+
+def test_every_draw_documents_its_parameters():
+    """The shared Parameters/Returns block is attached to every figure's ``draw``, with its
+    own description of ``quick``."""
+    import importlib
+
+    quick_texts = set()
+    for name in list_figures():
+        doc = importlib.import_module(f"skattn.figures.{name}").draw.__doc__
+        for heading in ("Parameters", "out_dir : str", "quick : bool", "log : callable",
+                        "close : bool", "Returns", "paths : list of str"):
+            assert heading in doc, (name, heading)
+        quick_texts.add(doc.split("quick : bool, default=False")[1].split("log :")[0].strip())
+    assert len(quick_texts) == len(list_figures())

@@ -47,3 +47,38 @@ def save(fig, name, out_dir, *, close):
 
 def silent(*args, **kwargs):
     """The default progress logger: prints nothing."""
+
+
+_DRAW_PARAMETERS = """
+    Parameters
+    ----------
+    out_dir : str or path-like, optional
+        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
+    quick : bool, default=False
+        {quick}
+    log : callable, optional
+        {log}
+    close : bool, default=True
+        Close the {figure} after saving (False keeps {it} open for sphinx-gallery).
+
+    Returns
+    -------
+    paths : list of str
+        The PNG files written.
+    """
+
+
+def draw_parameters(quick, *, several=False,
+                    log="Called with progress messages (default: silent)."):
+    """Decorator appending the Parameters/Returns section every figure's ``draw`` shares.
+
+    Every gallery figure has the signature ``draw(out_dir=None, *, quick=False, log=None,
+    close=True)``; what ``quick`` changes differs, and ``several`` says the function
+    draws more than one figure.
+    """
+    def decorate(func):
+        func.__doc__ = (func.__doc__ or "").rstrip() + "\n" + _DRAW_PARAMETERS.format(
+            quick=quick, log=log, figure="figures" if several else "figure",
+            it="them" if several else "it")
+        return func
+    return decorate

@@ -10,31 +10,16 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skattn.data import AttentionIndexedModel, PowerLawTarget
 from skattn.estimators import TiedAttentionRegressor
-from skattn.figures._common import figure_dir, save, silent
+from ._common import draw_parameters, figure_dir, save, silent
 from skattn.plotting import PALETTE, paper_style, plot_emergence, plot_spectrum
 from skattn.theory.powerlaw import emergence_alpha, recovered_modes, theory_learning_curve
 
 T, GAMMA, NOISE, C_LAMBDA = 2, 1.25, 0.5, 3.0
 
 
+@draw_parameters(quick="d = 40 with fewer Adam iterations, instead of d = 100.")
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the emergence figure and save ``emergence.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        d = 40 with fewer Adam iterations, instead of d = 100.
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figure after saving (False keeps it open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from skattn.data import PowerLawTarget
-from skattn.figures._common import figure_dir, save, silent
+from ._common import draw_parameters, figure_dir, save, silent
 from skattn.plotting import PALETTE, paper_style, plot_error_decomposition
 from skattn.theory.powerlaw import error_decomposition, theory_learning_curve
 
@@ -32,24 +32,9 @@ def _decompose(d, c, attention, n_max, n_points, log, t_start):
     return n / d, parts, excess, approx
 
 
+@draw_parameters(quick="d = 200 and 60 with fewer points, instead of d = 1000 and 200.")
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the error-decomposition figure and save ``error_decomposition.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        d = 200 and 60 with fewer points, instead of d = 1000 and 200.
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figure after saving (False keeps it open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skattn.data import AttentionIndexedModel, WishartTarget
 from skattn.estimators import TiedAttentionRegressor
-from skattn.figures._common import figure_dir, save, silent
+from ._common import draw_parameters, figure_dir, save, silent
 from skattn.metrics import attention_error
 from skattn.plotting import MARKERS, PALETTE, paper_style, plot_error_curve
 from skattn.theory import state_evolution_curve
@@ -18,24 +18,9 @@ from skattn.theory import state_evolution_curve
 T, KAPPA0 = 2, 0.5
 
 
+@draw_parameters(quick="d = 24, two λ and two α, instead of d = 50, three λ and four α.")
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the error-against-α figure and save ``error_vs_alpha.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        d = 24, two λ and two α, instead of d = 50, three λ and four α.
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figure after saving (False keeps it open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

@@ -11,7 +11,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 
 from skattn.data import AttentionIndexedModel, WishartTarget
 from skattn.estimators import DirectAttentionRegressor, TiedAttentionRegressor
-from skattn.figures._common import figure_dir, save, silent
+from ._common import draw_parameters, figure_dir, save, silent
 from skattn.metrics import attention_error, attention_error_scorer
 from skattn.plotting import MARKERS, PALETTE, paper_style
 from skattn.theory.bayes import bayes_optimal
@@ -22,24 +22,9 @@ T, KAPPA0 = 2, 0.2
 LAMBDA_GRID = [1e-3, 1e-2, 1e-1]
 
 
+@draw_parameters(quick="d = 30 and fewer α, instead of d = 80.")
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the factored-against-direct figure and save ``factored_vs_direct.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        d = 30 and fewer α, instead of d = 80.
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figure after saving (False keeps it open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

@@ -10,7 +10,7 @@ from sklearn.model_selection import ShuffleSplit, learning_curve
 
 from skattn.data import PowerLawTarget, make_attention_indexed
 from skattn.estimators import ScaledLambdaRegressor, TiedAttentionRegressor
-from skattn.figures._common import figure_dir, save, silent
+from skattn.figures._common import draw_parameters, figure_dir, save, silent
 from skattn.plotting import PALETTE, paper_style, plot_phase_diagram
 from skattn.scaling import excess_risk_exponent, fit_power_law, phase_diagram
 from skattn.theory.powerlaw import theory_learning_curve
@@ -20,25 +20,11 @@ K = T * (T + 1) // 2
 GAMMAS = (0.75, 1.25)
 
 
+@draw_parameters(quick="d = 40 (theory also at d = 200), instead of d = 100 (theory also at "
+                       "d = 1000).", several=True)
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the learning curves and the phase diagram; save ``learning_curves.png`` and
     ``scaling_phase_diagram.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        d = 40 (theory also at d = 200), instead of d = 100 (theory also at d = 1000).
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figures after saving (False keeps them open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

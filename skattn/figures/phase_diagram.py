@@ -11,31 +11,16 @@ import time
 import numpy as np
 
 from skattn.data import WishartTarget
-from skattn.figures._common import figure_dir, save, silent
+from ._common import draw_parameters, figure_dir, save, silent
 from skattn.plotting import paper_style
 from skattn.theory import interpolation_threshold, solve_phase_diagram
 
 KAPPA0 = 0.5
 
 
+@draw_parameters(quick="A 6 × 4 grid with 1024 quadrature nodes (seconds) instead of 24 × 12.")
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the phase-diagram figure and save ``phase_diagram.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        A 6 × 4 grid with 1024 quadrature nodes (seconds) instead of 24 × 12.
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figure after saving (False keeps it open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

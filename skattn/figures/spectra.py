@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skattn.data import AttentionIndexedModel, WishartTarget
 from skattn.estimators import TiedAttentionRegressor
-from skattn.figures._common import figure_dir, save, silent
+from skattn.figures._common import draw_parameters, figure_dir, save, silent
 from skattn.plotting import PALETTE, paper_style, plot_spectrum
 from skattn.theory import state_evolution_curve
 
@@ -20,24 +20,9 @@ ALPHAS = [0.1, 0.25, 0.5, 0.9]
 ZERO_TOL = 1e-3
 
 
+@draw_parameters(quick="d = 30 and a coarser theory grid, instead of d = 100.", several=True)
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the spectra figures; save ``spectra.png`` and ``spectra_atom_mass.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        d = 30 and a coarser theory grid, instead of d = 100.
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figures after saving (False keeps them open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

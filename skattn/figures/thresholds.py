@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from skattn.data import WishartTarget
-from skattn.figures._common import figure_dir, save, silent
+from ._common import draw_parameters, figure_dir, save, silent
 from skattn.plotting import paper_style, plot_thresholds
 from skattn.theory.thresholds import (
     bayes_optimal_threshold,
@@ -22,24 +22,9 @@ from skattn.theory.thresholds import (
 NOISE = 0.5
 
 
+@draw_parameters(quick="Eight target ranks instead of fifty (a few seconds).")
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the threshold figure and save ``thresholds.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        Eight target ranks instead of fifty (a few seconds).
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figure after saving (False keeps it open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skattn.data import AttentionIndexedModel, SpectrumTarget
 from skattn.estimators import TiedAttentionRegressor
-from skattn.figures._common import figure_dir, save, silent
+from ._common import draw_parameters, figure_dir, save, silent
 from skattn.plotting import PALETTE, paper_style, plot_emergence
 from skattn.theory.powerlaw import emergence_alpha, recovered_modes, theory_learning_curve
 
@@ -29,24 +29,9 @@ def spiked_eigenvalues(n_features):
     return eigenvalues * np.sqrt(n_features / np.sum(eigenvalues ** 2))
 
 
+@draw_parameters(quick="d = 32, fewer Adam epochs and a coarser theory grid, instead of d = 64.")
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the training-dynamics figure and save ``training_dynamics.png``.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        d = 32, fewer Adam epochs and a coarser theory grid, instead of d = 64.
-    log : callable, optional
-        Called with progress messages (default: silent).
-    close : bool, default=True
-        Close the figure after saving (False keeps it open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 

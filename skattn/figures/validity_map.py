@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from skattn.data import AttentionIndexedModel, WishartTarget, attention_map, preactivation
 from skattn.estimators import TiedAttentionRegressor, UntiedAttentionRegressor
-from skattn.figures._common import figure_dir, save, silent
+from skattn.figures._common import draw_parameters, figure_dir, save, silent
 from skattn.metrics import attention_error
 from skattn.plotting import MARKERS, PALETTE, paper_style
 from skattn.theory import solve_state_evolution
@@ -234,6 +234,9 @@ def _plot_row(axes, curves, measured, predicted, dimensions, alphas, n_seeds):
         ax.set_title(f"d = {d} (measured: mean ± s.e., {n_seeds} seeds)", fontsize=8)
 
 
+@draw_parameters(quick="d = 16 and 24, two α, two seeds, instead of d = 40 and 80, three α, "
+                       "three seeds.",
+                 log="Called with progress messages and the tables (default: silent).")
 def draw(out_dir=None, *, quick=False, log=None, close=True):
     """Draw the validity map and save ``validity_map.png``.
 
@@ -241,22 +244,6 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
     teacher. Bottom row: tied, untied and 2-head students on Gaussian tokens, and the
     2-head student on the 2-head teacher. Each point is the measured relative gap
     ``e_test / e_SE − 1`` to the predicted tied Gaussian state evolution.
-
-    Parameters
-    ----------
-    out_dir : str or path-like, optional
-        Output directory (default: ``$SKATTN_FIGURE_DIR``, else the current directory).
-    quick : bool, default=False
-        d = 16 and 24, two α, two seeds, instead of d = 40 and 80, three α, three seeds.
-    log : callable, optional
-        Called with progress messages and the tables (default: silent).
-    close : bool, default=True
-        Close the figure after saving (False keeps it open for sphinx-gallery).
-
-    Returns
-    -------
-    paths : list of str
-        The PNG files written.
     """
     import matplotlib.pyplot as plt
 
