@@ -25,7 +25,7 @@ Pure numpy/scipy (no torch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -448,7 +448,6 @@ class SpikedStateEvolutionResult:
     converged: bool
     residual: float
     n_calls: int = 0
-    history: list = field(default_factory=list, repr=False)
 
 
 class _SpikedMap:
@@ -458,7 +457,7 @@ class _SpikedMap:
         self.alpha, self.channel, self.split = alpha, channel, split
         self.denoiser, self.bulk_scale = denoiser, bulk_scale
         self.reg_trace, self.noise, self.nodes = reg_trace, noise, nodes
-        self.warm, self.n_calls, self.last = None, 0, None
+        self.warm, self.n_calls, self.last, self.bulk_trace = None, 0, None, np.nan
         # the penalty's pull on a spike: ∂(λ̃ d Tr S)/∂s_i = λ̃ d^{3/2}, per n = αd² samples
         self.spike_target = reg_trace / (alpha * np.sqrt(split.n_features))
 
