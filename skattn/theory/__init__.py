@@ -30,6 +30,7 @@ from .powerlaw import (
 )
 from .problem import DomainWarning, StateEvolutionProblem
 from .spectral import ConvolvedLaw, free_convolution, semicircle_law
+from .spiked import SpikedStateEvolutionResult, solve_spiked_state_evolution
 from .state_evolution import StateEvolutionResult, solve_state_evolution, state_evolution_curve
 from .thresholds import (
     bayes_optimal_threshold,
@@ -49,4 +50,5 @@ __all__ = [
     "recovered_modes", "SpectralRecovery", "isolation_thresholds", "emergence_alpha",
     "error_decomposition", "ErrorDecomposition", "irreducible_error",
     "theory_learning_curve", "LearningCurve",
+    "solve_spiked_state_evolution", "SpikedStateEvolutionResult",
 ]

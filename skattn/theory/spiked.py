@@ -1,0 +1,584 @@
+"""State evolution with a few explicit spikes: targets outside Gaussian equivalence.
+
+A power-law target (docs/theory.rst §1, §8) has top eigenvalues ``λ_i`` of order ``√d``.
+Its top mode alone carries ``λ_1²/d`` of ``Q0``, 75 % at γ = 1.25, and its contribution
+``λ_1 (x_a·v_1 x_b·v_1 − δ_ab)/√d`` to the pre-activation is an O(1) product of Gaussians
+(a centred chi-square on the diagonal), not a Gaussian: the Gaussian state evolution of
+docs/theory.rst §4 does not apply (:class:`~skattn.theory.DomainWarning`).
+
+Here the ``k`` top modes are kept as explicit non-Gaussian variables of the output channel.
+With ``g_ai = x_a·v_i ~ N(0, 1)`` (independent over a and i), the teacher's and the student's
+normalised components are
+
+.. math::
+
+   u^0 = \\phi(g; t) + w_\\perp,\\qquad u = \\phi(g; s) + \\omega_\\perp,\\qquad
+   \\phi(g; s)_{ab} = \\frac{1}{\\sqrt{1+\\delta_{ab}}} \\sum_{i\\le k} s_i
+   (g_{ai} g_{bi} - \\delta_{ab}),
+
+with ``t_i = λ_i/√d`` the target's spike strengths, ``s_i = v_iᵀ S v_i/√d`` the student's,
+and ``(w_⊥, ω_⊥)`` today's Gaussian bulk pair with the overlaps of the remaining spectrum.
+The derivation, the fixed-point equations and the measurements are in ``SPIKED.rst``.
+
+Pure numpy/scipy (no torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import check_finite_array, check_scalar_range
+from .channels import GaussianNodes, channel_for
+from .channels.base import _squared_norm
+from .coords import u_from_h
+from .denoisers import FactoredDenoiser
+from .laws import DiscreteLaw
+from .problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE
+from .state_evolution import _anderson
+
+__all__ = [
+    "SpikedSplit",
+    "spike_count",
+    "split_spikes",
+    "spike_components",
+    "Estimate",
+    "spiked_test_error",
+    "null_predictor_error",
+    "SpikedOutputSide",
+    "spiked_output_side",
+    "SpikedStateEvolutionResult",
+    "solve_spiked_state_evolution",
+]
+
+
+# -- the split of the target ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpikedSplit:
+    """A target spectrum split into ``k`` explicit spikes and a Gaussian bulk.
+
+    Attributes
+    ----------
+    n_features : int
+        d.
+    strengths : ndarray of shape (k,)
+        ``t_i = λ_i/√d`` of the k largest eigenvalues (decreasing).
+    bulk_eigenvalues : ndarray of shape (d − k,)
+        The remaining eigenvalues.
+    bulk_Q0 : float
+        ``Σ_{i>k} λ_i²/d``, the bulk's share of ``Q0 = Tr S0²/d``.
+    """
+
+    n_features: int
+    strengths: np.ndarray
+    bulk_eigenvalues: np.ndarray
+    bulk_Q0: float
+
+    @property
+    def n_spikes(self):
+        """k, the number of explicit spikes."""
+        return int(self.strengths.size)
+
+
+def spike_count(eigenvalues, max_share=GAUSSIAN_EQUIVALENCE_MAX_SHARE):
+    """The number of modes that each carry more than ``max_share`` of ``Tr S0²``.
+
+    These are the modes that break Gaussian equivalence (the criterion of
+    :class:`~skattn.theory.DomainWarning`); the default ``n_spikes`` of
+    :func:`solve_spiked_state_evolution`. Treating weaker modes as spikes is not better:
+    their eigenvalues are comparable with the noise bulk at finite d (see ``SPIKED.rst``).
+
+    Parameters
+    ----------
+    eigenvalues : array-like of shape (d,)
+        Non-negative.
+    max_share : float, default=GAUSSIAN_EQUIVALENCE_MAX_SHARE
+        In ``(0, 1]``.
+
+    Returns
+    -------
+    int
+    """
+    eig = check_finite_array(eigenvalues, "eigenvalues", ndim=1)
+    max_share = check_scalar_range(max_share, "max_share", low=0, low_inclusive=False, high=1)
+    total = float(np.sum(eig ** 2))
+    if total == 0:
+        return 0
+    return int(np.count_nonzero(eig ** 2 / total > max_share))
+
+
+def split_spikes(eigenvalues, n_spikes):
+    """Split a target spectrum into its ``n_spikes`` largest modes and the bulk.
+
+    Parameters
+    ----------
+    eigenvalues : array-like of shape (d,)
+        The eigenvalues of S0 (any order, non-negative).
+    n_spikes : int
+        k, in ``[0, d − 1]``.
+
+    Returns
+    -------
+    SpikedSplit
+    """
+    eig = check_finite_array(eigenvalues, "eigenvalues", ndim=1)
+    d = eig.size
+    if d < 2:
+        raise ValueError(f"eigenvalues must have at least 2 entries, got {d}.")
+    if np.min(eig) < 0:
+        raise ValueError(f"eigenvalues must be non-negative (S0 is PSD), got min "
+                         f"{np.min(eig):.3g}.")
+    k = check_scalar_range(n_spikes, "n_spikes", low=0, high=d - 1, integer=True)
+    eig = np.sort(eig)[::-1]
+    bulk = eig[k:].copy()
+    return SpikedSplit(n_features=d, strengths=eig[:k] / np.sqrt(d), bulk_eigenvalues=bulk,
+                       bulk_Q0=float(np.sum(bulk ** 2) / d))
+
+
+def spike_components(projections, strengths):
+    """u-coordinates of the spike part ``Σ_i s_i (g_ai g_bi − δ_ab)`` of the pre-activation.
+
+    Parameters
+    ----------
+    projections : array-like of shape (N, T, k)
+        ``g_ai = x_a·v_i``, the tokens' projections on the spike directions.
+    strengths : array-like of shape (k,)
+        ``s_i = v_iᵀ S v_i/√d`` (the target's: ``λ_i/√d``).
+
+    Returns
+    -------
+    u : ndarray of shape (N, K)
+        ``K = T(T+1)/2`` components in the order of :func:`~skattn.theory.coords.pair_indices`.
+    """
+    g = check_finite_array(projections, "projections", ndim=3)
+    s = check_finite_array(strengths, "strengths", ndim=1)
+    if s.size != g.shape[2]:
+        raise ValueError(f"strengths must have shape ({g.shape[2]},) to match projections "
+                         f"of shape {g.shape}, got {s.shape}.")
+    T = g.shape[1]
+    h = np.einsum("nai,nbi,i->nab", g, g, s) - np.sum(s) * np.eye(T)
+    return u_from_h(h)
+
+
+def _spike_basis(projections):
+    """``φ_i(g)``: u-coordinates of ``g_ai g_bi − δ_ab`` per spike, shape (N, k, K)."""
+    N, T, k = projections.shape
+    h = np.einsum("nai,nbi->niab", projections, projections) - np.eye(T)
+    return u_from_h(h)
+
+
+# -- expectations over spikes and bulk ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A randomised quasi-Monte-Carlo estimate.
+
+    Attributes
+    ----------
+    value : float
+        The mean over the replicates.
+    standard_error : float
+        Standard deviation of the replicate means over √(replicates) (NaN for one).
+    """
+
+    value: float
+    standard_error: float
+
+
+def _nodes(channel, n_spikes, n_points, seed):
+    """Sobol nodes over the bulk pair (2K) and the spike projections (T k)."""
+    return GaussianNodes(2 * channel.K + channel.n_tokens * n_spikes, n_points=n_points,
+                         seed=seed)
+
+
+def _unpack(nodes, K, T, k):
+    """``(ζ1, ζ2, g)`` from the node columns: bulk pair, then spike projections."""
+    pts = nodes.points
+    return pts[:, :K], pts[:, K:2 * K], pts[:, 2 * K:].reshape(pts.shape[0], T, k)
+
+
+def _bulk_pair(m, q, var0, zeta1, zeta2):
+    """``(ω_⊥, w_⊥)`` with covariance ``[[q, m], [m, var0]]`` per component and √V."""
+    if q <= 1e-300:
+        return np.zeros_like(zeta1), np.sqrt(var0) * zeta2, np.sqrt(var0)
+    V = max(var0 - m * m / q, 0.0)
+    return np.sqrt(q) * zeta1, (m / np.sqrt(q)) * zeta1 + np.sqrt(V) * zeta2, np.sqrt(V)
+
+
+def _check_strengths(target_strengths, student_strengths):
+    t = np.atleast_1d(np.asarray(target_strengths, dtype=float))
+    s = np.atleast_1d(np.asarray(student_strengths, dtype=float))
+    if t.ndim != 1 or s.shape != t.shape:
+        raise ValueError(f"student_strengths must have the shape of target_strengths "
+                         f"{t.shape}, got {s.shape}.")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(s))):
+        raise ValueError("target_strengths and student_strengths must be finite.")
+    return t, s
+
+
+def _check_overlaps(m, q, bulk_Q0, noise):
+    q = check_scalar_range(q, "q", low=0)
+    bulk_Q0 = check_scalar_range(bulk_Q0, "bulk_Q0", low=0)
+    noise = check_scalar_range(noise, "noise", low=0)
+    m = float(m)
+    if not np.isfinite(m) or m * m > q * bulk_Q0 * (1 + 1e-9) + 1e-300:
+        raise ValueError(f"m must satisfy m² ≤ q·bulk_Q0 (a covariance), got m={m}, q={q}, "
+                         f"bulk_Q0={bulk_Q0}.")
+    return m, q, bulk_Q0, noise
+
+
+def spiked_test_error(channel, *, target_strengths, student_strengths, m, q, bulk_Q0, noise,
+                      n_points=8192, n_replicates=8, seed=0):
+    """Test error with explicit spikes: ``E Σ_ab (labels(u0 + ξ̃)_ab − attention(u)_ab)²``.
+
+    ``u0 = φ(g; t) + v0_⊥`` and ``u = φ(g; s) + v_⊥`` (see the module docstring), with
+    ``g ~ N(0, I_{T×k})`` and the bulk pair ``(v0_⊥ + ξ̃, v_⊥)`` Gaussian with covariance
+    ``[[bulk_Q0 + Δ/2, m], [m, q]]`` per component. With no spikes this is
+    :func:`skattn.theory.channels.test_error`.
+
+    Parameters
+    ----------
+    channel : SoftmaxChannel or LinearChannel
+    target_strengths, student_strengths : array-like of shape (k,)
+        ``t_i = λ_i/√d`` and ``s_i = v_iᵀ S v_i/√d``.
+    m, q : float
+        Bulk overlaps ``Tr(S0_⊥ S_⊥)/d`` and ``Tr S_⊥²/d``.
+    bulk_Q0 : float
+        ``Tr S0_⊥²/d``.
+    noise : float
+        Label noise Δ ≥ 0.
+    n_points : int, default=8192
+        Sobol nodes per replicate.
+    n_replicates : int, default=8
+        Independent scramblings; their spread gives the standard error.
+    seed : int, default=0
+        Seeds the scramblings (replicate r uses ``seed + r``).
+
+    Returns
+    -------
+    Estimate
+    """
+    t, s = _check_strengths(target_strengths, student_strengths)
+    m, q, bulk_Q0, noise = _check_overlaps(m, q, bulk_Q0, noise)
+    n_replicates = check_scalar_range(n_replicates, "n_replicates", low=1, integer=True)
+    K, T, k = channel.K, channel.n_tokens, t.size
+    means = []
+    for r in range(n_replicates):
+        nodes = _nodes(channel, k, n_points, seed + r)
+        zeta1, zeta2, g = _unpack(nodes, K, T, k)
+        v, v0, _ = _bulk_pair(m, q, bulk_Q0 + noise / 2, zeta1, zeta2)
+        if k:
+            v0 = v0 + spike_components(g, t)
+            v = v + spike_components(g, s)
+        diff = channel.labels(v0) - channel.attention(v)
+        means.append(float(nodes.mean(_squared_norm(diff))))
+    se = float(np.std(means, ddof=1) / np.sqrt(n_replicates)) if n_replicates > 1 else np.nan
+    return Estimate(float(np.mean(means)), se)
+
+
+def null_predictor_error(eigenvalues, n_spikes, *, n_tokens=2, target_beta=1.0, noise=0.0,
+                         attention="softmax", n_points=8192, n_replicates=8, seed=0):
+    """Test error of the predictor ``S = 0`` with ``n_spikes`` explicit modes.
+
+    The teacher alone: the error of the uniform attention map against noisy labels. With
+    ``n_spikes = 0`` this is the Gaussian value of docs/theory.rst §4 (``m = q = 0``); with
+    ``n_spikes = d − 1`` only one mode is left Gaussian.
+
+    Parameters
+    ----------
+    eigenvalues : array-like of shape (d,)
+        The target spectrum.
+    n_spikes : int
+        k in ``[0, d − 1]``.
+    n_tokens : int, default=2
+    target_beta : float, default=1.0
+        β0 of the teacher.
+    noise : float, default=0.0
+        Δ.
+    attention : {"softmax", "linear"}, default="softmax"
+    n_points, n_replicates, seed
+        See :func:`spiked_test_error`.
+
+    Returns
+    -------
+    Estimate
+    """
+    split = split_spikes(eigenvalues, n_spikes)
+    channel = channel_for(attention, n_tokens, 1.0, target_beta)
+    return spiked_test_error(channel, target_strengths=split.strengths,
+                             student_strengths=np.zeros(split.n_spikes), m=0.0, q=0.0,
+                             bulk_Q0=split.bulk_Q0, noise=noise, n_points=n_points,
+                             n_replicates=n_replicates, seed=seed)
+
+
+# -- the output side --------------------------------------------------------------------
+
+
+@dataclass
+class SpikedOutputSide:
+    """Conjugates of the bulk and the spike residuals from :func:`spiked_output_side`.
+
+    Attributes
+    ----------
+    m_hat, q_hat, sigma_hat : float
+        The bulk conjugates (paper's factor 2; Σ̂ in Stein form).
+    spike_residual : ndarray of shape (k,)
+        ``E[gᵀ φ_i(g)]``, with ``g = (z* − ω)/Σ`` the output function: minus the mean
+        gradient of the training loss along spike i. ERM stationarity sets it to
+        ``λ̃/(α√d)``.
+    train_error : float
+        ``E ℓ(y, z*)``.
+    """
+
+    m_hat: float
+    q_hat: float
+    sigma_hat: float
+    spike_residual: np.ndarray
+    train_error: float
+
+
+def spiked_output_side(channel, nodes, *, target_strengths, student_strengths, m, q, bulk_Q0,
+                       noise, sigma, alpha, warm=None):
+    """Output side of the spiked state evolution (see ``SPIKED.rst``).
+
+    Per node: ``ω = φ(g; s) + ω_⊥``, ``w = φ(g; t) + w_⊥`` (label noise in ``w_⊥``),
+    ``y = labels(w)``, ``z* = prox(y, ω, Σ)``, ``g_out = (z* − ω)/Σ``. Stein's lemma on the
+    Gaussian bulk, conditionally on the spike projections, gives
+
+    * ``m̂ = 2α E[g_outᵀ ζ2]/√V``, ``V = bulk_Q0 + Δ/2 − m²/q``,
+    * ``q̂ = 2α E‖g_out‖²``,
+    * ``Σ̂ = −2α E[g_outᵀ ζ1]/√q + (m/q) m̂`` (Stein form, docs/theory.rst §4),
+
+    and the spike residuals ``E[g_outᵀ φ_i(g)]``.
+
+    Parameters
+    ----------
+    channel : SoftmaxChannel or LinearChannel
+    nodes : GaussianNodes of dim ``2K + T k``
+        Columns: the bulk ζ1, ζ2, then the projections ``g`` (T × k, row-major).
+    target_strengths, student_strengths : array-like of shape (k,)
+    m, q, bulk_Q0, noise : float
+        As in :func:`spiked_test_error` (``q > 0``).
+    sigma : float
+        Σ > 0.
+    alpha : float
+        ``n/d²``.
+    warm : ndarray of shape (n_points, K), optional
+        Previous minimisers of the same nodes: a start for the provably convex nodes.
+
+    Returns
+    -------
+    out : SpikedOutputSide
+    z : ndarray of shape (n_points, K)
+        The minimisers (a warm start for the next call).
+    """
+    t, s = _check_strengths(target_strengths, student_strengths)
+    m, q, bulk_Q0, noise = _check_overlaps(m, q, bulk_Q0, noise)
+    if q <= 0:
+        raise ValueError(f"q must be > 0 for the Stein forms of the output side, got {q}.")
+    sigma = check_scalar_range(sigma, "sigma", low=0, low_inclusive=False)
+    alpha = check_scalar_range(alpha, "alpha", low=0)
+    K, T, k = channel.K, channel.n_tokens, t.size
+    if nodes.dim != 2 * K + T * k:
+        raise ValueError(f"nodes must have dim 2K + T k = {2 * K + T * k}, got {nodes.dim}.")
+    zeta1, zeta2, g = _unpack(nodes, K, T, k)
+    omega, w, sqrt_V = _bulk_pair(m, q, bulk_Q0 + noise / 2, zeta1, zeta2)
+    phi = _spike_basis(g) if k else np.zeros((nodes.n_points, 0, K))
+    omega = omega + np.einsum("nik,i->nk", phi, s)
+    w = w + np.einsum("nik,i->nk", phi, t)
+    y = channel.labels(w)
+    start = w * (channel.target_beta_ / channel.beta_)     # the exact-fit logits
+    z = channel.prox(y, omega, sigma, start=start, warm=warm)
+    gout = (z - omega) / sigma
+    m_hat = 2 * alpha * float(nodes.mean(np.sum(gout * zeta2, axis=1))) / float(sqrt_V)
+    q_hat = 2 * alpha * float(nodes.mean(np.sum(gout * gout, axis=1)))
+    sigma_hat = (-2 * alpha * float(nodes.mean(np.sum(gout * zeta1, axis=1))) / np.sqrt(q)
+                 + (m / q) * m_hat)
+    residual = nodes.mean(np.einsum("nk,nik->ni", gout, phi)) if k else np.zeros(0)
+    train = float(nodes.mean(channel.loss(y, z)))
+    return SpikedOutputSide(m_hat, q_hat, float(sigma_hat), np.asarray(residual, float),
+                            train), z
+
+
+# -- the fixed point --------------------------------------------------------------------
+
+
+@dataclass
+class SpikedStateEvolutionResult:
+    """Fixed point of :func:`solve_spiked_state_evolution`.
+
+    Attributes
+    ----------
+    alpha : float
+    n_spikes : int
+    m, q, sigma : float
+        Bulk order parameters (normalised by d).
+    student_strengths : ndarray of shape (k,)
+        ``s_i = v_iᵀ Ŝ v_i/√d``; the target's are ``target_strengths``.
+    target_strengths : ndarray of shape (k,)
+    m_hat, q_hat, sigma_hat : float
+    test_error : Estimate
+    train_error : float
+    train_objective : float
+        ``L/d² = α e_train + λ̃ Tr Ŝ/d`` with ``Tr Ŝ/d = (bulk trace) + Σ_i s_i/√d``.
+    converged : bool
+    residual : float
+        Max-norm of the fixed-point residual at the returned point.
+    n_calls : int
+        Evaluations of the fixed-point map.
+    """
+
+    alpha: float
+    n_spikes: int
+    m: float
+    q: float
+    sigma: float
+    student_strengths: np.ndarray
+    target_strengths: np.ndarray
+    m_hat: float
+    q_hat: float
+    sigma_hat: float
+    test_error: Estimate
+    train_error: float
+    train_objective: float
+    converged: bool
+    residual: float
+    n_calls: int = 0
+
+
+class _SpikedMap:
+    """``x = (m, log q, log Σ, s_1 … s_k) ↦ F(x) − x`` on fixed nodes."""
+
+    def __init__(self, alpha, channel, split, denoiser, bulk_scale, reg_trace, noise, nodes):
+        self.alpha, self.channel, self.split = alpha, channel, split
+        self.denoiser, self.bulk_scale = denoiser, bulk_scale
+        self.reg_trace, self.noise, self.nodes = reg_trace, noise, nodes
+        self.warm, self.n_calls, self.last, self.bulk_trace = None, 0, None, np.nan
+        # the penalty's pull on a spike: ∂(λ̃ d Tr S)/∂s_i = λ̃ d^{3/2}, per n = αd² samples
+        self.spike_target = reg_trace / (alpha * np.sqrt(split.n_features))
+
+    def evaluate(self, m, q, sigma, s):
+        out, z = spiked_output_side(
+            self.channel, self.nodes, target_strengths=self.split.strengths,
+            student_strengths=s, m=m, q=q, bulk_Q0=self.split.bulk_Q0, noise=self.noise,
+            sigma=sigma, alpha=self.alpha, warm=self.warm)
+        self.warm = z
+        if not (out.m_hat > 0 and out.sigma_hat > 0 and np.isfinite(out.q_hat)):
+            return out, None
+        r = self.bulk_scale
+        # the bulk lives on d − k of the d directions: GOE entries of variance 1/d are
+        # a GOE(d − k) scaled by √r, and m, q, Σ are normalised by d, not d − k
+        prior = self.denoiser(out.m_hat, r * out.q_hat, out.sigma_hat)
+        self.bulk_trace = r * prior.trace
+        return out, (r * prior.m, r * prior.q, r * r * prior.sigma)
+
+    def residual(self, x):
+        m, q, sigma, s = x[0], np.exp(x[1]), np.exp(x[2]), x[3:]
+        self.n_calls += 1
+        try:
+            out, prior = self.evaluate(m, q, sigma, np.maximum(s, 0.0))
+        except ValueError:          # an iterate outside the domain of the map
+            return None
+        if prior is None or not (prior[1] > 0 and prior[2] > 0):
+            return None
+        # Newton-like spike update: ∂E[gᵀφ_i]/∂s_i ≈ −Σ̂/(2α) (exact for a Gaussian channel)
+        s_new = np.maximum(s + (2 * self.alpha / out.sigma_hat)
+                           * (out.spike_residual - self.spike_target), 0.0)
+        self.last = out
+        return np.concatenate([[prior[0] - m, np.log(prior[1]) - x[1],
+                                np.log(prior[2]) - x[2]], s_new - s])
+
+
+def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=2, reg_lambda=0.0,
+                                 width_ratio=1.0, beta=1.0, target_beta=1.0, noise=0.0,
+                                 attention="softmax", n_points=8192, seed=0, tol=1e-5,
+                                 max_iter=200, damping=0.5, init=None, n_replicates=8):
+    """Fixed point of the state evolution with ``n_spikes`` explicit spikes (factored ERM).
+
+    The output side integrates over the spike projections and the Gaussian bulk
+    (:func:`spiked_output_side`); the prior side is the finite-d spectral denoiser of
+    docs/theory.rst §4 on the ``d − k`` bulk eigenvalues; each spike strength solves the
+    ERM stationarity ``E[g_outᵀ φ_i] = λ̃/(α√d)``. With ``n_spikes = 0`` it is today's
+    finite-d state evolution (Stein Σ̂). Derivation: ``SPIKED.rst``.
+
+    Parameters
+    ----------
+    alpha : float
+        ``n/d²`` > 0.
+    eigenvalues : array-like of shape (d,)
+        The target spectrum (e.g. ``PowerLawTarget(γ).eigenvalues(d)``).
+    n_spikes : int or None, default=None
+        k in ``[0, d − 1]``; None: :func:`spike_count` (the modes that carry more than
+        25 % of ``Tr S0²`` each).
+    n_tokens : int, default=2
+    reg_lambda : float, default=0.0
+        λ of ``Σ ℓ + λ‖W‖²_F``; the trace penalty is ``λ̃ = √κ λ``.
+    width_ratio : float, default=1.0
+        κ ≥ 1 (the rank constraint is not supported here).
+    beta, target_beta : float, default=1.0
+    noise : float, default=0.0
+        Δ.
+    attention : {"softmax", "linear"}, default="softmax"
+    n_points : int, default=8192
+        Sobol nodes of the fixed-point map.
+    seed : int, default=0
+        Seeds the nodes.
+    tol : float, default=1e-5
+        Max-norm of the residual in ``(m, log q, log Σ, s)``.
+    max_iter : int, default=200
+        Evaluations of the map.
+    damping : float, default=0.5
+    init : tuple ``(m, q, sigma)`` or None, default=None
+        Bulk start; None: one step from a small estimator.
+    n_replicates : int, default=8
+        Scramblings of the final test-error estimate.
+
+    Returns
+    -------
+    SpikedStateEvolutionResult
+    """
+    alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
+    if n_spikes is None:
+        n_spikes = spike_count(eigenvalues)
+    split = split_spikes(eigenvalues, n_spikes)
+    width_ratio = check_scalar_range(width_ratio, "width_ratio", low=1)
+    reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
+    noise = check_scalar_range(noise, "noise", low=0)
+    channel = channel_for(attention, n_tokens, beta, target_beta)
+    d, k = split.n_features, split.n_spikes
+    bulk = split.bulk_eigenvalues
+    denoiser = FactoredDenoiser(DiscreteLaw(bulk), width_ratio=width_ratio,
+                                reg_lambda=reg_lambda, n_features=bulk.size,
+                                target_eigenvalues=bulk)
+    nodes = _nodes(channel, k, n_points, seed)
+    fp = _SpikedMap(alpha, channel, split, denoiser, (d - k) / d, denoiser.reg_trace, noise,
+                    nodes)
+    if init is None:
+        m0, q0, sigma0 = 0.3 * split.bulk_Q0, 0.3 * split.bulk_Q0, 0.5
+    else:
+        m0, q0, sigma0 = (float(v) for v in init)
+    # the student's spikes start at the target's: the Gaussian SE puts them at η t ≈ t
+    x0 = np.concatenate([[m0, np.log(max(q0, 1e-8)), np.log(sigma0)], split.strengths])
+    x, res_norm, converged = _anderson(fp.residual, x0, tol=tol, max_iter=max_iter,
+                                       damping=damping, depth=4)
+    if not converged:           # plain damped iteration from the best point
+        x, res_norm, converged = _anderson(fp.residual, x, tol=tol,
+                                           max_iter=max_iter, damping=0.3 * damping, depth=0)
+    fp.residual(x)              # the output side at the returned point
+    m, q, sigma, s = float(x[0]), float(np.exp(x[1])), float(np.exp(x[2])), \
+        np.maximum(x[3:], 0.0)
+    out = fp.last
+    err = spiked_test_error(channel, target_strengths=split.strengths, student_strengths=s,
+                            m=m, q=q, bulk_Q0=split.bulk_Q0, noise=noise, n_points=n_points,
+                            n_replicates=n_replicates, seed=seed + 1000)
+    trace = fp.bulk_trace + float(np.sum(s)) / np.sqrt(d)
+    return SpikedStateEvolutionResult(
+        alpha=alpha, n_spikes=k, m=m, q=q, sigma=sigma, student_strengths=s,
+        target_strengths=split.strengths, m_hat=out.m_hat, q_hat=out.q_hat,
+        sigma_hat=out.sigma_hat, test_error=err, train_error=out.train_error,
+        train_objective=alpha * out.train_error + denoiser.reg_trace * trace,
+        converged=bool(converged), residual=float(res_norm), n_calls=fp.n_calls)

@@ -1,0 +1,248 @@
+"""Tests of the spiked state evolution (skattn.theory.spiked): explicit top modes of a
+power-law target as non-Gaussian variables of the output channel."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skattn.data import AttentionIndexedModel, PowerLawTarget, SpectrumTarget, WishartTarget
+from skattn.theory.channels import (
+    GaussianNodes,
+    SoftmaxChannel,
+    channel_for,
+    output_side,
+    test_error,
+)
+from skattn.theory.spiked import (
+    null_predictor_error,
+    solve_spiked_state_evolution,
+    spike_components,
+    spike_count,
+    spiked_output_side,
+    spiked_test_error,
+    split_spikes,
+)
+
+test_error.__test__ = False
+NOISE = 0.2
+
+
+# ---- the split and the spike components ------------------------------------------------
+def test_split_spikes_keeps_the_top_modes_and_the_bulk_norm():
+    eig = PowerLawTarget(1.25).eigenvalues(80)
+    split = split_spikes(eig[::-1], 2)          # any order in, decreasing out
+    assert split.n_spikes == 2
+    np.testing.assert_allclose(split.strengths, eig[:2] / np.sqrt(80))
+    assert split.bulk_eigenvalues.size == 78
+    assert split.bulk_Q0 + np.sum(split.strengths ** 2) == pytest.approx(1.0)
+
+
+def test_spike_count_flags_the_modes_of_the_domain_warning():
+    assert spike_count(PowerLawTarget(1.25).eigenvalues(80)) == 1      # 75 % share
+    assert spike_count(PowerLawTarget(0.5).eigenvalues(80)) == 0
+    wishart = np.linalg.eigvalsh(WishartTarget(0.5).sample(80, random_state=0))
+    assert spike_count(wishart) == 0
+    assert spike_count(np.zeros(5)) == 0
+
+
+def test_spike_components_match_the_preactivation_of_the_teacher():
+    # S = Σ_i λ_i v_i v_iᵀ: h(S; x) is Σ_i (λ_i/√d)(g_ai g_bi − δ_ab), g = x·v
+    rng = np.random.default_rng(0)
+    d, T, k = 30, 3, 2
+    v = np.linalg.qr(rng.standard_normal((d, k)))[0]
+    lam = np.array([4.0, 1.5])
+    S = (v * lam) @ v.T
+    X = rng.standard_normal((50, T, d))
+    from skattn.data.teacher import preactivation
+    from skattn.theory.coords import u_from_h
+    expected = u_from_h(preactivation(X, S))
+    got = spike_components(X @ v, lam / np.sqrt(d))
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2 ** 16), k=st.integers(1, 4), T=st.integers(2, 4))
+def test_spike_components_are_invariant_under_a_relabelling_of_the_spikes(seed, k, T):
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((7, T, k))
+    s = rng.uniform(0, 2, k)
+    perm = rng.permutation(k)
+    np.testing.assert_allclose(spike_components(g[:, :, perm], s[perm]),
+                               spike_components(g, s), atol=1e-12)
+    # a spike of zero strength contributes nothing, and flipping a projection's sign
+    # (v_i → −v_i) changes nothing
+    g_flip = g.copy()
+    g_flip[:, :, 0] *= -1
+    np.testing.assert_allclose(spike_components(g_flip, s), spike_components(g, s),
+                               atol=1e-12)
+    s0 = s.copy()
+    s0[0] = 0.0
+    np.testing.assert_allclose(spike_components(g[:, :, 1:], s[1:]) if k > 1 else 0.0,
+                               spike_components(g, s0), atol=1e-12)
+
+
+# ---- the test error -------------------------------------------------------------------
+def test_no_spikes_is_the_gaussian_channel_value():
+    ch = SoftmaxChannel(2)
+    kw = dict(m=0.3, q=0.4, noise=NOISE)
+    one = spiked_test_error(ch, target_strengths=[], student_strengths=[], bulk_Q0=0.8,
+                            n_replicates=1, seed=3, **kw)
+    assert one.value == test_error(ch, Q0=0.8, nodes=GaussianNodes(6, seed=3), **kw)
+    many = spiked_test_error(ch, target_strengths=[], student_strengths=[], bulk_Q0=0.8,
+                             n_replicates=8, seed=10, **kw)
+    reference = test_error(ch, Q0=0.8, nodes=GaussianNodes(6, 2 ** 16, seed=99), **kw)
+    assert abs(many.value - reference) < max(4 * many.standard_error, 1e-4)
+
+
+@pytest.mark.parametrize("n_tokens", [1, 2, 3])
+def test_linear_attention_sees_only_second_moments(n_tokens):
+    # linear attention: the error is quadratic, so only the covariance of the components
+    # matters: E Σ_ab (h0 + ξ − h)² = 2K [bulk_Q0 + Δ/2 − 2m + q + Σ_i (t_i − s_i)²]
+    # (E‖φ_i‖² = K, Σ_ab h_ab² = 2‖u‖²), the same with spikes as without
+    ch = channel_for("linear", n_tokens)
+    t, s = np.array([0.8, 0.3]), np.array([0.5, 0.4])
+    m, q, bulk_Q0 = 0.1, 0.2, 0.25
+    est = spiked_test_error(ch, target_strengths=t, student_strengths=s, m=m, q=q,
+                            bulk_Q0=bulk_Q0, noise=NOISE, n_points=2 ** 14)
+    exact = 2 * ch.K * (bulk_Q0 + NOISE / 2 - 2 * m + q + np.sum((t - s) ** 2))
+    assert est.value == pytest.approx(exact, rel=5e-3)
+    assert abs(est.value - exact) < max(5 * est.standard_error, 1e-3 * exact)
+
+
+def test_the_spiked_null_error_reproduces_the_teacher_and_the_gaussian_one_does_not():
+    # power law γ = 1.25 at d = 80: the top mode carries 75 % of ‖S0‖²_F. Simulated error of
+    # the S = 0 predictor: 0.310 (± 0.0007 per 10⁵ samples, the same at d = 200, 400);
+    # Gaussian state evolution 0.360
+    d = 80
+    eig = PowerLawTarget(1.25).eigenvalues(d)
+    teacher = AttentionIndexedModel(d, target=PowerLawTarget(1.25), noise=NOISE,
+                                    random_state=0)
+    _, y = teacher.sample(40000, random_state=1)
+    per_sample = np.sum((y - 0.5) ** 2, axis=(1, 2))
+    simulated, sem = per_sample.mean(), per_sample.std() / np.sqrt(per_sample.size)
+    gaussian = null_predictor_error(eig, 0, noise=NOISE, n_points=2 ** 12, n_replicates=2)
+    spiked = null_predictor_error(eig, 5, noise=NOISE, n_points=2 ** 12, n_replicates=4)
+    assert gaussian.value == pytest.approx(0.3596, abs=2e-3)
+    assert abs(gaussian.value - simulated) > 0.04
+    assert abs(spiked.value - simulated) < 4 * sem + 4 * spiked.standard_error
+
+
+def test_all_modes_explicit_is_exact_at_small_d():
+    # with k = d − 1 only one mode is Gaussian: the computation is the teacher itself
+    d = 6
+    eig = np.array([3.0, 1.5, 1.0, 0.6, 0.3, 0.1])
+    teacher = AttentionIndexedModel(d, target=SpectrumTarget(eig), noise=NOISE,
+                                    random_state=0)
+    _, y = teacher.sample(60000, random_state=2)
+    per_sample = np.sum((y - 0.5) ** 2, axis=(1, 2))
+    simulated, sem = per_sample.mean(), per_sample.std() / np.sqrt(per_sample.size)
+    exact = null_predictor_error(eig, d - 1, noise=NOISE, n_points=2 ** 13)
+    gaussian = null_predictor_error(eig, 0, noise=NOISE, n_points=2 ** 12, n_replicates=2)
+    assert abs(exact.value - simulated) < 4 * sem + 4 * exact.standard_error
+    assert abs(gaussian.value - simulated) > 10 * sem
+
+
+# ---- the output side and the fixed point ---------------------------------------------
+def test_no_spikes_output_side_is_todays_stein_output_side():
+    ch = SoftmaxChannel(2)
+    nodes = GaussianNodes(6, n_points=2048, seed=0)
+    kw = dict(m=0.3, q=0.35, noise=NOISE, sigma=0.7, alpha=0.3)
+    ours, _ = spiked_output_side(ch, nodes, target_strengths=[], student_strengths=[],
+                                 bulk_Q0=0.9, **kw)
+    ref = output_side(SoftmaxChannel(2), Q0=0.9, nodes=nodes, sigma_hat_form="stein", **kw)
+    assert ours.m_hat == pytest.approx(ref.m_hat, rel=1e-8)
+    assert ours.q_hat == pytest.approx(ref.q_hat, rel=1e-8)
+    assert ours.sigma_hat == pytest.approx(ref.sigma_hat, rel=1e-8)
+    assert ours.train_error == pytest.approx(ref.train_error, rel=1e-8)
+
+
+def test_fixed_point_satisfies_the_spike_stationarity_and_reduces_to_todays_at_k0():
+    from skattn.theory import StateEvolutionProblem, solve_state_evolution
+    from skattn.theory.problem import DomainWarning
+
+    d, alpha, lam = 40, 0.3, 0.05
+    eig = PowerLawTarget(1.25).eigenvalues(d)
+    res = solve_spiked_state_evolution(alpha, eig, reg_lambda=lam, noise=NOISE,
+                                       n_points=2048, n_replicates=2)
+    assert res.converged and res.n_spikes == 1
+    # ERM stationarity along the spike: E[g_outᵀ φ_1] = λ̃/(α√d)
+    ch = SoftmaxChannel(2)
+    split = split_spikes(eig, 1)
+    out, _ = spiked_output_side(ch, GaussianNodes(8, n_points=2048, seed=0),
+                                target_strengths=split.strengths,
+                                student_strengths=res.student_strengths, m=res.m, q=res.q,
+                                bulk_Q0=split.bulk_Q0, noise=NOISE, sigma=res.sigma,
+                                alpha=alpha)
+    assert out.spike_residual[0] == pytest.approx(lam / (alpha * np.sqrt(d)), abs=1e-4)
+    assert 0 < res.student_strengths[0] < res.target_strengths[0]
+    base = solve_spiked_state_evolution(alpha, eig, n_spikes=0, reg_lambda=lam, noise=NOISE,
+                                        n_points=2048, n_replicates=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DomainWarning)
+        gauss = solve_state_evolution(alpha, StateEvolutionProblem(
+            PowerLawTarget(1.25), n_tokens=2, reg_lambda=lam, noise=NOISE, n_features=d),
+            n_nodes=2048)
+    assert base.m == pytest.approx(gauss.m, rel=1e-3)
+    assert base.q == pytest.approx(gauss.q, rel=1e-3)
+    assert base.sigma == pytest.approx(gauss.sigma, rel=1e-3)
+
+
+# ---- bad input ------------------------------------------------------------------------
+def test_bad_input_names_the_argument():
+    ch = SoftmaxChannel(2)
+    with pytest.raises(ValueError, match="n_spikes"):
+        split_spikes(np.ones(5), 5)
+    with pytest.raises(ValueError, match="non-negative"):
+        split_spikes(np.array([1.0, -1.0, 0.5]), 1)
+    with pytest.raises(ValueError, match="student_strengths"):
+        spiked_test_error(ch, target_strengths=[1.0], student_strengths=[1.0, 2.0], m=0,
+                          q=0.1, bulk_Q0=0.5, noise=0)
+    with pytest.raises(ValueError, match="m must satisfy"):
+        spiked_test_error(ch, target_strengths=[], student_strengths=[], m=1.0, q=0.1,
+                          bulk_Q0=0.5, noise=0)
+    with pytest.raises(ValueError, match="strengths"):
+        spike_components(np.zeros((3, 2, 2)), [1.0])
+    with pytest.raises(ValueError, match="nodes"):
+        spiked_output_side(ch, GaussianNodes(6), target_strengths=[1.0],
+                           student_strengths=[1.0], m=0, q=0.1, bulk_Q0=0.5, noise=0,
+                           sigma=1.0, alpha=0.3)
+    with pytest.raises(ValueError, match="max_share"):
+        spike_count(np.ones(4), max_share=0)
+    with pytest.raises(ValueError, match="width_ratio"):
+        solve_spiked_state_evolution(0.3, np.ones(10), width_ratio=0.5)
+
+
+# ---- against trained students (slow) --------------------------------------------------
+@pytest.mark.slow
+def test_spiked_se_predicts_trained_students_on_a_power_law_target():
+    import torch
+
+    from skattn import TiedAttentionRegressor
+    from skattn.metrics import attention_error
+
+    torch.set_num_threads(1)
+    d, alpha, lam, gamma = 100, 0.3, 0.05, 1.25
+    eig = PowerLawTarget(gamma).eigenvalues(d)
+    spiked = solve_spiked_state_evolution(alpha, eig, reg_lambda=lam, noise=NOISE)
+    from skattn.theory import StateEvolutionProblem, solve_state_evolution
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gauss = solve_state_evolution(alpha, StateEvolutionProblem(
+            PowerLawTarget(gamma), n_tokens=2, reg_lambda=lam, noise=NOISE, n_features=d))
+    errors = []
+    for seed in range(2):
+        teacher = AttentionIndexedModel(d, target=PowerLawTarget(gamma), noise=NOISE,
+                                        random_state=seed)
+        X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 + seed)
+        X_test, y_test = teacher.sample(20000, random_state=2000 + seed)
+        student = TiedAttentionRegressor(reg_lambda=lam, solver="lbfgs", dtype="float64",
+                                         device="cpu", random_state=seed).fit(X, y)
+        errors.append(attention_error(y_test, student.predict(X_test)))
+    measured = float(np.mean(errors))
+    print(f"\n[power law γ={gamma}, d={d}] measured {errors}; spiked SE "
+          f"{spiked.test_error.value:.5f}, Gaussian SE {gauss.test_error:.5f}")
+    assert abs(measured - spiked.test_error.value) < 0.04 * measured
+    assert abs(measured - gauss.test_error) > 0.06 * measured
