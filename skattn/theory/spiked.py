@@ -18,7 +18,7 @@ normalised components are
 
 with ``t_i = λ_i/√d`` the target's spike strengths, ``s_i = v_iᵀ S v_i/√d`` the student's,
 and ``(w_⊥, ω_⊥)`` today's Gaussian bulk pair with the overlaps of the remaining spectrum.
-The derivation, the fixed-point equations and the measurements are in ``SPIKED.rst``.
+The derivation, the fixed-point equations and the measurements are in docs/spiked.rst.
 
 Pure numpy/scipy (no torch).
 """
@@ -89,7 +89,7 @@ def spike_count(eigenvalues, max_share=GAUSSIAN_EQUIVALENCE_MAX_SHARE):
     These are the modes that break Gaussian equivalence (the criterion of
     :class:`~skattn.theory.DomainWarning`); the default ``n_spikes`` of
     :func:`solve_spiked_state_evolution`. Treating weaker modes as spikes is not better:
-    their eigenvalues are comparable with the noise bulk at finite d (see ``SPIKED.rst``).
+    their eigenvalues are comparable with the noise bulk at finite d (see docs/spiked.rst).
 
     Parameters
     ----------
@@ -343,7 +343,7 @@ class SpikedOutputSide:
 
 def spiked_output_side(channel, nodes, *, target_strengths, student_strengths, m, q, bulk_Q0,
                        noise, sigma, alpha, warm=None):
-    """Output side of the spiked state evolution (see ``SPIKED.rst``).
+    """Output side of the spiked state evolution (see docs/spiked.rst).
 
     Per node: ``ω = φ(g; s) + ω_⊥``, ``w = φ(g; t) + w_⊥`` (label noise in ``w_⊥``),
     ``y = labels(w)``, ``z* = prox(y, ω, Σ)``, ``g_out = (z* − ω)/Σ``. Stein's lemma on the
@@ -503,7 +503,7 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
     (:func:`spiked_output_side`); the prior side is the finite-d spectral denoiser of
     docs/theory.rst §4 on the ``d − k`` bulk eigenvalues; each spike strength solves the
     ERM stationarity ``E[g_outᵀ φ_i] = λ̃/(α√d)``. With ``n_spikes = 0`` it is today's
-    finite-d state evolution (Stein Σ̂). Derivation: ``SPIKED.rst``.
+    finite-d state evolution (Stein Σ̂). Derivation: docs/spiked.rst.
 
     Parameters
     ----------
