@@ -380,7 +380,8 @@ def same_instance_se_row(config, teacher):
     """The same-instance finite-d SE of one teacher, as sweep-row columns.
 
     Solves ``solve_state_evolution(..., target=teacher)``: the teacher's own S0 at its d
-    (:meth:`skattn.theory.StateEvolutionProblem.from_teacher`).
+    (:meth:`skattn.theory.StateEvolutionProblem.from_teacher`; factored linear attention
+    at ``α d/(d + 1)``, :meth:`~skattn.theory.StateEvolutionProblem.effective_alpha`).
 
     Parameters
     ----------

@@ -107,7 +107,9 @@ CASES = [dict(n_tokens=1, attention="linear", reg_lambda=0.05),
 def test_finite_d_on_the_law_quantiles_equals_the_continuum(case, noise):
     law = WishartTarget(0.5).spectral_law()
     eig = free_convolution(law, 0.0).sample_eigenvalues(60, method="quantile")
-    cont = solve_state_evolution(0.3, target=WishartTarget(0.5), noise=noise, **case)
+    # the finite-d SE runs at α d/(d + 1) for linear attention (docs/theory.rst §4 "Finite d")
+    alpha = StateEvolutionProblem(WishartTarget(0.5), n_features=60, **case).effective_alpha(0.3)
+    cont = solve_state_evolution(alpha, target=WishartTarget(0.5), noise=noise, **case)
     fin = solve_state_evolution(0.3, target=SpectrumTarget(np.clip(eig, 0, None)),
                                 n_features=60, noise=noise, **case)
     assert cont.converged and fin.converged

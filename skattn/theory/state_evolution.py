@@ -443,7 +443,9 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     noise = problem.noise
     kurtosis = problem.token_kurtosis
     t0 = float(np.mean(eig0)) if eig0 is not None else law.moment(1)  # Tr S0/d
-    fixed_point_map = _FixedPointMap(alpha, channel, denoiser, Q0, noise, nodes,
+    # finite d: α d/(d+1) (docs/theory.rst §4 "Finite d"); the objective keeps α = n/d²
+    fixed_point_map = _FixedPointMap(problem.effective_alpha(alpha), channel, denoiser, Q0,
+                                     noise, nodes,
                                      sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
     # with κ4 ≠ 0 the state carries t = Tr S/d; a start without one takes t ≈ (m/Q0) t0,
     # the trace of the projection of S on S0
