@@ -582,7 +582,8 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, stacklevel=3
                 f"{GAUSSIAN_EQUIVALENCE_MAX_SHARE:.0%}), so the softmax pre-activations are "
                 "not Gaussian and the softmax channel of the state evolution does not apply "
                 "(measured: the S = 0 predictor's error is 14% below the SE at a 75% share); "
-                "linear attention is unaffected")
+                "linear attention is unaffected; skattn.theory.solve_spiked_state_evolution "
+                "keeps the top modes as explicit variables (docs/spiked.rst)")
     if rank_capped and problem.n_features is not None \
             and problem.n_features < RANK_CONSTRAINT_MIN_D:
         reasons.append(
