@@ -55,6 +55,20 @@ def test_lin_seq2seq_points_are_consistent_under_the_plausible_d_inverse_form():
     assert "AIC-preferred d^-1/2 gives -28.6%" in v
 
 
+def test_compare_reads_the_verdict_from_every_plausible_form():
+    # the per-seed test errors of "lin T2 seq2seq" at d = 40-100 (validate.sqlite): the
+    # AIC-only verdict was "gap of -28.6% beyond 2σ"
+    seeds = {40: (0.0042529292, 0.0039060305, 0.0044106814),
+             60: (0.0039114955, 0.0041445574, 0.0038077839),
+             80: (0.0036696897, 0.0034297210, 0.0036078056),
+             100: (0.0035990549, 0.0032140551, 0.0036022085)}
+    rows = [{"d": d, "test_error": v} for d, vs in seeds.items() for v in vs]
+    comp = _compare("test_error", rows, D, LIN_SEQ2SEQ_SE, "continuum", 0.95, 0.01)
+    assert comp.chosen.form == "d^-1/2" and comp.relative_gap == pytest.approx(-0.286,
+                                                                                abs=1e-3)
+    assert comp.verdict.startswith("consistent within 2σ under fit d^-1 only")
+
+
 def test_rule_does_not_rescue_an_implausible_form():
     fits = _fits(D, LIN_SEQ2SEQ_MEAN, LIN_SEQ2SEQ_SEM)
     # the d^-1 form has weight 0.43: requiring 0.5 leaves only the AIC-best, a gap
