@@ -39,6 +39,7 @@ from .finite_size_fits import (
     FiniteSizeFit,
     _check_d_values,
     fit_finite_size,
+    form_robust_verdict,
     select_fit,
 )
 
@@ -213,8 +214,14 @@ def _compare(quantity, rows, ds, reference, reference_kind, level, rtol):
     else:
         rel, rel_ci = np.nan, (np.nan, np.nan)
     kind = f"{reference_kind} SE, fit {chosen.form}"
-    verdict = _verdict(rel, rel_ci, z, rtol, kind) if reference_kind != "none" \
-        else f"no SE reference (extrapolated {extrap:.4g}, fit {chosen.form})"
+    if reference_kind == "none":
+        verdict = f"no SE reference (extrapolated {extrap:.4g}, fit {chosen.form})"
+    else:  # a gap must hold under every plausible finite-size form, not only the AIC-best
+        target = 0.0 if reference_kind == "same-instance" else reference
+        robust = (form_robust_verdict(fits.values(), target, reference, rtol=rtol,
+                                      kind=f"{reference_kind} SE")
+                  if np.isfinite(rel) else None)
+        verdict = robust or _verdict(rel, rel_ci, z, rtol, kind)
     return FiniteSizeComparison(
         quantity=quantity, d=ds, mean=mean, sem=sem, n_seeds=n, fits=fits, chosen=chosen,
         chosen_weight=weight, reference=float(reference), reference_kind=reference_kind,
