@@ -5,8 +5,8 @@ Each denoiser maps the conjugate parameters ``(m̂, q̂, Σ̂)`` to the overlaps
 
 - :class:`FactoredDenoiser` — weight decay on ``W`` is a trace penalty on ``S``:
   ``Ŝ = ReLU(m̂ S0 + √q̂ Z − 2λ̃ I)/Σ̂`` (eigenvalue-wise, the ``p`` largest kept), in the
-  d → ∞ continuum (free convolution), for the spectrum of one d×d target (free convolution
-  of its empirical law), or — under a rank constraint — with one fixed GOE draw;
+  d → ∞ continuum (free convolution), or for the spectrum of one d×d target (free
+  convolution of its empirical law; under a rank constraint, cut at its upper κ-quantile);
 - :class:`DirectDenoiser` — the Frobenius (ridge) baseline ``Ŝ = (m̂ S0 + √q̂ Z)/(Σ̂ + 4λ)``.
 """
 
@@ -19,6 +19,7 @@ import numpy as np
 from .._validation import check_random_state_arg, check_scalar_range
 from .laws import DiscreteLaw, SpectralLaw
 from .spectral import free_convolution
+from .spectral.capped import CappedReluIntegrals, capped_relu_integrals
 
 __all__ = ["PriorState", "FactoredDenoiser", "DirectDenoiser", "goe_matrix"]
 
@@ -31,10 +32,12 @@ class PriorState:
     sigma: float
     eta: float = np.nan      #: m̂/Σ̂, scale of the learned spectrum
     delta: float = np.nan    #: √q̂/m̂, width of the semicircle noise
-    epsilon: float = np.nan  #: 2λ̃/m̂ (or the rank-constraint threshold if larger)
+    epsilon: float = np.nan  #: 2λ̃/m̂ (minus t̂/m̂ for non-Gaussian tokens)
     trace: float = np.nan    #: Tr Ŝ / d
-    eigenvalues: np.ndarray | None = None  #: finite-d spectrum of Ŝ (finite-d mode only)
+    eigenvalues: np.ndarray | None = None  #: a finite-d spectrum of Ŝ, where one is computed
     rank_capped: bool = False  #: the rank constraint removed positive eigenvalues
+    #: where the rank cap binds, the cut τ > ε (upper κ-quantile of μ_δ): Ŝ keeps x > τ
+    rank_threshold: float = np.nan
 
 def goe_matrix(n_features, random_state=None):
     """GOE(d): symmetric, off-diagonal variance 1/d, diagonal variance 2/d (semicircle on [−2, 2])."""
@@ -56,25 +59,28 @@ class FactoredDenoiser:
         λ ≥ 0 of the objective ``Σ ℓ + λ‖W‖²_F``; the trace penalty is ``λ̃ = √κ λ``.
     n_features : int or None
         None: the d → ∞ continuum. An integer d: the state evolution of one d×d target
-        with eigenvalues ``target_eigenvalues``. Without a rank constraint
-        (``width_ratio >= 1``) it is the free convolution of their empirical law with the
-        semicircle (the deterministic equivalent: exact d → ∞ map of that spectrum, with no
-        draw). With ``width_ratio < 1`` it diagonalises ``M = m̂ S0 + √q̂ Z − 2λ̃ I`` for
-        one fixed GOE draw Z (seeded by ``random_state``) and keeps the p largest.
+        with eigenvalues ``target_eigenvalues``: the free convolution of their empirical
+        law with the semicircle (the deterministic equivalent: exact d → ∞ map of that
+        spectrum, with no draw). With ``width_ratio < 1`` the map keeps the
+        ``p = round(κ d)`` largest positive eigenvalues of ``M = m̂ S0 + √q̂ Z − 2λ̃ I``:
+        the convolved law is cut at its upper ``p/d``-quantile τ when ``τ > ε``
+        (:func:`~skattn.theory.spectral.capped.capped_relu_integrals`).
     target_eigenvalues : ndarray of shape (d,), optional
         The spectrum of the fixed target in finite-d mode (only its eigenvalues matter, by
         rotation invariance of the GOE); by default the atoms of ``law``.
     random_state : int, default=0
-        Seeds the GOE draw of the rank-constrained finite-d mode.
+        No effect: the prior is deterministic in every mode (accepted so that callers
+        that seeded the former GOE draw keep working).
 
     Notes
     -----
-    Why no GOE draw without the rank constraint: a real symmetric draw carries O(1/d)
-    corrections to the semicircle (``E Tr Z²/d = 1 + 1/d``, the diagonal term of the
-    divergence in Σ) that the fixed point amplifies: on Wishart(0.5), linear T = 1, α = 0.3,
-    λ = 0.05, Δ = 0.3 and the continuum's quantile spectrum, one draw gave test error 1.088
-    at d = 60 and 1.257 at d = 800 against 1.281 in the continuum; the free convolution of
-    the same spectra gives 1.2804 and 1.2806 (see tests/test_domain.py).
+    Why no GOE draw: a real symmetric draw carries O(1/d) corrections to the semicircle
+    (``E Tr Z²/d = 1 + 1/d``, the diagonal term of the divergence in Σ) that the fixed point
+    amplifies: on Wishart(0.5), linear T = 1, α = 0.3, λ = 0.05, Δ = 0.3 and the continuum's
+    quantile spectrum, one draw gave test error 1.088 at d = 60 and 1.257 at d = 800
+    against 1.281 in the continuum; the free convolution of the same spectra gives 1.2804
+    and 1.2806 (see tests/test_domain.py). The rank-capped map used one draw until the
+    capped free convolution replaced it (docs/domain.rst, tests/test_rank_capped_finite_d.py).
     """
 
     def __init__(self, law, *, width_ratio=1.0, reg_lambda=0.0, n_features=None,
@@ -86,6 +92,7 @@ class FactoredDenoiser:
                                               low_inclusive=False)
         self.reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
         self.n_features = n_features
+        self.random_state = random_state
         if n_features is None:
             if self.width_ratio < 1:
                 raise ValueError(
@@ -93,6 +100,7 @@ class FactoredDenoiser:
                     "evolution: pass n_features (an integer d)."
                 )
             self._eig0 = None
+            self._rank_ratio = 1.0
         else:
             d = check_scalar_range(n_features, "n_features", low=2, integer=True)
             if target_eigenvalues is None:
@@ -104,10 +112,10 @@ class FactoredDenoiser:
             if eig0.shape != (d,):
                 raise ValueError(f"target_eigenvalues must have shape ({d},), got {eig0.shape}.")
             self._eig0 = eig0
-            self._rank = max(1, int(round(self.width_ratio * d)))
-            # the rank cap keeps the p largest of d eigenvalues: only a d×d draw has them
-            self._empirical_law = DiscreteLaw(eig0) if self._rank >= d else None
-            self._Z = goe_matrix(d, random_state) if self._empirical_law is None else None
+            self._rank = min(d, max(1, int(round(self.width_ratio * d))))
+            # the student's p = round(κ d) (at least 1), as a fraction of the d eigenvalues
+            self._rank_ratio = self._rank / d
+            self._empirical_law = DiscreteLaw(eig0)
 
     @property
     def reg_trace(self):
@@ -122,15 +130,16 @@ class FactoredDenoiser:
         """
         if self.n_features is None:
             return self._continuum(m_hat, q_hat, sigma_hat, self.law, t_hat)
-        if self._empirical_law is not None:
-            return self._continuum(m_hat, q_hat, sigma_hat, self._empirical_law, t_hat)
-        return self._finite(m_hat, q_hat, sigma_hat, t_hat)
+        if self._rank_ratio < 1:
+            return self._capped(m_hat, q_hat, sigma_hat, t_hat)
+        return self._continuum(m_hat, q_hat, sigma_hat, self._empirical_law, t_hat)
 
     def learned_spectrum(self, state):
         """The d eigenvalues of Ŝ at a :class:`PriorState` of this denoiser (finite-d mode).
 
-        Returns ``state.eigenvalues`` for the GOE draw; for the free convolution, the d
-        quantiles of the predicted law (a typical spectrum). None in the continuum.
+        The d quantiles of the predicted law (a typical spectrum), with the rank cap
+        applied (all but the p largest set to 0); ``state.eigenvalues`` where the state
+        carries them. None in the continuum.
         """
         if state.eigenvalues is not None or self.n_features is None:
             return state.eigenvalues
@@ -138,12 +147,16 @@ class FactoredDenoiser:
             return None
         x = free_convolution(self._empirical_law, state.delta).sample_eigenvalues(
             self.n_features, method="quantile")
-        return np.sort(state.eta * np.maximum(x - state.epsilon, 0.0))
+        spectrum = state.eta * np.maximum(x - state.epsilon, 0.0)
+        spectrum[: self.n_features - self._rank] = 0.0  # x is increasing: keep the p largest
+        return np.sort(spectrum)
+
+    def _threshold(self, m_hat, t_hat):
+        return (2 * self.reg_trace if t_hat == 0.0 else 2 * self.reg_trace - t_hat) / m_hat
 
     def _continuum(self, m_hat, q_hat, sigma_hat, law, t_hat=0.0):
         delta = np.sqrt(max(q_hat, 0.0)) / m_hat
-        eps = 2 * self.reg_trace / m_hat if t_hat == 0.0 else \
-            (2 * self.reg_trace - t_hat) / m_hat
+        eps = self._threshold(m_hat, t_hat)
         eta = m_hat / sigma_hat
         mu = free_convolution(law, delta)
         J = mu.J(eps)
@@ -155,31 +168,54 @@ class FactoredDenoiser:
         return PriorState(m=m, q=q, sigma=sigma, eta=eta, delta=delta, epsilon=eps,
                           trace=trace)
 
-    def _finite(self, m_hat, q_hat, sigma_hat, t_hat=0.0):
-        d = self.n_features
-        M = np.diag(m_hat * self._eig0) + np.sqrt(max(q_hat, 0.0)) * self._Z
-        M[np.diag_indices(d)] -= 2 * self.reg_trace if t_hat == 0.0 else \
-            2 * self.reg_trace - t_hat
-        nu, vec = np.linalg.eigh(M)
-        f = np.maximum(nu, 0.0) / sigma_hat
-        rank_capped = bool(np.count_nonzero(f) > self._rank)
-        if rank_capped:  # rank constraint: keep the p largest
-            f[: d - self._rank] = 0.0
-        # Ŝ = V f Vᵀ; with S0 diagonal, Tr(S0 Ŝ) = Σ_i eig0_i Σ_k V_ik² f_k
-        m = float(np.sum(self._eig0[:, None] * vec ** 2 * f[None, :]) / d)
-        q = float(np.sum(f ** 2) / d)
-        diff_nu = nu[:, None] - nu[None, :]
-        diff_f = f[:, None] - f[None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dd = np.where(np.abs(diff_nu) > 1e-300, diff_f / diff_nu, 0.0)
-        np.fill_diagonal(dd, 0.0)
-        sigma = float(np.sum(dd) / d ** 2 + 2 * np.count_nonzero(f) / (sigma_hat * d ** 2))
-        eps = 2 * self.reg_trace / m_hat if t_hat == 0.0 else \
-            (2 * self.reg_trace - t_hat) / m_hat
-        return PriorState(m=m, q=q, sigma=sigma, eta=m_hat / sigma_hat,
-                          delta=np.sqrt(max(q_hat, 0.0)) / m_hat, epsilon=eps,
-                          trace=float(np.sum(f) / d), eigenvalues=np.sort(f),
-                          rank_capped=rank_capped)
+    def _capped(self, m_hat, q_hat, sigma_hat, t_hat=0.0):
+        """Finite d under the rank cap: ``g(x) = (x − ε)₊ 1{x > τ}`` on ``μ_δ``.
+
+        The same formulas as :meth:`_continuum` (docs/theory.rst §4) with the ReLU
+        integrals replaced by those of the capped map g.
+        """
+        delta = np.sqrt(max(q_hat, 0.0)) / m_hat
+        eps = self._threshold(m_hat, t_hat)
+        eta = m_hat / sigma_hat
+        if delta > 0:
+            capped = capped_relu_integrals(free_convolution(self._empirical_law, delta),
+                                           eps, self._rank_ratio)
+        else:  # no noise: μ_δ is the d atoms of S0 themselves
+            capped = _capped_atoms(self._eig0, eps, self._rank)
+        D = capped.divided_difference
+        return PriorState(m=eta * (capped.x_first - delta ** 2 * D),
+                          q=eta ** 2 * capped.second, sigma=D / sigma_hat, eta=eta,
+                          delta=delta, epsilon=eps, trace=eta * capped.first,
+                          rank_capped=capped.binding,
+                          rank_threshold=capped.threshold if capped.binding else np.nan)
+
+
+def _capped_atoms(eigenvalues, eps, rank):
+    """:class:`CappedReluIntegrals` of ``d`` atoms of mass ``1/d`` (δ = 0), the ``rank``
+    largest kept.
+
+    Pairs of distinct atoms enter ``D`` by their divided difference; coinciding atoms
+    (the pair of an atom with itself included, as in :meth:`ConvolvedLaw.D` at δ = 0) by
+    the derivative ``1{x > ε}`` averaged over whether the cap keeps each of the two.
+    """
+    x = np.sort(np.asarray(eigenvalues, dtype=float))
+    d = x.size
+    kept = np.zeros(d)
+    kept[d - rank:] = 1.0
+    g = kept * np.maximum(x - eps, 0.0)
+    diff_x = x[:, None] - x[None, :]
+    same = diff_x == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dd = np.where(same, 0.5 * (kept[:, None] + kept[None, :]) * (x[:, None] > eps),
+                      (g[:, None] - g[None, :]) / np.where(same, 1.0, diff_x))
+    above = x > eps
+    binding = bool(np.count_nonzero(above) > rank)
+    cut = float(max(x[d - rank - 1], eps)) if binding else float(eps)
+    return CappedReluIntegrals(threshold=cut, binding=binding,
+                               kept_mass=float(np.count_nonzero(g > 0) / d),
+                               first=float(np.sum(g) / d), second=float(np.sum(g * g) / d),
+                               x_first=float(np.sum(x * g) / d),
+                               divided_difference=float(np.sum(dd) / d ** 2))
 
 class DirectDenoiser:
     """Ridge denoiser of direct (Frobenius) attention, docs/theory.rst §5.

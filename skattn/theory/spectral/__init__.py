@@ -55,10 +55,12 @@ Modules
 -------
 :mod:`.quadrature` (Gauss–Kronrod rule, panel maps), :mod:`.rootfinding` (bracketed
 Newton), :mod:`.kernels` (what is needed of μ0), :mod:`.evaluators` (``x ↦ u, s, ρ, Re G``),
-:mod:`.builder` (the adaptive panels) and :mod:`.law` (:class:`ConvolvedLaw`, the queries,
-and the constructors).
+:mod:`.builder` (the adaptive panels), :mod:`.law` (:class:`ConvolvedLaw`, the queries,
+and the constructors) and :mod:`.capped` (the integrals of the rank-capped ReLU of a
+student of width κ < 1).
 """
 
+from .capped import CappedReluIntegrals, capped_relu_integrals
 from .law import (
     ConvolvedLaw,
     free_convolution,
@@ -77,4 +79,6 @@ __all__ = [
     "relu_divided_difference",
     "x_relu_moment",
     "mass_below",
+    "CappedReluIntegrals",
+    "capped_relu_integrals",
 ]
