@@ -399,8 +399,8 @@ class StateEvolutionProblem:
         - for softmax attention, where α_eff moved the prediction away from trained models
           (T = 2 at d = 100, paired over 3 teachers: −1.2 % → −4.8 % at α = 0.3,
           λ = 0.01; −0.6 % → −2.4 % at β = 2);
-        - under a rank cap (``width_ratio < 1``), whose finite-d prior is one GOE draw with
-          its own O(1/d) terms (linear T = 1, κ = 0.25, d = 100: −12.9 % → −17.1 %).
+        - under a rank cap (``width_ratio < 1``): linear T = 1, κ = 0.25, d = 100,
+          −12.9 % → −17.1 % (measured with the former draw-based prior).
 
         Only the fixed point uses α_eff: the training objective stays
         ``L/d² = α e_train + λ̃ Tr Ŝ/d`` with the nominal ``α = n/d²``.
@@ -449,7 +449,7 @@ class StateEvolutionProblem:
         target_eigenvalues : ndarray or None, default=None
             The finite-d eigenvalues from :meth:`target_law`.
         random_state : int, default=0
-            Seeds the fixed GOE draw of the finite-d version.
+            Accepted for compatibility; the finite-d prior is deterministic (no draw).
 
         Returns
         -------

@@ -366,8 +366,9 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         Both have the same limit; accepted for symmetry with the estimators.
     parametrization : {"factored", "direct"}, default="factored"
     n_features : int or None, default=None
-        None solves the d → ∞ continuum; an integer d solves the finite-d deterministic
-        version with one fixed GOE draw (needed for power-law targets and width_ratio < 1).
+        None solves the d → ∞ continuum; an integer d solves the finite-d version on the
+        target's d eigenvalues (deterministic; needed for power-law targets and
+        width_ratio < 1).
     token_kurtosis : float, default=0.0
         Excess kurtosis ``κ4 = E z⁴ − 3 ≥ −2`` of the i.i.d. token entries (−2 Rademacher,
         ``6/(df − 4)`` Student-t). 0 is today's Gaussian state evolution, exactly; otherwise
