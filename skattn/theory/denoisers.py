@@ -38,6 +38,9 @@ class PriorState:
     rank_capped: bool = False  #: the rank constraint removed positive eigenvalues
     #: where the rank cap binds, the cut τ > ε (upper κ-quantile of μ_δ): Ŝ keeps x > τ
     rank_threshold: float = np.nan
+    #: where the rank cap binds, ``μ_δ((ε, ∞))``: the fraction of positive eigenvalues Ŝ
+    #: would have without the cap (compare with the width ratio κ)
+    positive_fraction: float = np.nan
 
 def goe_matrix(n_features, random_state=None):
     """GOE(d): symmetric, off-diagonal variance 1/d, diagonal variance 2/d (semicircle on [−2, 2])."""
@@ -178,16 +181,19 @@ class FactoredDenoiser:
         eps = self._threshold(m_hat, t_hat)
         eta = m_hat / sigma_hat
         if delta > 0:
-            capped = capped_relu_integrals(free_convolution(self._empirical_law, delta),
-                                           eps, self._rank_ratio)
+            mu = free_convolution(self._empirical_law, delta)
+            capped = capped_relu_integrals(mu, eps, self._rank_ratio)
+            positive = mu.mass_above(eps) if capped.binding else np.nan
         else:  # no noise: μ_δ is the d atoms of S0 themselves
             capped = _capped_atoms(self._eig0, eps, self._rank)
+            positive = float(np.mean(self._eig0 > eps)) if capped.binding else np.nan
         D = capped.divided_difference
         return PriorState(m=eta * (capped.x_first - delta ** 2 * D),
                           q=eta ** 2 * capped.second, sigma=D / sigma_hat, eta=eta,
                           delta=delta, epsilon=eps, trace=eta * capped.first,
                           rank_capped=capped.binding,
-                          rank_threshold=capped.threshold if capped.binding else np.nan)
+                          rank_threshold=capped.threshold if capped.binding else np.nan,
+                          positive_fraction=positive)
 
 
 def _capped_atoms(eigenvalues, eps, rank):

@@ -556,7 +556,8 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     finite_eigenvalues = prior.eigenvalues
     if problem.n_features is not None and hasattr(denoiser, "learned_spectrum"):
         finite_eigenvalues = denoiser.learned_spectrum(prior)
-    warn_outside_domain(problem, eig0, rank_capped=getattr(prior, "rank_capped", False))
+    warn_outside_domain(problem, eig0, rank_capped=getattr(prior, "rank_capped", False),
+                        positive_fraction=getattr(prior, "positive_fraction", np.nan))
     values = [m, q, sigma, m_hat, q_hat, sigma_hat, e_test, train_error, objective]
     if not np.all(np.isfinite(values)):
         converged = False
