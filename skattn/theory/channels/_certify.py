@@ -18,8 +18,8 @@ not global). Curvature bounds, in the row differences ``a_i = a0_i + D_i·x`` of
 and ``|ℓ_i'''| ≤ β³ (0.41 + 0.26 |c_i|)``, ``c_i = 1 + p_i − r_i``, from
 ``ℓ_i = 2σ² − 2cσ + const`` and ``dσ/da = βσ(1 − σ)`` (the maxima over σ of the two
 σ-polynomials are 0.404 and 1/8); on a cube of half-width w, ``a_i`` moves by at most
-``‖D_i‖₁ w``. Only T = 2 is certified this way; for T ≥ 3 only provably convex samples
-are (:func:`proxT`).
+``‖D_i‖₁ w``. Only T = 2 is certified this way; T ≥ 3 has its own certificate (convexity
+on the ball of global minimisers, proved row by row) in :mod:`._certify_rows`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ import math
 
 import numpy as np
 
-from ._kernels import (_expit, _grid2, _jit, _jit_parallel, _newton2, _newtonT, _prange,
-                       _val2)
+from ._kernels import _expit, _grid2, _jit, _jit_parallel, _newton2, _prange, _val2
 
 # result codes of the branch and bound
 CERTIFIED, BUDGET, BETTER = 1, 0, -1
@@ -253,50 +252,6 @@ def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, 
     return xb, fb, cert
 
 
-@_jit
-def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
-                  trust_warm, n_starts, radius, max_iter, xb, fb):
-    """One sample of :func:`proxT`, written to ``xb[n], fb[n]``."""
-    Ke = B.shape[1]
-    s = sigma[n]
-    has_warm = use_warm and np.all(np.isfinite(warm[n]))
-    if convex[n] or (has_warm and trust_warm):
-        x0 = warm[n].copy() if has_warm else np.zeros(Ke)
-        x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
-        xb[n], fb[n] = x, f
-        return
-    best = math.inf
-    for k in range(n_starts):
-        t = k / (n_starts - 1) if n_starts > 1 else 0.0
-        x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
-                        max_iter)
-        if f < best:
-            best = f
-            xb[n] = x
-    fb[n] = best
-
-
-def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
-              trust_warm, n_starts, radius, max_iter):
-    """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
-
-    No branch and bound for T ≥ 3 (cubes in ``K − 1 ≥ 5`` dimensions with the crude
-    any-T curvature bounds took minutes per call in our trials): only the provably convex
-    samples are certified. They use the warm start; the others use it only with
-    ``trust_warm`` (one Newton run, the fixed-point iterations) and otherwise get the
-    multi-start on the segment ω → fit of :meth:`.softmax.SoftmaxChannel._prox`.
-    """
-    N, Ke = omega.shape[0], B.shape[1]
-    xb = np.zeros((N, Ke))
-    fb = np.zeros(N)
-    n_chunks = (N + _CHUNK - 1) // _CHUNK
-    for c in _prange(n_chunks):
-        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
-            _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm,
-                          use_warm, trust_warm, n_starts, radius, max_iter, xb, fb)
-    return xb, fb, convex.copy()
-
-
 # serial and parallel (over sample chunks) compilations of the same drivers
-prox2, proxT = _jit(_prox2_py), _jit(_proxT_py)
-prox2_parallel, proxT_parallel = _jit_parallel(_prox2_py), _jit_parallel(_proxT_py)
+prox2 = _jit(_prox2_py)
+prox2_parallel = _jit_parallel(_prox2_py)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from ..coords import _maps
-from . import _certify, _kernels
+from . import _certify, _certify_rows, _kernels
 from .base import _as_sigma, _Channel
 from .prox import _newton, _Softmax2Problem, _SoftmaxProblem
 
@@ -72,7 +72,8 @@ class SoftmaxChannel(_Channel):
         self._radius = 8.0                                   # Newton step cap, × 1/β
         # compiled per-sample prox where numba is installed (same algorithm as numpy)
         self.compiled = True
-        # cubes the T = 2 certificate may split per sample before giving up on it
+        # cubes the certificate may split per sample (T = 2) or per row of a sample (T ≥ 3,
+        # :mod:`._certify_rows`) before giving up on it; 0 skips the certificate
         self.certify_budget = 2000
         self.beta_, self.target_beta_ = self.beta, self.target_beta
         self._setup(n_tokens)
@@ -90,6 +91,8 @@ class SoftmaxChannel(_Channel):
         for a in range(T):
             design[a * T:(a + 1) * T, K + a] = -1.0
         self._fit_pinv = np.linalg.pinv(design)[:K]          # (K, T²)
+        if T >= 3:  # row-space geometry of the T ≥ 3 certificate
+            self._row_basis, self._row_gain = _certify_rows.row_geometry(self)
 
     def __repr__(self):
         return (f"SoftmaxChannel(n_tokens={self.n_tokens}, beta={self.beta}, "
@@ -166,7 +169,10 @@ class SoftmaxChannel(_Channel):
         For T = 2 this matched a dense-grid / 60-random-start reference on all but ~1 in
         10⁴ non-convex samples (β ≤ 20, Σ ∈ [0.03, 10³]). For T ≥ 3 the segment alone is a
         heuristic: exact at β ≲ 2 in our checks, while at β = 4 about 0.1–0.5 % of the
-        non-convex samples end in a non-global local minimum.
+        non-convex samples end in a non-global local minimum. On the compiled path the
+        minimiser is certified global where :mod:`._certify` (T = 2) or
+        :mod:`._certify_rows` (T ≥ 3: strong convexity on the ball of global minimisers)
+        proves it; ``certify_budget = 0`` skips that.
 
         Parameters
         ----------
@@ -271,9 +277,11 @@ class SoftmaxChannel(_Channel):
                                  self.n_starts, radius, self.max_iter, floor, L3a, _CERT_TOL,
                                  self.certify_budget)
         else:
-            proxT = _certify.proxT_parallel if threaded else _certify.proxT
+            proxT = _certify_rows.proxT_parallel if threaded else _certify_rows.proxT
+            c3 = _certify_rows.third_derivative_bounds(y)
             xb, fb, cert = proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y), sigma,
                                  self.basis, self._index, self._scale, beta, x_fit, convex,
                                  x_warm, use_warm, trust_warm, self.n_starts, radius,
-                                 self.max_iter)
+                                 self.max_iter, self._row_basis, self._row_gain, c3,
+                                 _CERT_TOL, self.certify_budget)
         return omega + xb @ self.basis.T, fb, cert

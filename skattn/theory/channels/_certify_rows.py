@@ -1,0 +1,352 @@
+"""Certificate that a T ≥ 3 softmax prox minimiser is global, and the T ≥ 3 prox driver.
+
+The prox objective over the complement of the shift is ``F(x) = ‖x‖²/(2Σ) + ℓ(x)``,
+``z = ω + Bx``, ``ℓ = Σ_a ℓ_a(h_a)`` with ``ℓ_a(h_a) = ‖softmax(β h_a) − y_a‖²`` the loss of
+row a of the symmetric pre-activation ``h(z)`` (docs/theory.rst §3). The certificate proves
+that F is strongly convex on a ball that holds every global minimiser and the found point
+``x_best``; a stationary point of a convex function on such a ball is its minimiser there,
+hence global.
+
+1. *Ball of the global minimisers.* With ``L`` the map ``z ↦ h`` (``LᵀL = 2I``), the row
+   gradients ``∇ℓ_a = 2β J_a(s_a − y_a)`` and ``‖J_a‖ ≤ 1/2`` (Gershgorin:
+   ``2 s_c(1 − s_c) ≤ 1/2`` for the softmax Jacobian) give ``‖∇_x ℓ‖² ≤ 2β² ℓ``. A global
+   minimiser is stationary, ``x* = −Σ ∇ℓ(x*)``, and ``ℓ(x*) ≤ F_best − ‖x*‖²/(2Σ)`` (ℓ ≥ 0),
+   so ``‖x*‖² ≤ r² = 2Σ F_best · β²Σ/(1 + β²Σ)``: the ball ``B(0, r)`` of idea (a), shrunk by
+   the stationarity factor. The certified ball is ``B(0, max(r, ‖x_best‖))``.
+2. *Row decomposition of the curvature.* For a direction v, with ``w_a = L_a B v`` the row a
+   of ``h(Bv)`` (``Σ_a ‖w_a‖² = 2‖v‖²``),
+   ``vᵀ∇²F v = Σ_a [‖w_a‖²/(2Σ) + w_aᵀ ∇²ℓ_a w_a] ≥ 2‖v‖² min_a (1/(2Σ) + min(0, λ_a))``,
+   where ``λ_a`` bounds below the smallest eigenvalue of ``∇²ℓ_a`` on the complement of
+   the all-ones vector (``ℓ_a`` is invariant along it) over the part of row space the ball
+   reaches: in orthonormal coordinates ``t = Qᵀh_a`` of that complement, the ball of
+   radius ``‖QᵀL_aB‖ r`` around ``Qᵀh_a(ω)``.
+3. *Third-derivative bound.* Along a unit direction v of row space (β = 1),
+   ``ℓ_a''' = 6 s'·s'' + 2 e·s'''`` with ``e = s − y_a``, ``s' = s∘ṽ``,
+   ``s'' = s∘(ṽ² − m₂)``, ``s''' = s∘(ṽ³ − 3m₂ṽ − m₃)``, ``ṽ = v − s·v`` and ``m_k`` the
+   s-weighted moments of ṽ. With ``m₂ ≤ 1/2`` and ``|ṽ_c| ≤ min(R, (1 − s_c)R)``,
+   ``R = max v − min v ≤ √2``: ``|s'·s''| ≤ R m₂/2``, ``Σ|s'''_c| ≤ 2R m₂ + 3m₂^{3/2}``, and
+   since ``Σ s'''_c = 0``, ``|e·s'''| ≤ (range of e)/2 · Σ|s'''_c|`` with
+   ``range e ≤ 1 + max y_a − min y_a``. So ``|D³ℓ_a| ≤ β³ c_a``,
+   ``c_a = 3/√2 + (1 + max y_a − min y_a)(√2 + 3/(2√2)) ≤ 7.1`` (the numerical supremum is
+   1.14), and ``λ_a`` drops by at most ``β³ c_a δ`` within distance δ of a point.
+4. *Branch and bound in row space* (``T − 1 ≤ 5`` dimensions, per row): a cube of
+   half-width w around centre t holds ``λ_a ≥ λ(t) − β³ c_a w √(T − 1)``; cubes are split
+   until each bound is at least ``−(1 − η)/(2Σ)`` (so the strong convexity is at least
+   ``η/Σ``, η = 1/8); cubes outside the row ball are dropped. A cube centre inside the
+   row ball with ``λ(t) < −(1 − η)/(2Σ)`` ends the certificate (F may be non-convex on the
+   ball), as does a budget of splits.
+5. *Inexact stationarity.* On the ball ``F ≥ F(x_best) − ‖∇F(x_best)‖²/(2μ)``; the
+   certificate asks this slack to be at most ``tol``.
+
+Where it fails, the sample gets more Newton starts (:func:`proxT`) and a second try;
+whatever remains is counted uncertified. Soundness: every step is a proved inequality;
+a non-global local minimum in the ball contradicts the strong convexity, so such a point
+is never certified (tests/test_certify_T3.py).
+
+Measured (final evaluation of :func:`~skattn.theory.solve_state_evolution`, 8192 nodes;
+T = 3: α = 0.3, λ = 0.1, ``WishartTarget(0.5)``; T = 4: α = 0.25, λ = 0.02,
+``WishartTarget(0.3)``): the certified fraction is 1.0 at β = 1 and β = 4 for both T (it was
+0 before: the crude convexity test certifies none of these nodes); on average 22 cube splits
+per node at T = 3 and none at T = 4 (the balls are small there); the whole solve takes
+0.84–1.07 × its time without the certificate (same run, load ≈ 7 on 2 cores: within the
+noise). Away from fixed points, where Σ is large and the prox is genuinely non-convex on
+the ball (e.g. T = 3, β = 4, Σ = 0.5: ~3 % certified; T = 4, β = 2, Σ = 0.5: none), the
+certificate fails quickly (axis probes, and an estimate of the cubes needed against the
+budget) and those samples count uncertified: certifying them would need a value bound
+(branch and bound on F itself), which is not implemented.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._kernels import _gradhessT, _jit, _jit_parallel, _newtonT, _prange
+
+# result codes of the certificate
+CERTIFIED, BUDGET, NONCONVEX = 1, 0, -1
+# the certified strong convexity is at least _ETA/Σ: cubes are split until each row's
+# curvature bound is at least −(1 − _ETA)/(2Σ)
+_ETA = 0.125
+# c_a of the module docstring: 3R m₂ and 2R m₂ + 3 m₂^{3/2} at R = √2, m₂ = 1/2
+_C3_FIXED = 3.0 / math.sqrt(2.0)
+_C3_PER_RANGE = math.sqrt(2.0) + 1.5 / math.sqrt(2.0)
+
+
+def row_geometry(channel):
+    """``(Q, gain)``: an orthonormal basis ``Q`` (T, T − 1) of the complement of the
+    all-ones vector of row space, and ``gain_a = ‖QᵀL_aB‖₂`` (T,), the largest move of the
+    centred row a of ``h`` per unit move of x."""
+    T = channel.n_tokens
+    q, _ = np.linalg.qr(np.column_stack([np.ones(T), np.eye(T)]))
+    Q = np.ascontiguousarray(q[:, 1:T])
+    L = channel._L.reshape(T, T, -1)                       # row a: (T, K)
+    gain = np.array([np.linalg.norm(Q.T @ L[a] @ channel.basis, 2) for a in range(T)])
+    return Q, np.ascontiguousarray(gain)
+
+
+def third_derivative_bounds(y):
+    """``c`` of shape (N, T): ``|D³ℓ_a| ≤ β³ c_a`` in row space (module docstring, 3)."""
+    spread = np.max(y, axis=2) - np.min(y, axis=2)
+    return np.ascontiguousarray(_C3_FIXED + (1.0 + spread) * _C3_PER_RANGE)
+
+
+@_jit
+def _row_lambda(t, Q, yrow, beta, A, M):
+    """Smallest eigenvalue of ``∇²ℓ_a`` on the complement of the ones, at ``h_a = Q t``.
+
+    ``A`` (T,) and ``M`` (T − 1, T − 1) are scratch. With ``∇²ℓ_a = 2β²[diag(W) − WAᵀ −
+    AWᵀ + ‖A‖² AAᵀ]`` (as in :func:`._kernels._gradhessT`), ``p = QᵀA``, ``q = QᵀW``:
+    ``Qᵀ∇²ℓ_a Q = 2β²[Qᵀdiag(W)Q − pqᵀ − qpᵀ + ‖A‖² ppᵀ]``.
+    """
+    T, d = Q.shape
+    mx = -math.inf
+    for c in range(T):
+        v = 0.0
+        for i in range(d):
+            v += Q[c, i] * t[i]
+        A[c] = beta * v
+        mx = max(mx, A[c])
+    tot = 0.0
+    for c in range(T):
+        A[c] = math.exp(A[c] - mx)
+        tot += A[c]
+    sbar, nA = 0.0, 0.0
+    for c in range(T):
+        A[c] /= tot
+        sbar += (A[c] - yrow[c]) * A[c]
+        nA += A[c] * A[c]
+    for i in range(d):
+        for j in range(d):
+            M[i, j] = 0.0
+    for c in range(T):
+        Wc = A[c] * A[c] + A[c] * (A[c] - yrow[c] - sbar)
+        for i in range(d):
+            for j in range(d):
+                M[i, j] += Wc * Q[c, i] * Q[c, j]
+    for i in range(d):
+        pi, qi = 0.0, 0.0
+        for c in range(T):
+            pi += Q[c, i] * A[c]
+            qi += Q[c, i] * (A[c] * A[c] + A[c] * (A[c] - yrow[c] - sbar))
+        for j in range(d):
+            pj, qj = 0.0, 0.0
+            for c in range(T):
+                pj += Q[c, j] * A[c]
+                qj += Q[c, j] * (A[c] * A[c] + A[c] * (A[c] - yrow[c] - sbar))
+            M[i, j] += nA * pi * pj - pi * qj - qi * pj
+    b2 = 2 * beta * beta
+    if d == 2:  # closed form; the general case goes through LAPACK
+        a, b, cc = M[0, 0], M[0, 1], M[1, 1]
+        return b2 * (0.5 * (a + cc) - math.sqrt(0.25 * (a - cc) ** 2 + b * b))
+    if d == 3:  # trigonometric closed form of the smallest root (Smith 1961)
+        q = (M[0, 0] + M[1, 1] + M[2, 2]) / 3
+        p1 = M[0, 1] ** 2 + M[0, 2] ** 2 + M[1, 2] ** 2
+        p2 = (M[0, 0] - q) ** 2 + (M[1, 1] - q) ** 2 + (M[2, 2] - q) ** 2 + 2 * p1
+        if p2 <= 1e-300:
+            return b2 * q
+        p = math.sqrt(p2 / 6)
+        b00, b11, b22 = (M[0, 0] - q) / p, (M[1, 1] - q) / p, (M[2, 2] - q) / p
+        b01, b02, b12 = M[0, 1] / p, M[0, 2] / p, M[1, 2] / p
+        r = 0.5 * (b00 * (b11 * b22 - b12 * b12) - b01 * (b01 * b22 - b12 * b02)
+                   + b02 * (b01 * b12 - b11 * b02))
+        phi = math.acos(min(1.0, max(-1.0, r))) / 3
+        # less a margin for the rounding of the closed form (~1e-12 relative)
+        return b2 * (q + 2 * p * math.cos(phi + 2 * math.pi / 3) - 1e-9 * (abs(q) + p))
+    return b2 * np.linalg.eigvalsh(M)[0]
+
+
+@_jit
+def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
+    """Lower bound on the row curvature over the ball ``|t − t0| ≤ rho`` of row space.
+
+    Branch and bound over cubes (module docstring, 4); returns ``(code, bound, n_split)``
+    with ``bound ≥ target`` where ``code`` is CERTIFIED. ``lip`` is ``β³ c_a``.
+    """
+    d = t0.shape[0]
+    sd = math.sqrt(d)
+    n_child = 1 << d
+    A = np.empty(Q.shape[0])
+    M = np.empty((d, d))
+    # the whole ball at once: most rows end here
+    lam = _row_lambda(t0, Q, yrow, beta, A, M)
+    if lam < target:
+        return NONCONVEX, lam, 0
+    if lam - lip * rho >= target:
+        return CERTIFIED, lam - lip * rho, 0
+    # cubes of half-diagonal δ certify where λ − lip·δ ≥ target; with the centre's margin,
+    # about (lip·rho/margin)^d of them cover the ball: beyond the budget, give up now
+    if (lip * rho / (lam - target)) ** d > budget:
+        return BUDGET, lam - lip * rho, 0
+    # probe the ball along its axes: a non-convex row is usually caught here, before the
+    # splits (failing early is always sound)
+    tc = np.empty(d)
+    for k in range(2 * d):
+        for frac in (0.5, 1.0):
+            for i in range(d):
+                tc[i] = t0[i]
+            tc[k // 2] += (frac if k % 2 else -frac) * rho
+            lam_k = _row_lambda(tc, Q, yrow, beta, A, M)
+            if lam_k < target:
+                return NONCONVEX, lam_k, 0
+    for i in range(d):
+        stack[0, i] = t0[i]
+    stack[0, d] = rho
+    top, n_split, low = 1, 0, math.inf
+    while top > 0:
+        top -= 1
+        w = stack[top, d]
+        dist2, cen2 = 0.0, 0.0
+        for i in range(d):
+            tc[i] = stack[top, i]
+            off = abs(tc[i] - t0[i])
+            dist2 += max(off - w, 0.0) ** 2
+            cen2 += off * off
+        if dist2 > rho * rho:
+            continue
+        lam = _row_lambda(tc, Q, yrow, beta, A, M)
+        if lam < target and cen2 <= rho * rho:
+            return NONCONVEX, lam, n_split
+        # the box's points in the ball are within w√d (box) and |t − t0| + rho (ball)
+        bound = lam - lip * min(w * sd, math.sqrt(cen2) + rho)
+        if bound >= target:
+            low = min(low, bound)
+            continue
+        n_split += 1
+        if n_split > budget or top + n_child > stack.shape[0]:
+            return BUDGET, bound, n_split
+        h = 0.5 * w
+        for k in range(n_child):
+            for i in range(d):
+                stack[top, i] = tc[i] + (h if (k >> i) & 1 else -h)
+            stack[top, d] = h
+            top += 1
+    return CERTIFIED, low, n_split
+
+
+@_jit
+def certify_convex(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, budget,
+                   stack):
+    """Certify that ``x`` (objective ``f``) is a global minimiser of one T ≥ 3 sample.
+
+    Returns ``(code, n_split)``: CERTIFIED, BUDGET or NONCONVEX (module docstring).
+    ``budget`` caps the cube splits of all rows together; ``stack`` is scratch of shape
+    ``(≥ 1 + 2^{T−1}, T)``.
+    """
+    T = y.shape[0]
+    d = T - 1
+    g, _ = _gradhessT(x, omega, y, s, B, index, scale, beta)
+    b2s = beta * beta * s
+    rad = math.sqrt(max(2 * s * f * b2s / (1 + b2s), 0.0))
+    rad = max(rad, math.sqrt(np.dot(x, x))) * (1 + 1e-9) + 1e-300
+    target = -(1 - _ETA) / (2 * s)
+    b3 = beta * beta * beta
+    t0 = np.empty(d)
+    hrow = np.empty(T)
+    worst, n_total = math.inf, 0
+    for a in range(T):
+        for c in range(T):
+            hrow[c] = omega[index[a, c]] * scale[a, c]
+        for i in range(d):
+            v = 0.0
+            for c in range(T):
+                v += Q[c, i] * hrow[c]
+            t0[i] = v
+        code, low, n_split = _row_floor(t0, gain[a] * rad, Q, y[a], beta, b3 * c3[a],
+                                        target, budget - n_total, stack)
+        n_total += n_split
+        if code != CERTIFIED:
+            return code, n_total
+        worst = min(worst, low)
+    mu = 2 * (1 / (2 * s) + min(0.0, worst))
+    if np.dot(g, g) > 2 * mu * tol:
+        return BUDGET, n_total
+    return CERTIFIED, n_total
+
+
+# ----------------------------------------------------------------------- the drivers
+# chunks of samples with their own scratch stack run in parallel (prange), with the same
+# per-sample arithmetic as in serial (as in ._certify)
+_CHUNK = 64
+# extra Newton starts of a sample whose first certificate fails: the points
+# ±(radius) e_i of the ball of global minimisers along the axes of x
+_RETRY_SCALE = 0.5
+
+
+@_jit
+def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
+                  trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, stack,
+                  xb, fb, cert):
+    """One sample of :func:`proxT`, written to ``xb[n], fb[n], cert[n]``."""
+    Ke = B.shape[1]
+    s = sigma[n]
+    has_warm = use_warm and np.all(np.isfinite(warm[n]))
+    if convex[n] or (has_warm and trust_warm):
+        x0 = warm[n].copy() if has_warm else np.zeros(Ke)
+        x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
+        xb[n], fb[n], cert[n] = x, f, convex[n]
+        return
+    best = math.inf
+    for k in range(n_starts):
+        t = k / (n_starts - 1) if n_starts > 1 else 0.0
+        x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
+                        max_iter)
+        if f < best:
+            best = f
+            xb[n] = x
+    fb[n] = best
+    cert[n] = False
+    if budget <= 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
+        return
+    code, _ = certify_convex(xb[n], best, omega[n], y[n], s, B, index, scale, beta, Q, gain,
+                             c3[n], tol, budget, stack)
+    if code == CERTIFIED:
+        cert[n] = True
+        return
+    # second try: Newton from points spread over the ball of global minimisers (a better
+    # minimum shrinks the ball), then the certificate again
+    b2s = beta * beta * s
+    rad = math.sqrt(max(2 * s * best * b2s / (1 + b2s), 0.0))
+    for i in range(Ke):
+        for sign in (-1.0, 1.0):
+            x0 = np.zeros(Ke)
+            x0[i] = sign * _RETRY_SCALE * rad
+            x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
+            if f < fb[n]:
+                xb[n], fb[n] = x, f
+    if fb[n] < best:
+        code, _ = certify_convex(xb[n], fb[n], omega[n], y[n], s, B, index, scale, beta, Q,
+                                 gain, c3[n], tol, budget, stack)
+        cert[n] = code == CERTIFIED
+
+
+def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
+              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget):
+    """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
+
+    Provably convex samples (the crude bound of :meth:`.prox._SoftmaxProblem.convex`): one
+    Newton run from the warm start (or ω), certified. With a warm start and
+    ``trust_warm``, the others get one Newton run from it, uncertified (the fixed-point
+    iterations). Otherwise the multi-start on the segment ω → fit of
+    :meth:`.softmax.SoftmaxChannel._prox` and, if ``budget > 0``, the row-wise convexity
+    certificate of :func:`certify_convex` (a second round of starts where it fails).
+    """
+    N, Ke = omega.shape[0], B.shape[1]
+    T = y.shape[1]
+    xb = np.zeros((N, Ke))
+    fb = np.zeros(N)
+    cert = np.zeros(N, dtype=np.bool_)
+    n_chunks = (N + _CHUNK - 1) // _CHUNK
+    for c in _prange(n_chunks):
+        stack = np.empty((4096 if budget > 0 else 1, T))
+        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
+            _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm,
+                          use_warm, trust_warm, n_starts, radius, max_iter, Q, gain, c3,
+                          tol, budget, stack, xb, fb, cert)
+    return xb, fb, cert
+
+
+# serial and parallel (over sample chunks) compilations of the same driver
+proxT = _jit(_proxT_py)
+proxT_parallel = _jit_parallel(_proxT_py)
