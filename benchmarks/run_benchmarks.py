@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -127,8 +128,9 @@ def bench_theory(quick):
     for T in (2, 3):
         solve_state_evolution(0.3, n_tokens=T, reg_lambda=0.01, target=target, n_nodes=64)
     unit = _numpy_unit()
+    # the machine may be shared: the load average goes with the unit it distorts
     rows = [{"section": "c", "what": "numpy unit (20 × 512² float64 matmul)",
-             "seconds": unit}]
+             "seconds": unit, "load_avg_1min": os.getloadavg()[0]}]
 
     def row(what, seconds, goal_s, **extra):
         rows.append({"section": "c", "what": what, "seconds": seconds,
@@ -168,6 +170,8 @@ def bench_theory(quick):
     t = time.perf_counter()
     res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=target, n_features=d)
     row(f"finite-d point d={d}", time.perf_counter() - t, 10.0, converged=int(res.converged))
+    rows.append({"section": "c", "what": "load average at the end",
+                 "load_avg_1min": os.getloadavg()[0]})
     return rows
 
 

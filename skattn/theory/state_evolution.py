@@ -42,7 +42,8 @@ class StateEvolutionResult:
 
     Like :class:`scipy.optimize.OptimizeResult`, it carries ``converged``, ``n_iter`` and a
     ``message``; ``n_iter`` counts evaluations of the fixed-point map (output side then
-    denoiser), over every start and solver stage (Anderson and damped iterations), with
+    denoiser), over every start and solver stage (Anderson and damped iterations, on the
+    coarse node set and on all nodes), with
     the final one at the returned point (none when it collapsed to S = 0) — not
     iterations of one solver. Order parameters: ``m = Tr(S0 Ŝ)/d``, ``q = Tr Ŝ²/d``, ``sigma`` (Σ) and
     their conjugates (with the paper's factor 2). ``eta``, ``delta``, ``epsilon`` give the
@@ -169,6 +170,12 @@ class _FixedPointMap:
         self.token_kurtosis, self.target_trace = token_kurtosis, target_trace
         self.with_trace = token_kurtosis != 0.0
         self.n_calls = 0
+        # True: every evaluation certifies its prox minimisers (the polish of the fixed
+        # point, whose last evaluation is then the reported one)
+        self.certify = False
+        # the last evaluation, (state, certify, (out, prior)): the report at the fixed
+        # point reuses the polish's evaluation there
+        self._last = None
         # True: the prox starts every node from its previous z* and keeps that minimiser
         # uncertified (cheap iterations); the fixed point is then polished with it False
         self.warm = False
@@ -200,11 +207,17 @@ class _FixedPointMap:
         return out
 
     def step(self, m, q, sigma, t=None, certify=False):
+        certify = certify or self.certify
+        key = (m, q, sigma, t, certify, self.warm)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
         self.n_calls += 1
         out = self.hats(m, q, sigma, t, certify=certify)
         hats = (_get(out, "m_hat"), _get(out, "q_hat"), _get(out, "sigma_hat"))
         prior = self.denoiser(*hats, t_hat=out.t_hat) if self.with_trace else \
             self.denoiser(*hats)
+        # only a cold evaluation is a function of its state alone (warm ones remember z*)
+        self._last = None if self.warm else (key, (out, prior))
         return out, prior
 
     def state(self, prior):
@@ -327,12 +340,125 @@ def _get(obj, name):
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
 
+# Coarse to fine: the fixed point is first found on this many of the quadrature nodes (a
+# prefix of the Sobol sequence), to _COARSE_TOL, and then on all of them from there.
+# Measured on the T = 2, 3 test points: the full-node stage then takes 6 to 12 evaluations
+# instead of 15 to 45, and a coarse evaluation costs about a third (the denoiser does not
+# shrink). The coarse fixed point sits within the quadrature error of 1024 nodes (~2 % in
+# Σ) of the fine one, and minimiser jumps make the coarse map rough below ~1e-3 (β = 4),
+# so a tighter tolerance gains nothing. Both stages are capped: where the coarse map is
+# hard to iterate (β = β0 = 2, or λ = 1e-3: no residual below _COARSE_HANDOVER in
+# _COARSE_CALLS) or the fine iteration stalls near the coarse point, the solver goes on as
+# without the coarse stage, from the original starts.
+_COARSE_NODES = 1024
+_COARSE_TOL = 1e-3
+_COARSE_HANDOVER = 5e-2
+_COARSE_CALLS = 30
+_HANDOVER_CALLS = 60
+
+
+def _coarse_size(n_nodes, n_coarse_nodes, attention):
+    """Number of nodes of the coarse stage, or 0 when it would save nothing: fewer than 4×
+    as many nodes as the full set, or linear attention (its prox is closed-form, so an
+    evaluation costs about the same on fewer nodes)."""
+    if n_coarse_nodes is None or 4 * n_coarse_nodes > n_nodes or attention == "linear":
+        return 0
+    return int(n_coarse_nodes)
+
+
+def _starts(fixed_point_map, init, prior0, Q0, full):
+    """Starts of the iteration in the map's variables: ``init`` (or the step from the zero
+    estimator, ``prior0``), then two fixed fallbacks."""
+    if init is None:
+        if prior0.q > 0 and np.isfinite(prior0.sigma) and prior0.sigma > 0:
+            m, q, sigma = prior0.m, prior0.q, prior0.sigma
+            t_start = prior0.trace
+        else:
+            m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
+            t_start = None
+    elif isinstance(init, StateEvolutionResult):
+        m, q, sigma = init.m, init.q, init.sigma
+        t_start = init.trace if np.isfinite(init.trace) else None
+        if not (q > 0 and sigma > 0):  # a collapsed (S = 0) point is no warm start
+            m, q, sigma = prior0.m, prior0.q, prior0.sigma
+            t_start = prior0.trace
+            if not (q > 0 and sigma > 0):
+                m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
+                t_start = None
+    else:  # a validated tuple (m, q, sigma)
+        m, q, sigma = init
+        t_start = None
+    return [fixed_point_map.to_x(*start) for start in
+            (full(m, q, sigma, t_start), full(0.5 * Q0, 0.5 * Q0, 1.0),
+             full(0.05 * Q0, 0.01 * Q0, 0.01))]
+
+
+def _iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping):
+    """:func:`_robust_fixed_point` from the first start; the next ones only where the map
+    is undefined at the previous."""
+    x, res_norm, converged = starts[0], np.inf, False
+    for start in starts:
+        if fixed_point_map.n_calls >= max_calls:
+            break
+        x_s, norm_s, converged = _robust_fixed_point(
+            fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping)
+        if norm_s < res_norm:
+            x, res_norm = x_s, norm_s
+        if converged or np.isfinite(norm_s):
+            break
+    return x, res_norm, converged
+
+
+def _iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=True):
+    """The fixed point of the map from ``starts``: ``(x, |r|_max, converged)``.
+
+    ``polish``: after the warm iterations, iterate the certified multi-start map (the one
+    reported) to ``tol`` from their point; without it (the coarse stage, a start for the
+    fine one) the warm fixed point is returned as it is.
+
+    Measured (T = 2, α = 0.3, λ = 0.01; T = 3, α = 0.25): warm iterations take 0.33 s
+    against 0.40 s cold at β = 1 and 1.7 s against 2.7 s at T = 3, but at β = 4 the
+    remembered minimisers slow Anderson down (70 evaluations against 31: 1.6 s against
+    0.9 s), so they are used only where the prox is close to convex.
+    """
+    converged = False
+    if getattr(channel, "warm_startable", False) and channel.beta_ <= _WARM_MAX_BETA:
+        # cheap iterations: each node's prox from its previous z*, uncertified; then the
+        # same iteration with the multi-start prox (the map whose fixed point we report)
+        # from there, which takes a few evaluations. The warm map remembers its past z*,
+        # so near a switch of minimisers it can cycle at the tol level: it gets a capped
+        # budget, and the polish starts from its best point anyway.
+        fixed_point_map.warm = True
+        try:
+            x, res_norm, converged = _iterate_starts(
+                fixed_point_map, starts, tol=tol, damping=damping,
+                max_calls=min(max_iter, _WARM_CALLS))
+        except RuntimeError:  # a wild warm iterate broke the prior side: iterate cold
+            res_norm = np.inf
+        finally:
+            fixed_point_map.warm = False
+        if converged and not polish:
+            return x, res_norm, converged
+        if res_norm < 1e-3:  # else the original starts do as well
+            # certified: its last evaluation, at the fixed point, is the one reported
+            fixed_point_map.certify = True
+            try:
+                x, res_norm, converged = _iterate_starts(
+                    fixed_point_map, [x], tol=tol, max_calls=max_iter, damping=damping)
+            finally:
+                fixed_point_map.certify = False
+    if not converged:  # as without the warm iterations, from the original starts
+        x, res_norm, converged = _iterate_starts(fixed_point_map, starts, tol=tol,
+                                                 max_calls=max_iter, damping=damping)
+    return x, res_norm, converged
+
+
 def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNSET,
                           target=UNSET, width_ratio=UNSET, beta=UNSET, target_beta=UNSET,
                           noise=UNSET, attention=UNSET, task=UNSET, parametrization=UNSET,
                           n_features=UNSET, token_kurtosis=UNSET, n_nodes=8192, tol=1e-7,
                           max_iter=600, damping=0.5, init=None, sigma_hat_form="auto",
-                          random_state=0):
+                          random_state=0, n_coarse_nodes=_COARSE_NODES):
     """Solve the state evolution of factored (or direct) ERM at one point.
 
     The model is given either as a :class:`~skattn.theory.StateEvolutionProblem` or by its
@@ -395,6 +521,13 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         "stein" for softmax.
     random_state : int, default=0
         Seeds the quadrature nodes and the finite-d draws (fixed: the map is deterministic).
+    n_coarse_nodes : int or None, default=1024
+        Coarse to fine: the fixed point is first iterated on the first ``n_coarse_nodes``
+        quadrature nodes (a Sobol prefix) to a residual of ``max(tol, 1e-3)``, then on all
+        ``n_nodes`` to ``tol`` from there. The fixed point returned is the one on all nodes
+        (the same equations); only the iteration path and the time change. None,
+        ``4 n_coarse_nodes > n_nodes`` or linear attention iterate on all nodes from the
+        start.
 
     Returns
     -------
@@ -426,6 +559,19 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
     damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
     n_nodes = check_scalar_range(n_nodes, "n_nodes", low=16, integer=True)
+    if n_coarse_nodes is not None:
+        n_coarse_nodes = check_scalar_range(n_coarse_nodes, "n_coarse_nodes", low=16,
+                                            integer=True)
+    if init is not None and not isinstance(init, StateEvolutionResult):
+        try:
+            init = tuple(float(v) for v in init)
+            if len(init) != 3:
+                raise ValueError
+        except (TypeError, ValueError) as exc:
+            raise ValueError("init must be a StateEvolutionResult or a tuple (m, q, sigma) "
+                             f"of three finite numbers, got {init!r}.") from exc
+        if not (np.isfinite(init).all() and init[1] > 0 and init[2] > 0):
+            raise ValueError(f"init must have finite m and q, sigma > 0, got {init!r}.")
     if not (random_state is None or (isinstance(random_state, (int, np.integer))
                                      and 0 <= random_state < 2 ** 32)):
         raise ValueError(f"random_state must be an int in [0, 2**32 - 1] or None (it seeds "
@@ -445,9 +591,13 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     kurtosis = problem.token_kurtosis
     t0 = float(np.mean(eig0)) if eig0 is not None else law.moment(1)  # Tr S0/d
     # finite d: α d/(d+1) (docs/theory.rst §4 "Finite d"); the objective keeps α = n/d²
-    fixed_point_map = _FixedPointMap(problem.effective_alpha(alpha), channel, denoiser, Q0,
-                                     noise, nodes,
-                                     sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
+    alpha_fixed_point = problem.effective_alpha(alpha)
+
+    def make_map(node_set):
+        return _FixedPointMap(alpha_fixed_point, channel, denoiser, Q0, noise, node_set,
+                              sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
+
+    fixed_point_map = make_map(nodes)
     # with κ4 ≠ 0 the state carries t = Tr S/d; a start without one takes t ≈ (m/Q0) t0,
     # the trace of the projection of S on S0
     with_t = fixed_point_map.with_trace
@@ -456,94 +606,63 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
             return (m, q, sigma)
         return (m, q, sigma, (m / Q0) * t0 if t is None else t)
 
-    # one state-evolution step from the zero estimator (m = q = 0, Σ → 0⁺): the default
-    # start, and the test of the collapsed fixed point S = 0 under a large trace penalty
-    out0, prior0 = fixed_point_map.step(*full(0.0, 0.0, 1e-10, 0.0))
-    if init is None:
-        if prior0.q > 0 and np.isfinite(prior0.sigma) and prior0.sigma > 0:
-            m, q, sigma = prior0.m, prior0.q, prior0.sigma
-            t_start = prior0.trace
-        else:
-            m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
-            t_start = None
-    elif isinstance(init, StateEvolutionResult):
-        m, q, sigma = init.m, init.q, init.sigma
-        t_start = init.trace if np.isfinite(init.trace) else None
-        if not (q > 0 and sigma > 0):  # a collapsed (S = 0) point is no warm start
-            m, q, sigma = prior0.m, prior0.q, prior0.sigma
-            t_start = prior0.trace
-            if not (q > 0 and sigma > 0):
-                m, q, sigma = 0.5 * Q0, 0.5 * Q0, 1.0
-                t_start = None
-    else:
-        t_start = None
-        try:
-            m, q, sigma = (float(v) for v in init)
-        except (TypeError, ValueError) as exc:
-            raise ValueError("init must be a StateEvolutionResult or a tuple (m, q, sigma) "
-                             f"of three finite numbers, got {init!r}.") from exc
-        if not (np.isfinite([m, q, sigma]).all() and q > 0 and sigma > 0):
-            raise ValueError(f"init must have finite m and q, sigma > 0, got {init!r}.")
+    def first_step(fp_map):
+        # one state-evolution step from the zero estimator (m = q = 0, Σ → 0⁺): the default
+        # start, and the test of the collapsed fixed point S = 0 under a large trace penalty
+        return fp_map.step(*full(0.0, 0.0, 1e-10, 0.0))
 
-    starts = [fixed_point_map.to_x(*start) for start in
-              (full(m, q, sigma, t_start), full(0.5 * Q0, 0.5 * Q0, 1.0),
-               full(0.05 * Q0, 0.01 * Q0, 0.01))]
-
-    def iterate(starts, max_calls=max_iter):
-        x, res_norm, converged = starts[0], np.inf, False
-        for start in starts:  # other starts only where the map is undefined at the first one
-            if fixed_point_map.n_calls >= max_calls:
-                break
-            x_s, norm_s, converged = _robust_fixed_point(
-                fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping)
-            if norm_s < res_norm:
-                x, res_norm = x_s, norm_s
-            if converged or np.isfinite(norm_s):
-                break
-        return x, res_norm, converged
-
+    n_coarse = _coarse_size(n_nodes, n_coarse_nodes, problem.attention)
+    other_calls = 0      # evaluations on the coarse nodes and in a failed handover
     converged = False
-    # Measured (T = 2, α = 0.3, λ = 0.01; T = 3, α = 0.25): warm iterations take 0.33 s
-    # against 0.40 s cold at β = 1 and 1.7 s against 2.7 s at T = 3, but at β = 4 the
-    # remembered minimisers slow Anderson down (70 evaluations against 31: 1.6 s against
-    # 0.9 s), so they are used only where the prox is close to convex.
-    if getattr(channel, "warm_startable", False) and channel.beta_ <= _WARM_MAX_BETA:
-        # cheap iterations: each node's prox from its previous z*, uncertified; then the
-        # same iteration with the multi-start prox (the map whose fixed point we report)
-        # from there, which takes a few evaluations. The warm map remembers its past z*,
-        # so near a switch of minimisers it can cycle at the tol level: it gets a capped
-        # budget, and the polish starts from its best point anyway.
-        fixed_point_map.warm = True
-        try:
-            x, res_norm, converged = iterate(starts, min(max_iter, _WARM_CALLS))
-        except RuntimeError:  # a wild warm iterate broke the prior side: iterate cold
-            res_norm = np.inf
-        finally:
-            fixed_point_map.warm = False
-        if res_norm < 1e-3:  # else the original starts do as well
-            x, res_norm, converged = iterate([x])
-    if not converged:  # as without the warm iterations, from the original starts
-        x, res_norm, converged = iterate(starts)
+    if n_coarse:
+        # coarse to fine: most iterations on a prefix of the Sobol nodes (a balanced Sobol
+        # set itself), then the same equations on all nodes from there; the reported fixed
+        # point is the fine one, so only the path changes (tests/test_speed_accuracy.py)
+        coarse_map = make_map(nodes.subset(n_coarse))
+        _, coarse_prior0 = first_step(coarse_map)
+        x_c, norm_c, _ = _iterate(coarse_map, channel,
+                                  _starts(coarse_map, init, coarse_prior0, Q0, full),
+                                  tol=max(tol, _COARSE_TOL),
+                                  max_iter=min(max_iter, _COARSE_CALLS), damping=damping,
+                                  polish=False)
+        other_calls = coarse_map.n_calls
+        if norm_c < _COARSE_HANDOVER:
+            x, res_norm, converged = _iterate(fixed_point_map, channel, [x_c], tol=tol,
+                                              max_iter=min(max_iter, _HANDOVER_CALLS),
+                                              damping=damping)
+        if not converged:
+            # the path without the coarse stage, exactly: fresh nodes (same points) leave
+            # the prox memory of the handover behind
+            other_calls += fixed_point_map.n_calls
+            fixed_point_map = make_map(nodes.subset(n_nodes))
+    if not converged:
+        step0 = first_step(fixed_point_map)
+        x, res_norm, converged = _iterate(
+            fixed_point_map, channel, _starts(fixed_point_map, init, step0[1], Q0, full),
+            tol=tol, max_iter=max_iter, damping=damping)
     collapsed = False
-    if not converged and prior0.q == 0.0:
+    if not converged and step0[1].q == 0.0:
         # a large trace penalty removes every direction: S = 0 (m = q = 0) is the fixed
         # point, which the log-variables cannot reach
         collapsed, converged, res_norm = True, True, 0.0
+    n_calls = fixed_point_map.n_calls + other_calls
     message = ("converged" if converged else
                f"fixed-point residual {res_norm:.2e} above tol={tol:.1e} after "
-               f"{fixed_point_map.n_calls} evaluations; try continuation (warm start from a "
+               f"{n_calls} evaluations; try continuation (warm start from a "
                "nearby point), more n_nodes or a larger tol")
 
     if collapsed:
         m, q, sigma = 0.0, 0.0, 0.0
         state = full(m, q, sigma, 0.0)
-        out, prior = out0, prior0
+        out, prior = step0
         message = ("converged: collapsed to S = 0 (the trace penalty removes every "
                    "direction)")
     else:
         state = fixed_point_map.from_x(x)
         m, q, sigma = state[:3]
+        calls = fixed_point_map.n_calls
         out, prior = fixed_point_map.step(*state, certify=True)
+        n_calls += fixed_point_map.n_calls - calls
     m_hat, q_hat, sigma_hat = (_get(out, k) for k in ("m_hat", "q_hat", "sigma_hat"))
     train_error = _get(out, "train_error")
     e_test = test_error(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes,
@@ -566,7 +685,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         alpha=alpha, m=m, q=q, sigma=sigma, m_hat=m_hat, q_hat=q_hat, sigma_hat=sigma_hat,
         Q0=Q0, test_error=e_test, train_error=train_error, train_objective=objective,
         eta=prior.eta, delta=prior.delta, epsilon=prior.epsilon, converged=bool(converged),
-        n_iter=fixed_point_map.n_calls, message=message, residual=res_norm,
+        n_iter=n_calls, message=message, residual=res_norm,
         parametrization=problem.parametrization,
         params=dict(n_tokens=problem.n_tokens, reg_lambda=problem.reg_lambda,
                     width_ratio=problem.width_ratio, beta=problem.beta,

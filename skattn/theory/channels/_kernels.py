@@ -322,3 +322,69 @@ def _newtonT(x, omega, y, s, B, index, scale, beta, radius, max_iter):
         if not accepted or t * pn <= 1e-11 * xnorm:
             break
     return x, f
+
+
+# ------------------------------------------------------------------ output-side traces
+@_jit
+def _sym_eigvals(A):
+    """Eigenvalues of a small symmetric matrix by cyclic Jacobi rotations (in place on A).
+
+    Jacobi is the most accurate route for small symmetric matrices (each eigenvalue to a
+    few ulps of ‖A‖, as LAPACK's); a closed form in the minors is not (module
+    :mod:`.output`). Rotation formulas of Rutishauser (Numerical Recipes ``jacobi``).
+    """
+    n = A.shape[0]
+    for _ in range(60):
+        off, diag = 0.0, 0.0
+        for p in range(n):
+            diag += A[p, p] * A[p, p]
+            for q in range(p + 1, n):
+                off += A[p, q] * A[p, q]
+        if off <= 1e-34 * diag or off == 0.0:
+            break
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                apq = A[p, q]
+                if apq == 0.0:
+                    continue
+                theta = (A[q, q] - A[p, p]) / (2.0 * apq)
+                if abs(theta) > 1e150:
+                    t = 0.5 / theta
+                else:
+                    t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                    if theta < 0:
+                        t = -t
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                tau = s / (1.0 + c)
+                A[p, p] -= t * apq
+                A[q, q] += t * apq
+                A[p, q] = A[q, p] = 0.0
+                for r in range(n):
+                    if r != p and r != q:
+                        arp, arq = A[r, p], A[r, q]
+                        A[r, p] = A[p, r] = arp - s * (arq + tau * arp)
+                        A[r, q] = A[q, r] = arq + s * (arp - tau * arq)
+    out = np.empty(n)
+    for p in range(n):
+        out[p] = A[p, p]
+    return out
+
+
+@_jit
+def trace_resolvent_complement(H, sigma):
+    """``Σ_k Σλ_k / max(1 + Σλ_k, 1e-12)`` over the eigenvalues λ_k of each ``H[i]``
+    (shape (N, K, K), symmetric): ``Tr(I − (I + ΣH)⁻¹)`` per sample."""
+    N, K = H.shape[0], H.shape[1]
+    out = np.empty(N)
+    A = np.empty((K, K))
+    for i in range(N):
+        for a in range(K):
+            for b in range(K):
+                A[a, b] = H[i, a, b]
+        lam = _sym_eigvals(A)
+        tot = 0.0
+        for k in range(K):
+            tot += sigma * lam[k] / max(1.0 + sigma * lam[k], 1e-12)
+        out[i] = tot
+    return out

@@ -1,0 +1,112 @@
+"""The speed paths of the state evolution give the values of the plain paths.
+
+Coarse-to-fine iteration (docs/theory.rst §4: the same fixed-point equations, solved first
+on a prefix of the quadrature nodes), the compiled eigenvalues of the output side and the
+node subsets.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skattn.data import WishartTarget
+from skattn.theory import solve_state_evolution
+from skattn.theory.channels import GaussianNodes
+from skattn.theory.channels import _kernels
+from skattn.theory.channels.output import _trace_resolvent_complement
+
+_FIELDS = ("m", "q", "sigma", "m_hat", "q_hat", "sigma_hat", "test_error", "train_error",
+           "train_objective")
+
+
+def _assert_same_point(a, b, rel):
+    assert a.converged and b.converged, (a.message, b.message)
+    for name in _FIELDS:
+        assert getattr(b, name) == pytest.approx(getattr(a, name), rel=rel), name
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(n_tokens=2, reg_lambda=0.01, alpha=0.3),
+    dict(n_tokens=2, reg_lambda=0.01, alpha=0.3, beta=4.0),   # cold (no warm prox) path
+])
+def test_coarse_to_fine_agrees_with_the_direct_solve(kwargs):
+    kwargs = dict(kwargs, target=WishartTarget(0.5), n_nodes=4096, tol=1e-10)
+    alpha = kwargs.pop("alpha")
+    direct = solve_state_evolution(alpha, n_coarse_nodes=None, **kwargs)
+    coarse = solve_state_evolution(alpha, n_coarse_nodes=1024, **kwargs)
+    _assert_same_point(direct, coarse, rel=1e-6)
+
+
+def test_coarse_stage_is_off_for_linear_attention_and_few_nodes():
+    # T = 1 linear: nothing to gain, so the path (and every bit) is the direct one
+    kw = dict(n_tokens=1, reg_lambda=0.01, target=WishartTarget(0.5), attention="linear")
+    a = solve_state_evolution(0.3, n_coarse_nodes=None, **kw)
+    b = solve_state_evolution(0.3, **kw)
+    assert (a.m, a.q, a.sigma, a.n_iter) == (b.m, b.q, b.sigma, b.n_iter)
+    # fewer than 4 × n_coarse_nodes nodes: no coarse stage either
+    kw = dict(n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5), n_nodes=1024)
+    a = solve_state_evolution(0.3, n_coarse_nodes=None, **kw)
+    b = solve_state_evolution(0.3, n_coarse_nodes=512, **kw)
+    assert (a.m, a.q, a.sigma, a.n_iter) == (b.m, b.q, b.sigma, b.n_iter)
+
+
+@pytest.mark.parametrize("bad", [0, 8, 2.5, "1024", True])
+def test_bad_n_coarse_nodes(bad):
+    with pytest.raises((ValueError, TypeError), match="n_coarse_nodes"):
+        solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5),
+                              n_coarse_nodes=bad)
+
+
+@pytest.mark.parametrize("bad", [(1.0, 1.0), (1.0, -1.0, 1.0), (np.nan, 1.0, 1.0), "abc"])
+def test_bad_init_raises_before_any_work(bad):
+    with pytest.raises(ValueError, match="init"):
+        solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5),
+                              init=bad)
+
+
+def test_node_subset_is_the_prefix():
+    nodes = GaussianNodes(6, n_points=4096, seed=3)
+    sub = nodes.subset(1024)
+    assert sub.n_points == 1024 and sub.dim == 6
+    np.testing.assert_array_equal(sub.points, nodes.points[:1024])
+    assert sub.weights.sum() == pytest.approx(1.0)
+    # a power-of-two Sobol prefix is balanced: its mean is near 0, its variance near 1
+    assert np.max(np.abs(sub.mean(sub.points))) < 0.02
+    assert np.max(np.abs(sub.mean(sub.points ** 2) - 1)) < 0.05
+    for bad in (0, 4097, 1.5):
+        with pytest.raises((ValueError, TypeError), match="n_points"):
+            nodes.subset(bad)
+
+
+def _eig_reference(H, sigma):
+    lam = np.linalg.eigvalsh(H)
+    return np.sum(sigma * lam / np.maximum(1 + sigma * lam, 1e-12), axis=1)
+
+
+@pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="compiled path needs numba")
+@settings(max_examples=40, deadline=None)
+@given(K=st.integers(1, 3), log_scale=st.floats(-8, 8), log_sigma=st.floats(-6, 8),
+       seed=st.integers(0, 2 ** 16))
+def test_compiled_trace_matches_lapack(K, log_scale, log_sigma, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((64, K, K))
+    H = (X + X.transpose(0, 2, 1)) * 10.0 ** log_scale
+    H[:, :, 0] *= 1e-6        # a near-null direction (the softmax shift) as in the channel
+    H[:, 0, :] *= 1e-6
+    sigma = 10.0 ** log_sigma
+    got = _kernels.trace_resolvent_complement(H, sigma)
+    ref = _eig_reference(H, sigma)
+    # each eigenvalue to a few ulps of ‖H‖, as LAPACK's: an absolute error of the sum up
+    # to K ε Σ‖H‖ / (1 + Σλ)² ≤ K ε Σ‖H‖
+    bound = 1e-13 * K * (1 + sigma * np.max(np.abs(H), axis=(1, 2)))
+    np.testing.assert_array_less(np.abs(got - ref), bound + 1e-10 * np.abs(ref))
+
+
+def test_output_side_trace_uses_the_same_formula():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 3, 3))
+    H = X + X.transpose(0, 2, 1)
+    for sigma in (1e-3, 1.0, 1e6):  # 1e6: the ridgeless regime where a closed form failed
+        np.testing.assert_allclose(_trace_resolvent_complement(H, sigma),
+                                   _eig_reference(H, sigma), rtol=1e-9, atol=1e-9)
