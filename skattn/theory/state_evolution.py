@@ -357,11 +357,14 @@ _COARSE_CALLS = 30
 _HANDOVER_CALLS = 60
 
 
-def _coarse_size(n_nodes, n_coarse_nodes, attention):
+def _coarse_size(n_nodes, n_coarse_nodes, attention, warm):
     """Number of nodes of the coarse stage, or 0 when it would save nothing: fewer than 4×
-    as many nodes as the full set, or linear attention (its prox is closed-form, so an
-    evaluation costs about the same on fewer nodes)."""
-    if n_coarse_nodes is None or 4 * n_coarse_nodes > n_nodes or attention == "linear":
+    as many nodes as the full set, linear attention (its prox is closed-form, so an
+    evaluation costs about the same on fewer nodes), or a warm start (``init``: it is
+    already near the fine fixed point, and the coarse stage would first move it to the
+    coarse one; measured on a 32-point T = 2 curve: 4.97 s without, 5.42 s with)."""
+    if n_coarse_nodes is None or 4 * n_coarse_nodes > n_nodes or attention == "linear" \
+            or warm:
         return 0
     return int(n_coarse_nodes)
 
@@ -526,8 +529,8 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         quadrature nodes (a Sobol prefix) to a residual of ``max(tol, 1e-3)``, then on all
         ``n_nodes`` to ``tol`` from there. The fixed point returned is the one on all nodes
         (the same equations); only the iteration path and the time change. None,
-        ``4 n_coarse_nodes > n_nodes`` or linear attention iterate on all nodes from the
-        start.
+        ``4 n_coarse_nodes > n_nodes``, linear attention or a warm start (``init``)
+        iterate on all nodes from the start.
 
     Returns
     -------
@@ -611,7 +614,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         # start, and the test of the collapsed fixed point S = 0 under a large trace penalty
         return fp_map.step(*full(0.0, 0.0, 1e-10, 0.0))
 
-    n_coarse = _coarse_size(n_nodes, n_coarse_nodes, problem.attention)
+    n_coarse = _coarse_size(n_nodes, n_coarse_nodes, problem.attention, init is not None)
     other_calls = 0      # evaluations on the coarse nodes and in a failed handover
     converged = False
     if n_coarse:

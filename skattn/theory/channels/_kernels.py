@@ -371,14 +371,15 @@ def _sym_eigvals(A):
     return out
 
 
-@_jit
+@_jit_parallel
 def trace_resolvent_complement(H, sigma):
     """``Σ_k Σλ_k / max(1 + Σλ_k, 1e-12)`` over the eigenvalues λ_k of each ``H[i]``
-    (shape (N, K, K), symmetric): ``Tr(I − (I + ΣH)⁻¹)`` per sample."""
+    (shape (N, K, K), symmetric): ``Tr(I − (I + ΣH)⁻¹)`` per sample, threaded over samples
+    (each sample is independent: the result does not depend on the thread count)."""
     N, K = H.shape[0], H.shape[1]
     out = np.empty(N)
-    A = np.empty((K, K))
-    for i in range(N):
+    for i in _prange(N):
+        A = np.empty((K, K))
         for a in range(K):
             for b in range(K):
                 A[a, b] = H[i, a, b]

@@ -228,7 +228,13 @@ def _curvature_floor(c):
     cg, g = _curvature_table()
     inside = (c >= cg[0]) & (c <= cg[-1])
     crude = -2 * (np.abs(c) + 2) / (6 * np.sqrt(3.0))
-    return np.where(inside, np.interp(c, cg, g), crude)
+    # the grid is uniform: the cell index is arithmetic (np.interp's search cost ~10 % of a
+    # T = 2 curve); the same linear interpolation
+    step = cg[1] - cg[0]
+    pos = (np.clip(c, cg[0], cg[-1]) - cg[0]) / step
+    cell = np.minimum(pos.astype(np.intp), cg.size - 2)
+    frac = pos - cell
+    return np.where(inside, g[cell] + frac * (g[cell + 1] - g[cell]), crude)
 
 
 def _newton(prob, rows, x, radius, max_iter):
