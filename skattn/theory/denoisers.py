@@ -23,6 +23,13 @@ from .spectral.capped import CappedReluIntegrals, capped_relu_integrals
 
 __all__ = ["PriorState", "FactoredDenoiser", "DirectDenoiser", "goe_matrix"]
 
+#: Panel tolerance of the free convolution inside the fixed-point iteration (its default is
+#: 1e-10). The Gauss–Kronrod result is far more accurate than the tolerance: on a 32-point
+#: T = 2 curve 1e-8 changed no output by more than 4e-11 relative and saved ~5 % of the
+#: time, the panels being rebuilt at every new δ.
+_FIXED_POINT_RTOL = 1e-8
+
+
 @dataclass
 class PriorState:
     """What the prior side returns, with the spectral parameters behind it."""
@@ -161,7 +168,7 @@ class FactoredDenoiser:
         delta = np.sqrt(max(q_hat, 0.0)) / m_hat
         eps = self._threshold(m_hat, t_hat)
         eta = m_hat / sigma_hat
-        mu = free_convolution(law, delta)
+        mu = free_convolution(law, delta, rtol=_FIXED_POINT_RTOL)
         J = mu.J(eps)
         D = mu.D(eps)
         q = eta ** 2 * J
@@ -181,7 +188,7 @@ class FactoredDenoiser:
         eps = self._threshold(m_hat, t_hat)
         eta = m_hat / sigma_hat
         if delta > 0:
-            mu = free_convolution(self._empirical_law, delta)
+            mu = free_convolution(self._empirical_law, delta, rtol=_FIXED_POINT_RTOL)
             capped = capped_relu_integrals(mu, eps, self._rank_ratio)
             positive = mu.mass_above(eps) if capped.binding else np.nan
         else:  # no noise: μ_δ is the d atoms of S0 themselves
