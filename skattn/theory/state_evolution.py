@@ -638,11 +638,20 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
             # the prox memory of the handover behind
             other_calls += fixed_point_map.n_calls
             fixed_point_map = make_map(nodes.subset(n_nodes))
+    step0 = None
     if not converged:
-        step0 = first_step(fixed_point_map)
+        # a usable warm start needs no step from the zero estimator (one evaluation of ~10
+        # per point on a curve): it is taken only as a fallback start or to test collapse
+        warm_usable = isinstance(init, tuple) or (
+            isinstance(init, StateEvolutionResult) and init.q > 0 and init.sigma > 0)
+        if not warm_usable:
+            step0 = first_step(fixed_point_map)
         x, res_norm, converged = _iterate(
-            fixed_point_map, channel, _starts(fixed_point_map, init, step0[1], Q0, full),
+            fixed_point_map, channel,
+            _starts(fixed_point_map, init, None if step0 is None else step0[1], Q0, full),
             tol=tol, max_iter=max_iter, damping=damping)
+        if not converged and step0 is None:
+            step0 = first_step(fixed_point_map)
     collapsed = False
     if not converged and step0[1].q == 0.0:
         # a large trace penalty removes every direction: S = 0 (m = q = 0) is the fixed
