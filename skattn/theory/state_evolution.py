@@ -188,8 +188,8 @@ class _FixedPointMap:
 
     def hats(self, m, q, sigma, t=None, certify=False):
         # The iterations run the multi-start prox; only the evaluation at the fixed point
-        # adds the branch-and-bound certificate (T = 2 softmax), which costs more than the
-        # whole iteration otherwise, and reports the certified fraction of the nodes.
+        # adds the certificate (softmax: branch and bound for T = 2, row-wise strong
+        # convexity for T ≥ 3) and reports the certified fraction of the nodes.
         budget = getattr(self.channel, "certify_budget", None)
         if budget is not None:
             self.channel.certify_budget = budget if certify else 0

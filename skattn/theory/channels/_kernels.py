@@ -6,8 +6,8 @@ direction ``−|H|⁻¹g``, a step cap, Armijo backtracking with quadratic inter
 same stopping rules, and for T = 2 the same 2-D grid start. One sample at a time in compiled
 code removes the per-iteration overhead of numpy on (N, K, K) batches, which dominated the
 state evolution. The drivers over all samples, with the certificate that the minimiser is
-global, are in :mod:`._certify`. ``HAVE_NUMBA`` is False where numba is missing; the
-callers then use numpy.
+global, are in :mod:`._certify` (T = 2) and :mod:`._certify_rows` (T ≥ 3). ``HAVE_NUMBA``
+is False where numba is missing; the callers then use numpy.
 """
 
 from __future__ import annotations

@@ -128,7 +128,9 @@ class OutputSide:
         (``token_kurtosis ≠ 0``); 0 for Gaussian tokens, where M does not depend on t.
     certified_fraction : float
         Fraction of the nodes whose prox minimiser is certified global (provably convex
-        prox problem, or the branch and bound of :mod:`._certify`); 1 for linear attention.
+        prox problem, the branch and bound of :mod:`._certify` for T = 2, or the
+        strong-convexity certificate of :mod:`._certify_rows` for T ≥ 3); 1 for linear
+        attention.
     """
 
     m_hat: float
@@ -255,9 +257,9 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         Start the prox of each node from its ``z*`` of the previous call with the same
         ``channel`` and ``nodes`` (the fixed-point iterations of one solve): a few Newton
         steps instead of a multi-start. Where the prox has several local minima the warm
-        minimiser is kept only if certified global (:mod:`._certify`); otherwise the node
-        gets the full multi-start. Without the certificate (numpy path, or T ≥ 3) only the
-        provably convex nodes use it.
+        minimiser is kept only if certified global (:mod:`._certify`, T = 2;
+        :mod:`._certify_rows`, T ≥ 3); otherwise the node gets the full multi-start. Without
+        the compiled certificate (the numpy path) only the provably convex nodes use it.
     token_kurtosis : float, default=0.0
         Excess kurtosis κ4 ≥ −2 of the token entries. Non-zero: the T diagonal components
         get the overlaps ``m + (κ4/2) t0 t``, ``q + (κ4/2) t²``, ``Q0 + (κ4/2) t0²`` (see
