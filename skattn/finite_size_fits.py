@@ -177,12 +177,9 @@ def select_fit(fits):
         cannot tell the forms apart.
     """
     fits = list(fits)
-    if not fits:
-        raise ValueError("fits must be a non-empty sequence of FiniteSizeFit.")
-    aic = np.array([f.aic for f in fits])
-    i = int(np.argmin(aic))
-    w = np.exp(-(aic - aic[i]) / 2)
-    return fits[i], float(w[i] / w.sum())
+    weights = akaike_weights(fits)
+    i = int(np.argmax(weights))  # the lowest AIC (ties: the first)
+    return fits[i], float(weights[i])
 
 
 # --------------------------------------------------------------------------------------

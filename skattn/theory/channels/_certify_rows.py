@@ -62,7 +62,7 @@ import math
 
 import numpy as np
 
-from ._kernels import _gradhessT, _jit, _jit_parallel, _newtonT, _prange
+from ._kernels import _gradhessT, _jit, _jit_parallel, _newtonT, _prange, softmax_inplace
 
 # result codes of the certificate
 CERTIFIED, BUDGET, NONCONVEX = 1, 0, -1
@@ -101,20 +101,14 @@ def _row_lambda(t, Q, yrow, beta, A, M):
     ``Qᵀ∇²ℓ_a Q = 2β²[Qᵀdiag(W)Q − pqᵀ − qpᵀ + ‖A‖² ppᵀ]``.
     """
     T, d = Q.shape
-    mx = -math.inf
     for c in range(T):
         v = 0.0
         for i in range(d):
             v += Q[c, i] * t[i]
         A[c] = beta * v
-        mx = max(mx, A[c])
-    tot = 0.0
-    for c in range(T):
-        A[c] = math.exp(A[c] - mx)
-        tot += A[c]
+    softmax_inplace(A)
     sbar, nA = 0.0, 0.0
     for c in range(T):
-        A[c] /= tot
         sbar += (A[c] - yrow[c]) * A[c]
         nA += A[c] * A[c]
     for i in range(d):

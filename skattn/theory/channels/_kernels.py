@@ -176,21 +176,31 @@ def _grid2(a0, p, r, s, P, Dinv, beta, xf0, xf1, D):
 
 # --------------------------------------------------------------------------- any T ≥ 2
 @_jit
+def softmax_inplace(v):
+    """Overwrite the logits ``v`` with their softmax (max-shifted, so no overflow); the one
+    row softmax of the compiled T ≥ 3 kernels and certificate."""
+    mx = -math.inf
+    for c in range(v.shape[0]):
+        mx = max(mx, v[c])
+    tot = 0.0
+    for c in range(v.shape[0]):
+        v[c] = math.exp(v[c] - mx)
+        tot += v[c]
+    for c in range(v.shape[0]):
+        v[c] /= tot
+
+
+@_jit
 def _loss_T(z, y, index, scale, beta):
     T = y.shape[0]
     out = 0.0
     h = np.empty(T)
     for a in range(T):
-        mx = -math.inf
         for c in range(T):
             h[c] = beta * z[index[a, c]] * scale[a, c]
-            mx = max(mx, h[c])
-        tot = 0.0
+        softmax_inplace(h)
         for c in range(T):
-            h[c] = math.exp(h[c] - mx)
-            tot += h[c]
-        for c in range(T):
-            out += (h[c] / tot - y[a, c]) ** 2
+            out += (h[c] - y[a, c]) ** 2
     return out
 
 
@@ -209,17 +219,11 @@ def _gradhessT(x, omega, y, s, B, index, scale, beta):
     A = np.empty(T)
     W = np.empty(T)
     for a in range(T):
-        mx = -math.inf
         for c in range(T):
             A[c] = beta * z[index[a, c]] * scale[a, c]
-            mx = max(mx, A[c])
-        tot = 0.0
-        for c in range(T):
-            A[c] = math.exp(A[c] - mx)
-            tot += A[c]
+        softmax_inplace(A)
         sbar, nA = 0.0, 0.0
         for c in range(T):
-            A[c] /= tot
             sbar += (A[c] - y[a, c]) * A[c]
             nA += A[c] * A[c]
         for c in range(T):
