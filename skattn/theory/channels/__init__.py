@@ -10,6 +10,8 @@ A sample enters the theory only through the ``K = T(T+1)/2`` normalised componen
   gradient and Hessian in u-coordinates, and the proximal operator
   ``z* = argmin_z ‖z − ω‖²/(2Σ) + ℓ(y, z)`` (the *global* minimiser) with its Jacobians;
   the softmax prox solver lives in :mod:`.prox`;
+* the same square loss with per-sample token weights ``Tr(R G Rᵀ)`` (the finite-d
+  seq2seq loss) and its proximal map (:mod:`.weighted`);
 * :class:`GaussianNodes`, :func:`output_side` (the conjugates ``m̂, q̂, Σ̂`` with the
   paper's factor 2, and the train error) and :func:`test_error` (:mod:`.output`).
 
