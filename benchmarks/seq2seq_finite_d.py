@@ -201,8 +201,9 @@ def main(argv=None):
             r["theory"] = predict(d, T, noise, seed)
             runs.append(r)
             th = r["theory"]
+            predicted = th["bartlett/seq2seq"]["s_error"] / th["bartlett/seq2lab"]["s_error"] - 1
             print(f"d={d} T={T} Δ={noise} seed={seed}: excess {100 * r['excess']:+.1f} % "
-                  f"(Bartlett {100 * (th['bartlett/seq2seq']['s_error'] / th['bartlett/seq2lab']['s_error'] - 1):+.1f} %); "
+                  f"(Bartlett {100 * predicted:+.1f} %); "
                   f"seq2seq test {r['seq2seq']['seq2seq_test_error']:.5g} "
                   f"(exact {r['seq2seq']['seq2seq_test_error_exact']:.5g}, routed "
                   f"{th['routed']['test_error']:.5g})", flush=True)

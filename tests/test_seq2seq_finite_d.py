@@ -76,6 +76,55 @@ def test_bartlett_seq2lab_tends_to_gaussian_channel():
     assert out.q_hat == pytest.approx(2 * 0.3 * 3 * 16 * 0.9 / (1 + 1.2) ** 2, rel=3e-2)
 
 
+def _moreau_envelope(nodes, T, d, m, q, t, Q0, trace0, noise, sigma, task):
+    """Averaged Moreau envelope of the exact-Gram channel, written from the residual
+    ``R = B(h(z) − h(v0))Bᵀ + (t − τ0) h(I) − ξ`` directly (independent of the module's
+    whitened form)."""
+    from skattn.theory.coords import _maps, h_from_u
+    from skattn.theory.seq2seq import _bartlett_factor
+
+    K = T * (T + 1) // 2
+    pts = nodes.points
+    m_perp, q_perp = m - t * trace0, q - t * t
+    V = Q0 - trace0 ** 2 - m_perp ** 2 / q_perp
+    s = np.where(np.arange(K) < T, d / (d + 2.0), d * d / ((d + 2.0) * (d - 1.0)))
+    B = _bartlett_factor(pts[:, 3 * K:], T, d)
+    G = B @ np.swapaxes(B, 1, 2)
+    omega = np.sqrt(s * q_perp) * pts[:, :K]
+    v0 = (m_perp / q_perp) * omega + np.sqrt(s * V) * pts[:, K:2 * K]
+    xi = h_from_u(np.sqrt(noise / 2) * pts[:, 2 * K:3 * K], T)
+    LB = np.einsum("nac,cek,nbe->nabk", B, _maps(T)[2].reshape(T, T, K), B)
+    weight = G if task == "seq2seq" else np.broadcast_to(np.eye(T), G.shape)
+    c = (t - trace0) * np.sqrt(d) * (G - np.eye(T)) - xi - np.einsum("nabk,nk->nab", LB, v0)
+    W = np.einsum("nabk,nbc,nacl->nkl", LB, weight, LB)
+    lin = np.einsum("nabk,nbc,nac->nk", LB, weight, c)
+    z = np.linalg.solve(np.eye(K) / sigma + 2 * W, (omega / sigma - 2 * lin)[..., None])[..., 0]
+    R = np.einsum("nabk,nk->nab", LB, z) + c
+    loss = np.einsum("nab,nbc,nac->n", R, weight, R)
+    return nodes.mean(np.sum((z - omega) ** 2, axis=1) / (2 * sigma) + loss)
+
+
+@pytest.mark.parametrize("task", ["seq2seq", "seq2lab"])
+def test_bartlett_conjugates_are_envelope_derivatives(task):
+    """``m̂ = −2α ∂M/∂m``, ``Σ̂ = 4α ∂M/∂q``, ``m̂_I = −2α ∂M/∂t`` at fixed others."""
+    T, d, alpha, eps = 2, 40, 0.3, 1e-4
+    nodes = GaussianNodes(12, n_points=4096, seed=3)
+    base = dict(m=1.1, q=1.4, t=0.6)
+    fixed = dict(Q0=1.5, trace0=0.7, noise=0.2, sigma=0.3)
+    out = bartlett_output_side(T, nodes, alpha=alpha, n_features=d, task=task, **base, **fixed)
+
+    def derivative(name):
+        up, down = ({**base, name: base[name] + sign * eps} for sign in (1, -1))
+        return (_moreau_envelope(nodes, T, d, task=task, **up, **fixed)
+                - _moreau_envelope(nodes, T, d, task=task, **down, **fixed)) / (2 * eps)
+
+    assert out.m_hat == pytest.approx(-2 * alpha * derivative("m"), rel=1e-3)
+    assert out.sigma_hat == pytest.approx(4 * alpha * derivative("q"), rel=1e-3)
+    assert out.m_hat_identity == pytest.approx(-2 * alpha * derivative("t"), rel=2e-2,
+                                               abs=1e-4)
+    assert abs(out.m_hat_identity) > 1e-3           # the trace direction is not free
+
+
 # -- the metric ---------------------------------------------------------------------------
 
 

@@ -1,37 +1,34 @@
 """Finite-d state evolution of the seq2seq task for factored linear attention.
 
 The seq2seq loss of one sample is ``‖(Â − Y) x‖²_F/d = Tr(R G Rᵀ)`` with ``R = Â − Y`` and
-the token Gram matrix ``G = x xᵀ/d``, and ``G = I + h(I)/√d`` exactly
-(docs/theory.rst §1, §4 "Finite d"): the weights of the residual rows are the
-pre-activations of the identity. In the continuum ``G → I`` and seq2seq is seq2lab; at
-finite d the identity is a second fixed, teacher-like direction of the output channel.
+the token Gram matrix ``G = x xᵀ/d = I + h(I)/√d`` exactly (docs/theory.rst §1, §4
+"Finite d"): the weights of the residual rows are the pre-activations of the identity. In
+the continuum ``G → I`` and seq2seq is seq2lab; at finite d the identity is a second fixed,
+teacher-like direction, with ``t = Tr Ŝ/d`` a fourth order parameter beside ``(m, q, Σ)``
+and its conjugate ``m̂_I``.
 
-Output side. Per u-component (docs/theory.rst §3) the label field ``w = u(S0) + ξ̃``, the
-identity field ``g = u(I)`` and the student's ``ω = u(Ŝ)`` are modelled as jointly Gaussian
-with the Gram matrix of ``(S0, I, Ŝ)``::
+Two output channels, one fixed point:
 
-    E[w²] = Q0 + Δ/2,  E[w g] = τ0,  E[g²] = 1,  E[ω w] = m,  E[ω g] = t,  E[ω²] = q,
+- :func:`bartlett_output_side` (``model="bartlett"``, routed from
+  :func:`~skattn.theory.solve_state_evolution`): the exact token Gram matrix through the
+  Bartlett factorisation ``x = √d B Q``, ``h(S) = t h(I) + B V(S_⊥) Bᵀ``, with the bulk V
+  Gaussian and independent of B;
+- :func:`seq2seq_output_side` (``model="gaussian"``): the weights ``I + h(g)/√d`` with
+  ``g = u(I)`` jointly Gaussian with the features and the Gram matrix of ``(S0, I, Ŝ)``
+  as covariance. Measured, it predicts about a quarter of the seq2seq excess: the
+  coupling of the weights to the features is in third moments that a Gaussian g lacks.
+  With ``loss="seq2lab"`` (``G = I``) it is the finite-d seq2lab state evolution, node for
+  node.
 
-``τ0 = Tr S0/d``, ``t = Tr Ŝ/d``. The loss is ``ℓ(z) = (z − w)ᵀ W (z − w)`` with
-``W = Lᵀ(I_T ⊗ G)L`` (``L: u ↦ vec h``, ``G = I + h(g)/√d``), so the proximal map is one
-K × K linear solve per node. The conjugates (paper's factor 2) are
-
-* ``m̂, m̂_I = 2α E[Σ_k ∂g_k/∂w_k], 2α E[Σ_k ∂g_k/∂g_k]`` in Stein form on the
-  conditional law of ``(w, g)`` given ω;
-* ``q̂ = 2α E‖g_out‖²``;
-* ``Σ̂ = 2α E Tr((I + 2ΣW)⁻¹ 2W)`` (the pointwise form, exact for this convex prox).
-
-Prior side. The denoiser input is ``m̂ S0 + m̂_I I + √q̂ Z − 2λ̃ I``: the finite-d spectral
-threshold of docs/theory.rst §4 with its threshold moved to ``ε = (2λ̃ − m̂_I)/m̂``
+Prior side (both): the finite-d spectral denoiser of docs/theory.rst §4 with input
+``m̂ S0 + m̂_I I + √q̂ Z − 2λ̃ I``, i.e. the threshold ``ε = (2λ̃ − m̂_I)/m̂``
 (:class:`~skattn.theory.denoisers.FactoredDenoiser` with ``t_hat = m̂_I``), which returns
-``m``, ``q``, Σ and ``t = Tr Ŝ/d``.
+``m``, ``q``, Σ and t. The fixed point is solved at α_eff, like the seq2lab one.
 
-With ``weights="identity"`` (``G = I``) the map is the finite-d seq2lab state evolution of
-:func:`~skattn.theory.solve_state_evolution`, node for node.
-
-The predicted seq2seq test error is ``(1 + c_T/d)`` times the seq2lab form of the signal
-part plus the unchanged label-noise term (docs/theory.rst §4, "Finite d"): for a fixed Ŝ
-this factor is exact for Gaussian tokens.
+The predicted seq2seq test error is ``1 + c_T/d`` times the seq2lab form of the signal
+part plus the unchanged label-noise term (:func:`seq2seq_metric_factor`): for a fixed Ŝ
+this factor is exact for Gaussian tokens. Derivation and measurements: docs/theory.rst §4,
+"seq2seq state evolution"; ``benchmarks/seq2seq_finite_d.py``.
 
 Pure numpy/scipy (no torch).
 """
@@ -126,8 +123,7 @@ def _gram_weights(g, T, n_features):
     """``W = Lᵀ(I ⊗ G)L`` per node, ``G = I + h(g)/√d`` with negative eigenvalues set to 0.
 
     The true Gram matrix ``x xᵀ/d`` is positive semi-definite; its Gaussian model is not
-    always (a tail of probability ~ exp(−d/4)), and a negative weight would make the prox
-    unbounded.
+    always (rarely, at d ≥ 40), and a negative weight would make the prox unbounded.
     """
     G = np.eye(T) + h_from_u(g, T) / np.sqrt(n_features)
     lam, vec = np.linalg.eigh(G)
@@ -151,7 +147,17 @@ def _check_gram(m, q, t, Q0, trace0, noise):
 
 def seq2seq_output_side(n_tokens, nodes, *, m, q, t, Q0, trace0, noise, sigma, alpha,
                         n_features, weights="gaussian"):
-    """Output side of the seq2seq state evolution (module docstring).
+    """Output side of the Gaussian-weights channel (``model="gaussian"``).
+
+    Per u-component the label field ``w = u(S0) + ξ̃``, the identity field ``g = u(I)`` and
+    the student's ``ω`` are jointly Gaussian with the Gram matrix of ``(S0, I, Ŝ)``:
+    ``E[w²] = Q0 + Δ/2``, ``E[wg] = τ0``, ``E[g²] = 1``, ``E[ωw] = m``, ``E[ωg] = t``,
+    ``E[ω²] = q``. The loss is ``(z − w)ᵀ W (z − w)``, ``W = Lᵀ(I_T ⊗ G)L`` with
+    ``G = I + h(g)/√d`` (``L: u ↦ vec h``), so the prox is one K × K solve per node.
+    ``m̂`` and ``m̂_I`` (``2α E[Σ_k ∂g_k/∂w_k]`` and ``2α E[Σ_k ∂g_k/∂g_k]``) are in Stein
+    form on the law of ``(w, g)`` given ω, ``q̂ = 2α E‖g_out‖²`` and
+    ``Σ̂ = 2α E Tr((I + 2ΣW)⁻¹ 2W)`` (pointwise: the prox is linear), as for seq2lab in
+    :func:`~skattn.theory.channels.output_side`.
 
     Parameters
     ----------
@@ -276,7 +282,8 @@ def bartlett_output_side(n_tokens, nodes, *, m, q, t, Q0, trace0, noise, sigma, 
         Columns: ω, the teacher's bulk given ω, the label noise (K each), then the T
         diagonal and the ``K − T`` sub-diagonal entries of B.
     m, q, t, Q0, trace0, noise, sigma, alpha, n_features
-        As in :func:`seq2seq_output_side` (``q > t²``, ``Q0 > τ0²``, ``n_features ≥ n_tokens + 1``).
+        As in :func:`seq2seq_output_side` (``q > t²``, ``Q0 > τ0²``,
+        ``n_features ≥ n_tokens + 1``).
     task : {"seq2seq", "seq2lab"}, default="seq2seq"
         The loss: Gram-weighted rows, or the plain square loss (the features keep B).
 
