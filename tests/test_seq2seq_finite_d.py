@@ -14,8 +14,10 @@ from skattn import TiedAttentionRegressor
 from skattn.data import AttentionIndexedModel, WishartTarget
 from skattn.theory import StateEvolutionProblem, solve_state_evolution
 from skattn.theory.channels import GaussianNodes
+from skattn.theory.coords import u_from_h
 from skattn.theory.seq2seq import (
     bartlett_output_side,
+    frame_covariance,
     routes_to_seq2seq,
     seq2seq_metric_factor,
     seq2seq_output_side,
@@ -76,6 +78,21 @@ def test_bartlett_seq2lab_tends_to_gaussian_channel():
     assert out.q_hat == pytest.approx(2 * 0.3 * 3 * 16 * 0.9 / (1 + 1.2) ** 2, rel=3e-2)
 
 
+def test_frame_covariance_is_the_haar_covariance():
+    """u-components of ``√d Q S Qᵀ`` over uniform orthonormal frames (T = 3, d = 7)."""
+    rng = np.random.default_rng(1)
+    T, d, n = 3, 7, 100_000
+    A = rng.standard_normal((d, d))
+    S = (A + A.T) / 2
+    S -= np.trace(S) / d * np.eye(d)                     # traceless
+    Q = np.linalg.qr(rng.standard_normal((n, d, T)))[0]  # (n, d, T), orthonormal columns
+    V = np.sqrt(d) * np.swapaxes(Q, 1, 2) @ S @ Q
+    u = u_from_h(V)
+    empirical = u.T @ u / n / (np.sum(S * S) / d)
+    np.testing.assert_allclose(empirical, frame_covariance(T, d), atol=0.02)
+    assert frame_covariance(T, d)[0, 1] < -0.05         # the diagonal components anticorrelate
+
+
 def _moreau_envelope(nodes, T, d, m, q, t, Q0, trace0, noise, sigma, task):
     """Averaged Moreau envelope of the exact-Gram channel, written from the residual
     ``R = B(h(z) − h(v0))Bᵀ + (t − τ0) h(I) − ξ`` directly (independent of the module's
@@ -87,11 +104,11 @@ def _moreau_envelope(nodes, T, d, m, q, t, Q0, trace0, noise, sigma, task):
     pts = nodes.points
     m_perp, q_perp = m - t * trace0, q - t * t
     V = Q0 - trace0 ** 2 - m_perp ** 2 / q_perp
-    s = np.where(np.arange(K) < T, d / (d + 2.0), d * d / ((d + 2.0) * (d - 1.0)))
+    root = np.linalg.cholesky(frame_covariance(T, d))
     B = _bartlett_factor(pts[:, 3 * K:], T, d)
     G = B @ np.swapaxes(B, 1, 2)
-    omega = np.sqrt(s * q_perp) * pts[:, :K]
-    v0 = (m_perp / q_perp) * omega + np.sqrt(s * V) * pts[:, K:2 * K]
+    omega = np.sqrt(q_perp) * pts[:, :K] @ root.T
+    v0 = (m_perp / q_perp) * omega + np.sqrt(V) * pts[:, K:2 * K] @ root.T
     xi = h_from_u(np.sqrt(noise / 2) * pts[:, 2 * K:3 * K], T)
     LB = np.einsum("nac,cek,nbe->nabk", B, _maps(T)[2].reshape(T, T, K), B)
     weight = G if task == "seq2seq" else np.broadcast_to(np.eye(T), G.shape)

@@ -48,7 +48,7 @@ from .problem import UNSET, resolve_problem
 from .state_evolution import _robust_fixed_point, solve_state_evolution
 
 __all__ = ["seq2seq_metric_factor", "Seq2seqOutputSide", "seq2seq_output_side",
-           "bartlett_output_side",
+           "frame_covariance", "bartlett_output_side",
            "Seq2seqStateEvolutionResult", "solve_seq2seq_state_evolution",
            "routes_to_seq2seq", "seq2seq_prediction"]
 
@@ -251,6 +251,35 @@ def _bartlett_factor(pts, T, d):
     return B
 
 
+def frame_covariance(n_tokens, n_features):
+    """Covariance of the u-components of ``V = √d Q S Qᵀ`` per unit ``⟨S, S⟩/d``.
+
+    For a traceless S and Q a uniform orthonormal T-frame in R^d: ``d/(d + 2)`` on the
+    diagonal components, ``−d/((d + 2)(d − 1))`` between two of them, and
+    ``d²/((d + 2)(d − 1))`` on the off-diagonal components, which are uncorrelated with
+    everything else (Haar moments; with them every second moment of h is exact).
+
+    Parameters
+    ----------
+    n_tokens : int
+        T ≥ 1.
+    n_features : int
+        d ≥ T + 1.
+
+    Returns
+    -------
+    ndarray of shape (K, K)
+    """
+    T = check_scalar_range(n_tokens, "n_tokens", low=1, integer=True)
+    d = check_scalar_range(n_features, "n_features", low=T + 1, integer=True)
+    K = T * (T + 1) // 2
+    cov = np.diag(np.where(np.arange(K) < T, d / (d + 2.0), d * d / ((d + 2.0) * (d - 1.0))))
+    diag = np.arange(T)
+    cross = -d / ((d + 2.0) * (d - 1.0))
+    cov[np.ix_(diag, diag)] += cross * (1 - np.eye(T))
+    return cov
+
+
 def bartlett_output_side(n_tokens, nodes, *, m, q, t, Q0, trace0, noise, sigma, alpha,
                          n_features, task="seq2seq"):
     r"""Output side with the exact token Gram matrix (docs/theory.rst §4, "Finite d").
@@ -264,10 +293,9 @@ def bartlett_output_side(n_tokens, nodes, *, m, q, t, Q0, trace0, noise, sigma, 
         h(S) = t\,h(I) + B\,V(S_⊥)\,B^\top,\qquad h(I) = \sqrt d\,(G − I),\qquad
         V(S_⊥) = \sqrt d\, Q S_⊥ Q^\top,
 
-    and ``V`` is modelled as Gaussian, independent of ``B``, with covariance
-    ``s_k ⟨S_⊥, S'_⊥⟩/d`` per u-component: ``s_k = d/(d + 2)`` on the diagonal and
-    ``d²/((d + 2)(d − 1))`` off it (the moments over orthonormal frames; with them the
-    second moments of h are exact). The Gram weights, the norms of the features and the
+    and ``V`` is modelled as Gaussian, independent of ``B``, with the covariance
+    :func:`frame_covariance` times ``⟨S_⊥, S'_⊥⟩/d`` (the Haar moments over orthonormal
+    frames; with them every second moment of h is exact). The Gram weights, the norms of the features and the
     trace direction are thus coupled as in the data: the moments of the seq2seq metric
     (``E[h_aa(Δ)² G_aa]`` …) are those of the docs. The teacher has ``τ0 = Tr S0/d``; the
     Gaussian bulk pair has the overlaps ``m − t τ0``, ``q − t²``, ``Q0 − τ0²``. The
@@ -308,12 +336,13 @@ def bartlett_output_side(n_tokens, nodes, *, m, q, t, Q0, trace0, noise, sigma, 
         raise ValueError(f"(m, q, t) = ({m}, {q}, {t}) must leave a non-degenerate bulk: "
                          f"q > t² and (m − t τ0)² < (q − t²)(Q0 − τ0²).")
     pts = nodes.points
-    scale_k = np.where(np.arange(K) < T, d / (d + 2.0), d * d / ((d + 2.0) * (d - 1.0)))
+    cov = frame_covariance(T, d)
+    root = np.linalg.cholesky(cov)
     B = _bartlett_factor(pts[:, 3 * K:], T, d)
     gram = B @ np.swapaxes(B, 1, 2)
     B_inv = np.linalg.inv(B)
-    omega = np.sqrt(scale_k * q_perp) * pts[:, :K]
-    bulk0 = (m_perp / q_perp) * omega + np.sqrt(scale_k * V) * pts[:, K:2 * K]
+    omega = np.sqrt(q_perp) * pts[:, :K] @ root.T
+    bulk0 = (m_perp / q_perp) * omega + np.sqrt(V) * pts[:, K:2 * K] @ root.T
     h_identity = np.sqrt(d) * (gram - np.eye(T))
     xi = h_from_u(np.sqrt(noise / 2) * pts[:, 2 * K:3 * K], T)
 
@@ -332,10 +361,10 @@ def bartlett_output_side(n_tokens, nodes, *, m, q, t, Q0, trace0, noise, sigma, 
     r = omega + sigma * gout - y
     train = float(nodes.mean(np.einsum("nk,nkl,nl->n", r, W, r)))
     resolvent = np.linalg.solve(A, 2 * W)          # −∂g/∂ω = ∂g/∂y
-    diag = np.diagonal(resolvent, axis1=1, axis2=2)
-    sigma_hat = 2 * alpha * float(nodes.mean(diag @ scale_k))
+    # Σ̂ = 4α ∂M/∂q = −2α E Tr(cov ∂g/∂ω): the components of ω are correlated
+    sigma_hat = 2 * alpha * float(nodes.mean(np.einsum("kl,nlk->n", cov, resolvent)))
     m_hat = sigma_hat                               # ∂g/∂y = −∂g/∂ω for this prox
-    q_hat = 2 * alpha * float(nodes.mean((gout * gout) @ scale_k))
+    q_hat = 2 * alpha * float(nodes.mean(np.einsum("nk,kl,nl->n", gout, cov, gout)))
     # −2α ∂M/∂t at fixed (m, q): the explicit t of y, and t inside m − tτ0 and q − t²
     m_hat_identity = (2 * alpha * float(nodes.mean(np.sum(gout * phi_t, axis=1)))
                       - trace0 * m_hat + t * sigma_hat)
