@@ -30,6 +30,7 @@ from .powerlaw import (
 )
 from .problem import DomainWarning, StateEvolutionProblem
 from .spectral import ConvolvedLaw, free_convolution, semicircle_law
+from .seq2seq import Seq2seqStateEvolutionResult, solve_seq2seq_state_evolution
 from .spiked import SpikedStateEvolutionResult, solve_spiked_state_evolution
 from .state_evolution import StateEvolutionResult, solve_state_evolution, state_evolution_curve
 from .thresholds import (
@@ -51,4 +52,5 @@ __all__ = [
     "error_decomposition", "ErrorDecomposition", "irreducible_error",
     "theory_learning_curve", "LearningCurve",
     "solve_spiked_state_evolution", "SpikedStateEvolutionResult",
+    "solve_seq2seq_state_evolution", "Seq2seqStateEvolutionResult",
 ]

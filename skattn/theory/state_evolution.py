@@ -492,7 +492,8 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         Label noise Δ ≥ 0.
     attention : {"softmax", "linear"}, default="softmax"
     task : {"seq2lab", "seq2seq"}, default="seq2lab"
-        Both have the same limit; accepted for symmetry with the estimators.
+        Both have the same limit. Factored linear seq2seq at finite d is solved with the
+        exact token Gram matrix (:func:`skattn.theory.seq2seq.seq2seq_prediction`).
     parametrization : {"factored", "direct"}, default="factored"
     n_features : int or None, default=None
         None solves the d → ∞ continuum; an integer d solves the finite-d version on the
@@ -693,7 +694,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     if not np.all(np.isfinite(values)):
         converged = False
         message = "non-finite values at the fixed point: " + message
-    return StateEvolutionResult(
+    result = StateEvolutionResult(
         alpha=alpha, m=m, q=q, sigma=sigma, m_hat=m_hat, q_hat=q_hat, sigma_hat=sigma_hat,
         Q0=Q0, test_error=e_test, train_error=train_error, train_objective=objective,
         eta=prior.eta, delta=prior.delta, epsilon=prior.epsilon, converged=bool(converged),
@@ -709,6 +710,11 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                         "target_trace": t0} if with_t else {})),
         law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
         certified_fraction=float(_get(out, "certified_fraction")))
+    from . import seq2seq       # lazily: it builds on this module (docs/theory.rst §4)
+    if seq2seq.routes_to_seq2seq(problem) and not collapsed:
+        result = seq2seq.seq2seq_prediction(result, n_nodes=n_nodes, tol=tol,
+                                            random_state=random_state)
+    return result
 
 
 def _curve_chunk(alphas, problem, reg_lambdas, options):
