@@ -48,8 +48,8 @@ RESULTS = HERE / "results" / "seq2seq_finite_d.json"
 ALPHA, REG_LAMBDA, KAPPA0, N_TEST = 0.3, 0.05, 0.5, 20_000
 # (d, T, Δ, seeds): the docs' configuration at four d, then label noise and T = 1, 3
 CONFIGS = [(40, 2, 0.0, (0, 1, 2)), (60, 2, 0.0, (0, 1, 2, 3)), (100, 2, 0.0, tuple(range(8))),
-           (160, 2, 0.0, (0, 1)), (100, 2, 0.3, (0, 1, 2)), (100, 1, 0.0, (0, 1, 2)),
-           (60, 3, 0.0, (0, 1, 2)), (100, 3, 0.0, (0, 1))]
+           (160, 2, 0.0, (0, 1)), (100, 2, 0.3, (0, 1, 2)), (100, 1, 0.0, tuple(range(8))),
+           (60, 3, 0.0, (0, 1, 2)), (100, 3, 0.0, tuple(range(6)))]
 # (model, loss) of the predictions: the seq2lab state evolution, the Gaussian-weights
 # hypothesis, and the exact-Gram (Bartlett) channel with either loss
 PREDICTIONS = (("gaussian", "seq2lab"), ("gaussian", "seq2seq"), ("bartlett", "seq2lab"),

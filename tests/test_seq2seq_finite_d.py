@@ -279,3 +279,23 @@ def test_predicted_excess_matches_training_d40():
     predicted = pred["seq2seq"].s_error / pred["seq2lab"].s_error - 1
     assert measured > 0.1
     assert abs(predicted - measured) < 0.3 * measured
+
+
+def test_bartlett_channel_is_solved_at_nominal_alpha():
+    """The exact-Gram channel is solved at α (its token-norm fluctuations are what α_eff
+    stands in for in the Gaussian model): passing α(d+1)/d must change its prediction the
+    way a larger α does, and its seq2lab loss at α lands near the Gaussian state evolution
+    at α_eff (2 % at d = 100), far from the Gaussian one at α."""
+    d = 100
+    teacher = _teacher(d, seed=3)
+    bart = solve_seq2seq_state_evolution(0.3, target=teacher, loss="seq2lab", **LINEAR)
+    more = solve_seq2seq_state_evolution(0.3 * (d + 1) / d, target=teacher, loss="seq2lab",
+                                         **LINEAR)
+    assert more.seq2lab_test_error < bart.seq2lab_test_error
+    assert bart.alpha == 0.3
+    gauss_eff = solve_state_evolution(0.3, target=teacher, **LINEAR)
+    gauss_nominal = solve_state_evolution(0.3 * (d + 1) / d, target=teacher, **LINEAR)
+    gap_eff = bart.seq2lab_test_error / gauss_eff.test_error - 1
+    gap_nominal = bart.seq2lab_test_error / gauss_nominal.test_error - 1
+    assert abs(gap_eff) < 0.025
+    assert abs(gap_nominal) > abs(gap_eff) + 0.01
