@@ -93,12 +93,10 @@ class BartlettSoftmaxOutputSide:
 # -- the law on the nodes ---------------------------------------------------------------
 
 
-def _check_channel(channel, n_tokens):
+def _check_channel(channel):
     if not isinstance(channel, (SoftmaxChannel, LinearChannel)):
         raise TypeError(f"channel must be a SoftmaxChannel or LinearChannel, got "
                         f"{type(channel).__name__}.")
-    if channel.n_tokens != n_tokens:
-        raise ValueError(f"channel has n_tokens={channel.n_tokens}, expected {n_tokens}.")
 
 
 def _check_args(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task):
@@ -225,7 +223,7 @@ def _prox(channel, law, sigma, warm=None):
 def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task,
             warm=None):
     """The output side and the minimisers (for warm starts)."""
-    _check_channel(channel, channel.n_tokens)
+    _check_channel(channel)
     sigma, alpha, noise, d, m_perp, q_perp, V = _check_args(
         channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task)
     law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task)
@@ -309,7 +307,7 @@ def bartlett_softmax_envelope(channel, nodes, *, m, q, t, Q0, trace0, noise, sig
     minimisers : ndarray of shape (N, K)
         The bulk v* per node.
     """
-    _check_channel(channel, channel.n_tokens)
+    _check_channel(channel)
     sigma, _, noise, d, m_perp, q_perp, V = _check_args(
         channel, nodes, m, q, t, Q0, trace0, noise, sigma, 0.0, n_features, task)
     law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task)
@@ -335,7 +333,7 @@ def bartlett_softmax_test_errors(channel, nodes, *, m, q, t, Q0, trace0, noise, 
     seq2seq : float
     seq2lab : float
     """
-    _check_channel(channel, channel.n_tokens)
+    _check_channel(channel)
     _, _, noise, d, m_perp, q_perp, V = _check_args(
         channel, nodes, m, q, t, Q0, trace0, noise, 1.0, 0.0, n_features, "seq2seq")
     law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, "seq2seq")
