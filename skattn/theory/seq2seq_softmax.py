@@ -52,7 +52,7 @@ from .._validation import check_choice, check_scalar_range
 from .channels import GaussianNodes, LinearChannel, SoftmaxChannel
 from .channels.prox import _newton, _SoftmaxProblem
 from .channels.weighted import _derivs
-from .coords import _maps, h_from_u, u_from_h
+from .coords import _maps, u_from_h
 from .problem import UNSET, resolve_problem
 from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _Seq2seqMap,
                       frame_covariance)
