@@ -189,7 +189,8 @@ def test_softmax_and_continuum_seq2seq_are_not_routed():
     problem = StateEvolutionProblem(WishartTarget(0.5), n_tokens=2, reg_lambda=0.05,
                                     task="seq2seq", attention="linear")
     assert not routes_to_seq2seq(problem)                     # continuum
-    assert not routes_to_seq2seq(problem.replace(n_features=40, attention="softmax"))
+    assert not routes_to_seq2seq(problem.replace(n_features=40, attention="softmax",
+                                                 width_ratio=0.5))
     assert routes_to_seq2seq(problem.replace(n_features=40))
 
 

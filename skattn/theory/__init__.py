@@ -31,6 +31,7 @@ from .powerlaw import (
 from .problem import DomainWarning, StateEvolutionProblem
 from .spectral import ConvolvedLaw, free_convolution, semicircle_law
 from .seq2seq import Seq2seqStateEvolutionResult, solve_seq2seq_state_evolution
+from .seq2seq_softmax import solve_seq2seq_softmax_state_evolution
 from .spiked import SpikedStateEvolutionResult, solve_spiked_state_evolution
 from .state_evolution import StateEvolutionResult, solve_state_evolution, state_evolution_curve
 from .thresholds import (
@@ -53,4 +54,5 @@ __all__ = [
     "theory_learning_curve", "LearningCurve",
     "solve_spiked_state_evolution", "SpikedStateEvolutionResult",
     "solve_seq2seq_state_evolution", "Seq2seqStateEvolutionResult",
+    "solve_seq2seq_softmax_state_evolution",
 ]

@@ -609,7 +609,8 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
 def routes_to_seq2seq(problem):
     """Whether :func:`~skattn.theory.solve_state_evolution` predicts ``problem`` here.
 
-    Factored linear attention, task seq2seq, at finite d, Gaussian tokens.
+    Factored attention, task seq2seq, at finite d, Gaussian tokens: linear attention, or
+    softmax attention at full rank (:mod:`skattn.theory.seq2seq_softmax`).
 
     Parameters
     ----------
@@ -619,15 +620,16 @@ def routes_to_seq2seq(problem):
     -------
     bool
     """
-    return (problem.task == "seq2seq" and problem.attention == "linear"
-            and problem.parametrization == "factored" and problem.n_features is not None
-            and problem.token_kurtosis == 0.0)
+    return (problem.task == "seq2seq" and problem.parametrization == "factored"
+            and problem.n_features is not None and problem.token_kurtosis == 0.0
+            and (problem.attention == "linear" or problem.width_ratio == 1.0))
 
 
 def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
     """The seq2seq prediction of :func:`~skattn.theory.solve_state_evolution`.
 
-    The fixed point of the exact-Gram channel (:func:`bartlett_output_side`) with the
+    The fixed point of the exact-Gram channel (:func:`bartlett_output_side`; softmax:
+    :func:`~skattn.theory.seq2seq_softmax.solve_seq2seq_softmax_state_evolution`) with the
     seq2seq loss, started from the seq2lab fixed point, as a
     :class:`~skattn.theory.StateEvolutionResult` (docs/theory.rst §4, "Finite d",
     seq2seq). Its test error is the seq2seq one, ``E‖(Â − Y)x‖²_F/d``.
@@ -635,8 +637,8 @@ def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
     Parameters
     ----------
     seq2lab : StateEvolutionResult
-        The finite-d seq2lab fixed point of a factored linear problem (``result.problem``
-        set; its task may be either).
+        The finite-d seq2lab fixed point of a factored problem (linear, or softmax at
+        full rank; ``result.problem`` set; its task may be either).
     n_nodes : int, default=8192
     tol : float, default=1e-7
     random_state : int, default=0
@@ -652,9 +654,18 @@ def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
     if problem is None or not hasattr(seq2lab, "trace"):
         raise TypeError(f"seq2lab must be a StateEvolutionResult with its problem, got "
                         f"{type(seq2lab).__name__}.")
-    seq = solve_seq2seq_state_evolution(seq2lab.alpha, problem, model="bartlett",
-                                        loss="seq2seq", n_nodes=n_nodes, tol=tol,
-                                        init=seq2lab, random_state=random_state)
+    extra, source = {}, "exact-Gram state evolution, skattn.theory.seq2seq"
+    if problem.attention == "softmax":     # docs/theory.rst §4: routed by its measurements
+        from .seq2seq_softmax import solve_seq2seq_softmax_state_evolution
+        seq = solve_seq2seq_softmax_state_evolution(seq2lab.alpha, problem, n_nodes=n_nodes,
+                                                    tol=tol, init=seq2lab,
+                                                    random_state=random_state)
+        # its multi-start prox is not certified global
+        extra, source = {"certified_fraction": 0.0}, source + "_softmax"
+    else:
+        seq = solve_seq2seq_state_evolution(seq2lab.alpha, problem, model="bartlett",
+                                            loss="seq2seq", n_nodes=n_nodes, tol=tol,
+                                            init=seq2lab, random_state=random_state)
     message = ("converged" if seq.converged else
                f"fixed-point residual {seq.residual:.2e} above tol={tol:.1e}")
     return replace(
@@ -663,6 +674,6 @@ def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
         train_objective=seq.train_objective, eta=seq.eta, delta=seq.delta,
         epsilon=seq.epsilon, converged=seq.converged, residual=seq.residual,
         n_iter=seq2lab.n_iter + seq.n_calls, finite_eigenvalues=seq.spectrum,
-        message=message + " (seq2seq: exact-Gram state evolution, skattn.theory.seq2seq)",
+        message=message + f" (seq2seq: {source})", **extra,
         params={**seq2lab.params, "trace": seq.trace, "m_hat_identity": seq.m_hat_identity,
                 "seq2lab_s_error": seq2lab.s_error})

@@ -1,0 +1,466 @@
+"""Finite-d seq2seq state evolution of factored SOFTMAX attention (exact token Gram).
+
+The softmax version of the exact-Gram ("Bartlett") channel of :mod:`.seq2seq`
+(docs/theory.rst §4, "Finite d", seq2seq state evolution). Gaussian tokens factor as
+``x = √d B Q`` and, for ``S = t I + S_⊥``, ``h(S) = t h(I) + B V(S_⊥) Bᵀ`` exactly, with
+``h(I) = √d (B Bᵀ − I)``; V is modelled as Gaussian with the Haar-frame covariance
+(:func:`~skattn.theory.seq2seq.frame_covariance`), independent of B. In u-coordinates the
+student's pre-activation is
+
+    ``z = t φ + M_B v``,  ``φ = u(h(I))``,  ``M_B: v ↦ u(B h(v) Bᵀ)`` (K × K per node),
+
+and the teacher's ``z0 = τ0 φ + M_B v0 + ξ̃`` (label noise ξ̃ of variance Δ/2 per
+component, inside the softmax as in :class:`~skattn.theory.channels.SoftmaxChannel`). The
+proximal map is over the bulk v,
+
+    ``argmin_v ‖v − ω‖²/(2Σ) + ℓ_G(y, t φ + M_B v)``,
+
+with ``ℓ_G = Tr(R G Rᵀ)``, ``R = softmax(βh(z)) − y`` the weighted loss of
+:mod:`.channels.weighted` (``G = B Bᵀ`` for seq2seq, ``I`` for seq2lab). It is not convex:
+damped Newton (:func:`.channels.prox._newton`) over the full K-dim v (the shift direction
+of the softmax is flat in the loss, the proximal term fixes it) from ω, from the exact-fit
+point, from their midpoint and from the node's previous minimiser; the best end point is
+kept (not certified).
+
+The conjugates are derivatives of the node-averaged Moreau envelope M at fixed
+``(m, q, t)``, ``m̂ = −2α ∂M/∂m``, ``Σ̂ = 4α ∂M/∂q``, ``m̂_I = −2α ∂M/∂t``, computed
+*pathwise* by the envelope theorem: on fixed nodes the minimum moves with ω
+(``∂_ω = −g_out``), with the teacher's bulk v0 through the labels' Jacobian, and with t
+explicitly; ω and v0 depend on ``(m, q, t)`` through the bulk overlaps
+``(m − tτ0, q − t², Q0 − τ0²)``. ``q̂ = 2α E[g_outᵀ C g_out]`` in the frame metric C, as
+in the linear module. Where a node's global minimiser switches branch the envelope is
+still continuous, so this is the derivative of the node average (the distributional
+derivative in the limit, as the Stein forms of :func:`~.channels.output_side`).
+
+The test errors are node averages over the same law: the seq2seq metric
+``E Tr(R G Rᵀ)`` with ``z = tφ + M_B ω`` (no ``1 + c_T/d`` factor needed) and its seq2lab
+form ``E ‖R‖²_F``. Prior side: :class:`~skattn.theory.denoisers.FactoredDenoiser` with
+``t_hat = m̂_I``, at the nominal α (softmax keeps α, see
+:meth:`~skattn.theory.StateEvolutionProblem.effective_alpha`). Measurements:
+``benchmarks/seq2seq_softmax.py``.
+
+Pure numpy/scipy (no torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import check_choice, check_scalar_range
+from .channels import GaussianNodes, LinearChannel, SoftmaxChannel
+from .channels.prox import _newton, _SoftmaxProblem
+from .channels.weighted import _derivs
+from .coords import _maps, u_from_h
+from .problem import UNSET, resolve_problem
+from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _Seq2seqMap,
+                      frame_covariance)
+from .state_evolution import _robust_fixed_point, solve_state_evolution
+
+__all__ = ["BartlettSoftmaxOutputSide", "bartlett_softmax_output_side",
+           "bartlett_softmax_envelope", "bartlett_softmax_test_errors",
+           "solve_seq2seq_softmax_state_evolution"]
+
+TASKS = ("seq2seq", "seq2lab")
+# Newton step cap in v, × 1/β (the softmax channel's own cap)
+_RADIUS = 8.0
+
+
+@dataclass
+class BartlettSoftmaxOutputSide:
+    """Conjugates from :func:`bartlett_softmax_output_side` (paper's factor 2).
+
+    Attributes
+    ----------
+    m_hat, m_hat_identity, q_hat, sigma_hat : float
+        ``m̂ = −2α ∂M/∂m``, ``m̂_I = −2α ∂M/∂t``, ``q̂ = 2α E[g_outᵀ C g_out]`` and
+        ``Σ̂ = 4α ∂M/∂q``.
+    train_error : float
+        ``E ℓ_G(y, z*)``.
+    moreau : float
+        The node-averaged envelope ``M = E[‖v* − ω‖²/(2Σ) + ℓ_G(y, z*)]``.
+    """
+
+    m_hat: float
+    m_hat_identity: float
+    q_hat: float
+    sigma_hat: float
+    train_error: float
+    moreau: float
+
+
+# -- the law on the nodes ---------------------------------------------------------------
+
+
+def _check_channel(channel):
+    if not isinstance(channel, (SoftmaxChannel, LinearChannel)):
+        raise TypeError(f"channel must be a SoftmaxChannel or LinearChannel, got "
+                        f"{type(channel).__name__}.")
+
+
+def _check_args(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task):
+    """Validated scalars, the bulk overlaps and the node dimension check."""
+    T = channel.n_tokens
+    check_choice(task, "task", TASKS)
+    sigma = check_scalar_range(sigma, "sigma", low=0, low_inclusive=False)
+    alpha = check_scalar_range(alpha, "alpha", low=0)
+    noise = check_scalar_range(noise, "noise", low=0)
+    Q0 = check_scalar_range(Q0, "Q0", low=0, low_inclusive=False)
+    d = check_scalar_range(n_features, "n_features", low=T + 1, integer=True)
+    m, q, t, trace0 = float(m), float(q), float(t), float(trace0)
+    if not np.all(np.isfinite([m, q, t, trace0])):
+        raise ValueError(f"m, q, t and trace0 must be finite, got {m}, {q}, {t}, {trace0}.")
+    K = channel.K
+    if not isinstance(nodes, GaussianNodes) or nodes.dim != 4 * K:
+        raise ValueError(f"nodes must be GaussianNodes of dim 4K = {4 * K} for "
+                         f"n_tokens={T}, got {getattr(nodes, 'dim', type(nodes).__name__)}.")
+    m_perp, q_perp, Q0_perp = m - t * trace0, q - t * t, Q0 - trace0 * trace0
+    V = Q0_perp - m_perp * m_perp / q_perp if q_perp > 0 else -1.0
+    if not (q_perp > 0 and V > 0):
+        raise ValueError(f"(m, q, t) = ({m}, {q}, {t}) must leave a non-degenerate bulk: "
+                         "q > t² and (m − t τ0)² < (q − t²)(Q0 − τ0²).")
+    return sigma, alpha, noise, d, m_perp, q_perp, V
+
+
+def _bulk_map(B, T):
+    """``M_B`` of shape (N, K, K): the u-coordinates of ``B h(v) Bᵀ`` as a matrix in v."""
+    K = T * (T + 1) // 2
+    Lr = _maps(T)[2].reshape(T, T, K)
+    LB = np.einsum("nac,cek,nbe->nabk", B, Lr, B)          # v ↦ B h(v) Bᵀ
+    _, _, _, inv_scale, rows, cols = _maps(T)
+    # LB is symmetric in (a, b): u_from_h takes the (rows, cols) entries, scaled
+    return LB[:, rows, cols, :] * inv_scale[None, :, None]
+
+
+class _Law:
+    """Everything on the nodes at fixed ``(m, q, t)``: ω, v0, B, φ, M_B, labels, weights."""
+
+    def __init__(self, channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task):
+        T, K = channel.n_tokens, channel.K
+        pts = nodes.points
+        self.cov = frame_covariance(T, d)
+        root = np.linalg.cholesky(self.cov)
+        self.a = pts[:, :K] @ root.T               # ω/√q⊥: unit-overlap directions
+        self.b = pts[:, K:2 * K] @ root.T
+        self.omega = np.sqrt(q_perp) * self.a
+        self.v0 = (m_perp / np.sqrt(q_perp)) * self.a + np.sqrt(V) * self.b
+        B = _bartlett_factor(pts[:, 3 * K:], T, d)
+        self.gram = B @ np.swapaxes(B, 1, 2)
+        self.phi = u_from_h(np.sqrt(d) * (self.gram - np.eye(T)))
+        self.MB = _bulk_map(B, T)
+        self.z0 = (trace0 * self.phi + np.einsum("nkl,nl->nk", self.MB, self.v0)
+                   + np.sqrt(noise / 2) * pts[:, 2 * K:3 * K])
+        self.y = channel.labels(self.z0)
+        self.weights = (self.gram if task == "seq2seq"
+                        else np.broadcast_to(np.eye(T), self.gram.shape).copy())
+        self.base = t * self.phi                       # z = t φ + M_B v
+        self.m_perp, self.q_perp, self.V = m_perp, q_perp, V
+
+    def z_of(self, v):
+        return self.base + np.einsum("nkl,nl->nk", self.MB, v)
+
+
+class _BulkProblem(_SoftmaxProblem):
+    """``‖x‖²/(2Σ) + ℓ_G(y, tφ + M_B(ω + x))`` over the full bulk v = ω + x."""
+
+    def __init__(self, channel, law, sigma):
+        self.ch, self.law = channel, law
+        self.sigma = np.full(law.omega.shape[0], sigma)
+
+    def _z(self, rows, x):
+        law = self.law
+        return law.base[rows] + np.einsum("nkl,nl->nk", law.MB[rows], law.omega[rows] + x)
+
+    def value(self, rows, x):
+        law = self.law
+        loss = _derivs(self.ch, law.y[rows], self._z(rows, x), law.weights[rows],
+                       hessian=False)[0]
+        return np.sum(x * x, axis=1) / (2 * self.sigma[rows]) + loss
+
+    def grad_hess(self, rows, x):
+        law, s = self.law, self.sigma[rows]
+        MB = law.MB[rows]
+        _, gl, Hl = _derivs(self.ch, law.y[rows], self._z(rows, x), law.weights[rows])
+        g = x / s[:, None] + np.einsum("nlk,nl->nk", MB, gl)
+        H = np.eye(x.shape[1]) / s[:, None, None] + np.swapaxes(MB, 1, 2) @ Hl @ MB
+        return g, H
+
+
+def _fit_start(channel, law):
+    """The exact-fit bulk ``M_B⁻¹(z0 β0/β − tφ)``, moved along the flat shift direction to
+    the point nearest ω (the proximal term's own choice)."""
+    z_fit = law.z0 * (channel.target_beta_ / channel.beta_)
+    MB_inv = np.linalg.inv(law.MB)
+    v = np.einsum("nkl,nl->nk", MB_inv, z_fit - law.base)
+    e = np.einsum("nkl,l->nk", MB_inv, channel.shift)      # M_B e = shift
+    c = -np.sum(e * (v - law.omega), axis=1) / np.sum(e * e, axis=1)
+    return v + c[:, None] * e
+
+
+def _prox(channel, law, sigma, warm=None):
+    """Best Newton end point over the starts; returns ``(v*, objective)``."""
+    N, K = law.omega.shape
+    prob = _BulkProblem(channel, law, sigma)
+    if isinstance(channel, LinearChannel):                  # quadratic: one start suffices
+        x0 = np.zeros((N, 1, K))
+        radius = np.inf
+    else:
+        x_fit = _fit_start(channel, law) - law.omega
+        starts = [np.zeros((N, K)), x_fit, 0.5 * x_fit]
+        if warm is not None:
+            starts.append(warm - law.omega)
+        x0 = np.stack(starts, axis=1)
+        radius = _RADIUS / channel.beta_
+    S = x0.shape[1]
+    rows = np.repeat(np.arange(N), S)
+    x, f = _newton(prob, rows, x0.reshape(N * S, K), radius, getattr(channel, "max_iter", 100))
+    x, f = x.reshape(N, S, K), f.reshape(N, S)
+    best = np.argmin(f, axis=1)
+    return law.omega + x[np.arange(N), best], f[np.arange(N), best]
+
+
+def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task,
+            warm=None):
+    """The output side and the minimisers (for warm starts)."""
+    _check_channel(channel)
+    sigma, alpha, noise, d, m_perp, q_perp, V = _check_args(
+        channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task)
+    law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task)
+    v, f = _prox(channel, law, sigma, warm)
+    z = law.z_of(v)
+    loss, grad_z, _ = _derivs(channel, law.y, z, law.weights, hessian=False)
+    gout = (v - law.omega) / sigma
+    # envelope theorem: ∂F/∂ω = −g_out; ∂F/∂v0 through y(z0) with ∂ℓ/∂y = −2 R G
+    R = channel._act(channel._h(z), channel.beta_) - law.y
+    dF_dy = -2 * R @ law.weights
+    dF_dz0 = np.einsum("nab,nabk->nk", dF_dy, channel.labels_jacobian(law.z0))
+    dF_dv0 = np.einsum("nlk,nl->nk", law.MB, dF_dz0)
+    dF_dt = np.sum(grad_z * law.phi, axis=1)               # explicit t of z = tφ + M_B v
+    sq, sV = np.sqrt(q_perp), np.sqrt(V)
+    # ω = √q⊥ a, v0 = (m⊥/√q⊥) a + √V b, V = Q0⊥ − m⊥²/q⊥
+    dM_dq = (nodes.mean(np.sum(-gout * law.a, axis=1)) / (2 * sq)
+             + nodes.mean(np.sum(dF_dv0 * (-m_perp / (2 * sq ** 3) * law.a
+                                           + m_perp ** 2 / (2 * q_perp ** 2 * sV) * law.b),
+                                 axis=1)))
+    dM_dm = nodes.mean(np.sum(dF_dv0 * (law.a / sq - m_perp / (q_perp * sV) * law.b), axis=1))
+    # t also moves m⊥ = m − tτ0 and q⊥ = q − t²
+    dM_dt = nodes.mean(dF_dt) - trace0 * dM_dm - 2 * t * dM_dq
+    out = BartlettSoftmaxOutputSide(
+        m_hat=-2 * alpha * float(dM_dm), m_hat_identity=-2 * alpha * float(dM_dt),
+        q_hat=2 * alpha * float(nodes.mean(np.einsum("nk,kl,nl->n", gout, law.cov, gout))),
+        sigma_hat=4 * alpha * float(dM_dq), train_error=float(nodes.mean(loss)),
+        moreau=float(nodes.mean(f)))
+    return out, v
+
+
+def bartlett_softmax_output_side(channel, nodes, *, m, q, t, Q0, trace0, noise, sigma,
+                                 alpha, n_features, task="seq2seq", warm=None):
+    """Output side of the exact-Gram channel for softmax (or linear) attention.
+
+    Parameters
+    ----------
+    channel : SoftmaxChannel or LinearChannel
+        The attention at T, β, β0.
+    nodes : GaussianNodes of dim 4K
+        Columns: ω, the teacher's bulk given ω, the label noise (K each), then the T
+        diagonal and the ``K − T`` sub-diagonal entries of B (as
+        :func:`~skattn.theory.seq2seq.bartlett_output_side`).
+    m, q, t : float
+        ``Tr(S0 Ŝ)/d``, ``Tr Ŝ²/d`` and ``Tr Ŝ/d``, with ``q > t²`` and
+        ``(m − tτ0)² < (q − t²)(Q0 − τ0²)``.
+    Q0, trace0 : float
+        ``Tr S0²/d > 0`` and ``τ0 = Tr S0/d``.
+    noise : float
+        Δ ≥ 0.
+    sigma : float
+        Σ > 0.
+    alpha : float
+        ≥ 0.
+    n_features : int
+        d ≥ T + 1.
+    task : {"seq2seq", "seq2lab"}, default="seq2seq"
+        The training loss: Gram-weighted rows (``G = B Bᵀ``) or ``G = I``.
+    warm : ndarray of shape (N, K), optional
+        Previous minimisers v* of the same nodes: one more Newton start.
+
+    Returns
+    -------
+    BartlettSoftmaxOutputSide
+    """
+    return _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features,
+                   task, warm)[0]
+
+
+def bartlett_softmax_envelope(channel, nodes, *, m, q, t, Q0, trace0, noise, sigma,
+                              n_features, task="seq2seq", warm=None):
+    """The node-averaged Moreau envelope ``M(m, q, t)`` and its minimisers.
+
+    Parameters
+    ----------
+    channel, nodes, m, q, t, Q0, trace0, noise, sigma, n_features, task, warm
+        As in :func:`bartlett_softmax_output_side`.
+
+    Returns
+    -------
+    moreau : float
+    minimisers : ndarray of shape (N, K)
+        The bulk v* per node.
+    """
+    _check_channel(channel)
+    sigma, _, noise, d, m_perp, q_perp, V = _check_args(
+        channel, nodes, m, q, t, Q0, trace0, noise, sigma, 0.0, n_features, task)
+    law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task)
+    v, f = _prox(channel, law, sigma, warm)
+    return float(nodes.mean(f)), v
+
+
+def bartlett_softmax_test_errors(channel, nodes, *, m, q, t, Q0, trace0, noise, n_features):
+    """Test errors of a student with overlaps ``(m, q, t)``: seq2seq metric and seq2lab form.
+
+    ``E Tr(R G Rᵀ)`` (``= E‖(Â − Y)x‖²_F/d``, G the token Gram matrix) and ``E‖R‖²_F``
+    with ``R = attention(tφ + M_B ω) − labels(z0)``, on the law of
+    :func:`bartlett_softmax_output_side` (labels with noise, as
+    :func:`~skattn.theory.channels.test_error`).
+
+    Parameters
+    ----------
+    channel, nodes, m, q, t, Q0, trace0, noise, n_features
+        As in :func:`bartlett_softmax_output_side`.
+
+    Returns
+    -------
+    seq2seq : float
+    seq2lab : float
+    """
+    _check_channel(channel)
+    _, _, noise, d, m_perp, q_perp, V = _check_args(
+        channel, nodes, m, q, t, Q0, trace0, noise, 1.0, 0.0, n_features, "seq2seq")
+    law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, "seq2seq")
+    R = channel._act(channel._h(law.z_of(law.omega)), channel.beta_) - law.y
+    seq = np.einsum("nab,nbc,nac->n", R, law.gram, R)
+    return float(nodes.mean(seq)), float(nodes.mean(np.einsum("nab,nab->n", R, R)))
+
+
+# -- the fixed point --------------------------------------------------------------------
+
+
+class _SoftmaxSeq2seqMap(_Seq2seqMap):
+    """:class:`~skattn.theory.seq2seq._Seq2seqMap` with the softmax output side (warm)."""
+
+    def __init__(self, channel, alpha, T, d, denoiser, Q0, trace0, noise, nodes, loss):
+        super().__init__(alpha, T, d, denoiser, Q0, trace0, noise, nodes, "bartlett", loss)
+        self.channel, self.warm = channel, None
+
+    def evaluate(self, m, q, sigma, t):
+        out, v = _output(self.channel, self.nodes, m, q, t, self.Q0, self.trace0,
+                         self.noise, sigma, self.alpha, self.d, self.loss, self.warm)
+        self.warm = v
+        prior = self.denoiser(out.m_hat, out.q_hat, out.sigma_hat, t_hat=out.m_hat_identity)
+        return out, prior
+
+
+def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
+                                          n_tokens=UNSET, reg_lambda=UNSET, noise=UNSET,
+                                          n_features=UNSET, beta=UNSET, target_beta=UNSET,
+                                          loss="seq2seq", n_nodes=8192, tol=1e-6,
+                                          max_iter=200, damping=0.5, init=None,
+                                          random_state=0):
+    """Finite-d seq2seq state evolution of factored softmax attention (module docstring).
+
+    Parameters
+    ----------
+    alpha : float
+        ``n/d²`` > 0 (the fixed point keeps the nominal α).
+    problem : StateEvolutionProblem, optional
+        Softmax attention, factored, full rank, at finite d, Gaussian tokens.
+    target, n_tokens, reg_lambda, noise, n_features, beta, target_beta
+        The model keywords of :func:`~skattn.theory.solve_state_evolution` instead of a
+        problem (``target`` may be a teacher: its own S0 at its d).
+    loss : {"seq2seq", "seq2lab"}, default="seq2seq"
+        The training loss (``G = B Bᵀ`` or ``I``).
+    n_nodes : int, default=8192
+        Quasi-Monte-Carlo nodes (≥ 16).
+    tol : float, default=1e-6
+        Max-norm of the residual in ``(m/√Q0, log q, log Σ, t/√Q0)``.
+    max_iter : int, default=200
+        Evaluations of the map.
+    damping : float in (0, 1], default=0.5
+    init : StateEvolutionResult or Seq2seqStateEvolutionResult, optional
+        A start (its ``m, q, sigma, trace``); default: the finite-d seq2lab softmax fixed
+        point of :func:`~skattn.theory.solve_state_evolution`.
+    random_state : int, default=0
+        Seeds the nodes.
+
+    Returns
+    -------
+    Seq2seqStateEvolutionResult
+        ``model="bartlett"``; ``test_error`` is the seq2seq metric ``E‖(Â − Y)x‖²_F/d``
+        and ``seq2lab_test_error`` its seq2lab form ``E‖Â − A0‖²_F``, both node averages
+        at the fixed point; ``s_error`` is ``Q0 − 2m + q``.
+
+    Raises
+    ------
+    ValueError
+        For linear attention, the direct parametrization, a rank cap, the continuum (no
+        ``n_features``), non-Gaussian tokens or out-of-range keywords.
+    """
+    alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
+    if problem is None and reg_lambda is UNSET:
+        raise TypeError("solve_seq2seq_softmax_state_evolution() needs a problem or the "
+                        "keyword 'reg_lambda'.")
+    problem = resolve_problem(problem, "solve_seq2seq_softmax_state_evolution", target=target,
+                              n_tokens=n_tokens, reg_lambda=reg_lambda, noise=noise,
+                              n_features=n_features, beta=beta, target_beta=target_beta)
+    check_choice(loss, "loss", TASKS)
+    if problem.attention != "softmax":
+        raise ValueError(f"attention must be 'softmax', got {problem.attention!r} (linear "
+                         "attention: skattn.theory.seq2seq.solve_seq2seq_state_evolution).")
+    if problem.parametrization != "factored" or problem.width_ratio != 1.0:
+        raise ValueError(f"parametrization must be 'factored' with width_ratio=1, got "
+                         f"{problem.parametrization!r}, {problem.width_ratio}.")
+    if problem.n_features is None:
+        raise ValueError("n_features must be an integer d (or target a teacher): the seq2seq "
+                         "correction is a finite-d effect.")
+    if problem.token_kurtosis != 0.0:
+        raise ValueError(f"token_kurtosis must be 0 (Gaussian tokens), got "
+                         f"{problem.token_kurtosis}.")
+    n_nodes = check_scalar_range(n_nodes, "n_nodes", low=16, integer=True)
+    tol = check_scalar_range(tol, "tol", low=0, low_inclusive=False)
+    max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
+    damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
+    random_state = check_scalar_range(random_state, "random_state", low=0, high=2 ** 32 - 1,
+                                      integer=True)
+    if init is None:
+        init = solve_state_evolution(alpha, problem.replace(task="seq2lab"),
+                                     random_state=random_state)
+    if not all(np.isfinite(getattr(init, k, np.nan)) for k in ("m", "q", "sigma", "trace")):
+        raise TypeError(f"init must be a state-evolution result with finite m, q, sigma and "
+                        f"trace, got {type(init).__name__}.")
+    law, eig0 = problem.target_law(random_state)
+    Q0, trace0 = float(np.mean(eig0 ** 2)), float(np.mean(eig0))
+    T, d = problem.n_tokens, problem.n_features
+    channel = problem.channel()
+    nodes = GaussianNodes(4 * channel.K, n_points=n_nodes, seed=random_state)
+    denoiser = problem.denoiser(law, eig0)
+    fp = _SoftmaxSeq2seqMap(channel, alpha, T, d, denoiser, Q0, trace0, problem.noise,
+                            nodes, loss)
+    x0 = fp.to_x(init.m, init.q, init.sigma, init.trace)
+    x, res_norm, converged = _robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
+                                                 damping=damping)
+    m, q, sigma, t = fp.from_x(x)
+    if fp.residual(x) is None or fp.last is None:
+        raise ValueError(f"the softmax seq2seq state evolution left its domain (loss={loss!r}, "
+                         f"residual {res_norm:.2e}); try a smaller damping.")
+    out, prior = fp.last
+    seq, lab = bartlett_softmax_test_errors(channel, nodes, m=m, q=q, t=t, Q0=Q0,
+                                            trace0=trace0, noise=problem.noise, n_features=d)
+    return Seq2seqStateEvolutionResult(
+        alpha=alpha, n_features=d, model="bartlett", loss=loss, m=m, q=q, sigma=sigma,
+        trace=t, m_hat=out.m_hat, m_hat_identity=out.m_hat_identity, q_hat=out.q_hat,
+        sigma_hat=out.sigma_hat, Q0=Q0, trace0=trace0, s_error=Q0 - 2 * m + q,
+        test_error=seq, seq2lab_test_error=lab, train_error=out.train_error,
+        train_objective=alpha * out.train_error + problem.reg_trace * t,
+        converged=bool(converged), residual=float(res_norm), n_calls=fp.n_calls,
+        eta=prior.eta, delta=prior.delta, epsilon=prior.epsilon,
+        spectrum=denoiser.learned_spectrum(prior))

@@ -1,0 +1,185 @@
+"""Finite-d seq2seq state evolution of factored softmax attention
+(skattn/theory/seq2seq_softmax.py; docs/theory.rst §4, "Finite d", seq2seq state evolution).
+
+The exact-Gram channel with the softmax loss: pathwise envelope conjugates against finite
+differences, the linear reduction to skattn.theory.seq2seq.bartlett_output_side, the
+seq2seq metric against its Gaussian factor, and input validation.
+"""
+
+import numpy as np
+import pytest
+
+from skattn.data import AttentionIndexedModel, WishartTarget
+from skattn.theory import StateEvolutionProblem
+from skattn.theory.channels import GaussianNodes, LinearChannel, SoftmaxChannel
+from skattn.theory.seq2seq import bartlett_output_side, seq2seq_metric_factor
+from skattn.theory.seq2seq_softmax import (
+    bartlett_softmax_envelope,
+    bartlett_softmax_output_side,
+    bartlett_softmax_test_errors,
+    solve_seq2seq_softmax_state_evolution,
+)
+
+OVERLAPS = dict(m=0.9, q=1.3, t=0.5, Q0=1.5, trace0=0.7, noise=0.1, n_features=60)
+
+
+def _nodes(T, n_points=1024, seed=0):
+    return GaussianNodes(4 * (T * (T + 1) // 2), n_points=n_points, seed=seed)
+
+
+# -- conjugates: derivatives of the envelope ----------------------------------------------
+
+
+@pytest.mark.parametrize("T, beta, sigma, task", [(2, 1.0, 0.8, "seq2seq"),
+                                                   (2, 2.0, 1.5, "seq2lab"),
+                                                   (3, 1.0, 0.8, "seq2seq")])
+def test_pathwise_conjugates_are_envelope_derivatives(T, beta, sigma, task):
+    """m̂ = −2α ∂M/∂m, Σ̂ = 4α ∂M/∂q, m̂_I = −2α ∂M/∂t against central differences of the
+    node-averaged envelope (same nodes, warm-started minimisers)."""
+    channel = SoftmaxChannel(T, beta=beta, target_beta=beta)
+    nodes = _nodes(T, 512 if T == 3 else 1024)
+    alpha = 0.3
+    kw = dict(OVERLAPS, sigma=sigma, task=task)
+    out = bartlett_softmax_output_side(channel, nodes, alpha=alpha, **kw)
+    moreau, v = bartlett_softmax_envelope(channel, nodes, **kw)
+    assert moreau == pytest.approx(out.moreau, rel=1e-12)
+    eps = 1e-4
+    for name, factor, value in (("m", -2, out.m_hat), ("q", 4, out.sigma_hat),
+                                ("t", -2, out.m_hat_identity)):
+        up = bartlett_softmax_envelope(channel, nodes, warm=v, **{**kw, name: kw[name] + eps})
+        down = bartlett_softmax_envelope(channel, nodes, warm=v,
+                                         **{**kw, name: kw[name] - eps})
+        fd = factor * alpha * (up[0] - down[0]) / (2 * eps)
+        assert value == pytest.approx(fd, rel=1e-5, abs=1e-8), name
+
+
+def test_minimiser_is_stationary_and_beats_its_starts():
+    """v* is a stationary point of the prox objective and no worse than ω (x = 0)."""
+    channel = SoftmaxChannel(3)
+    nodes = _nodes(3, 256)
+    kw = dict(OVERLAPS, sigma=2.0)
+    moreau, v = bartlett_softmax_envelope(channel, nodes, **kw)
+    # the envelope at the same nodes with v* replaced by ω is the loss at ω: never lower
+    errs = bartlett_softmax_test_errors(channel, nodes, **OVERLAPS)
+    assert moreau <= errs[0] + 1e-12
+    # a second solve warm-started at v* returns the same point
+    moreau2, v2 = bartlett_softmax_envelope(channel, nodes, warm=v, **kw)
+    assert moreau2 == pytest.approx(moreau, rel=1e-10)
+    np.testing.assert_allclose(v2, v, atol=1e-6)
+
+
+# -- the linear reduction -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["seq2seq", "seq2lab"])
+def test_linear_channel_reproduces_bartlett_output_side(task):
+    """LinearChannel through the generic code: the pointwise quantities (q̂, train error) to
+    1e-8; the derivatives (pathwise here, pointwise there) to the accuracy of the nodes."""
+    T = 2
+    nodes = _nodes(T, 4096)
+    kw = dict(OVERLAPS, sigma=0.8, alpha=0.3, task=task)
+    ref = bartlett_output_side(T, nodes, **kw)
+    out = bartlett_softmax_output_side(LinearChannel(T), nodes, **kw)
+    assert out.q_hat == pytest.approx(ref.q_hat, rel=1e-8)
+    assert out.train_error == pytest.approx(ref.train_error, rel=1e-8)
+    assert out.m_hat == pytest.approx(ref.m_hat, rel=1e-3)
+    assert out.sigma_hat == pytest.approx(ref.sigma_hat, rel=1e-3)
+    assert out.m_hat_identity == pytest.approx(ref.m_hat_identity, abs=2e-3 * ref.m_hat)
+
+
+@pytest.mark.parametrize("T", [2, 3])
+def test_linear_test_errors_match_the_gaussian_moments(T):
+    """Linear attention: the node averages give ``T(T+1)(Q0 − 2m + q) + T(T+1)Δ/2`` and
+    the seq2seq metric ``1 + c_T/d`` times its signal part (exact Gaussian moments)."""
+    nodes = _nodes(T, 16384, seed=3)
+    kw = dict(OVERLAPS, noise=0.0, n_features=20)
+    seq, lab = bartlett_softmax_test_errors(LinearChannel(T), nodes, **kw)
+    signal = T * (T + 1) * (kw["Q0"] - 2 * kw["m"] + kw["q"])
+    assert lab == pytest.approx(signal, rel=0.02)
+    assert seq / lab == pytest.approx(seq2seq_metric_factor(T, 20), rel=0.02)
+
+
+# -- the fixed point ----------------------------------------------------------------------
+
+
+def test_solve_converges_and_seq2seq_loss_costs_accuracy():
+    """A small same-instance fixed point: converged, the seq2seq metric above the seq2lab
+    form (G = B Bᵀ puts weight on the larger residuals), the training objective set."""
+    teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5), random_state=0)
+    res = solve_seq2seq_softmax_state_evolution(0.3, target=teacher, reg_lambda=0.1,
+                                                n_nodes=1024)
+    assert res.converged and res.residual < 1e-6
+    assert res.loss == "seq2seq" and res.n_features == 30
+    assert res.test_error > res.seq2lab_test_error > 0
+    assert res.s_error == pytest.approx(res.Q0 - 2 * res.m + res.q)
+    assert np.isfinite([res.m_hat, res.sigma_hat, res.q_hat, res.m_hat_identity]).all()
+
+
+# -- input validation ---------------------------------------------------------------------
+
+
+def test_output_side_rejects_bad_input():
+    channel = SoftmaxChannel(2)
+    kw = dict(OVERLAPS, sigma=0.8, alpha=0.3)
+    with pytest.raises(ValueError, match="task"):
+        bartlett_softmax_output_side(channel, _nodes(2), task="seq2vec", **kw)
+    with pytest.raises(ValueError, match="nodes must be GaussianNodes of dim 4K = 12"):
+        bartlett_softmax_output_side(channel, GaussianNodes(6, n_points=64), **kw)
+    with pytest.raises(ValueError, match="non-degenerate bulk"):
+        bartlett_softmax_output_side(channel, _nodes(2), **{**kw, "q": 0.2})
+    with pytest.raises(ValueError, match="n_features"):
+        bartlett_softmax_output_side(channel, _nodes(2), **{**kw, "n_features": 2})
+    with pytest.raises(ValueError, match="sigma"):
+        bartlett_softmax_output_side(channel, _nodes(2), **{**kw, "sigma": 0.0})
+    with pytest.raises(ValueError, match="must be finite"):
+        bartlett_softmax_output_side(channel, _nodes(2), **{**kw, "m": np.nan})
+    with pytest.raises(TypeError, match="channel"):
+        bartlett_softmax_output_side("softmax", _nodes(2), **kw)
+
+
+def test_solver_rejects_problems_outside_its_domain():
+    base = dict(target=WishartTarget(0.5), n_tokens=2, reg_lambda=0.1, n_features=30)
+    with pytest.raises(ValueError, match="attention must be 'softmax'"):
+        solve_seq2seq_softmax_state_evolution(
+            0.3, StateEvolutionProblem(**base, attention="linear"))
+    with pytest.raises(ValueError, match="n_features"):
+        solve_seq2seq_softmax_state_evolution(
+            0.3, StateEvolutionProblem(**{**base, "n_features": None}))
+    with pytest.raises(ValueError, match="parametrization"):
+        solve_seq2seq_softmax_state_evolution(
+            0.3, StateEvolutionProblem(**base, width_ratio=0.5))
+    with pytest.raises(ValueError, match="loss"):
+        solve_seq2seq_softmax_state_evolution(0.3, loss="seq2vec", **base)
+    with pytest.raises(ValueError, match="alpha"):
+        solve_seq2seq_softmax_state_evolution(-1.0, **base)
+    with pytest.raises(ValueError, match="n_nodes"):
+        solve_seq2seq_softmax_state_evolution(0.3, n_nodes=4, **base)
+    with pytest.raises(TypeError, match="reg_lambda"):
+        solve_seq2seq_softmax_state_evolution(0.3, target=WishartTarget(0.5), n_tokens=2)
+    with pytest.raises(TypeError, match="init"):
+        solve_seq2seq_softmax_state_evolution(0.3, init=object(), **base)
+
+
+# -- routing ------------------------------------------------------------------------------
+
+
+def test_solve_state_evolution_routes_softmax_seq2seq_here():
+    """Finite-d softmax seq2seq (full rank) is this fixed point, started from seq2lab."""
+    from skattn.theory import solve_state_evolution
+    from skattn.theory.seq2seq import routes_to_seq2seq
+
+    teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5), random_state=0)
+    lab = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, n_nodes=1024)
+    seq = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, task="seq2seq",
+                                n_nodes=1024)
+    assert routes_to_seq2seq(seq.problem) and not routes_to_seq2seq(lab.problem)
+    assert not routes_to_seq2seq(seq.problem.replace(width_ratio=0.5))
+    assert seq.converged and "seq2seq_softmax" in seq.message
+    assert seq.certified_fraction == 0.0
+    own = solve_seq2seq_softmax_state_evolution(0.3, target=teacher, reg_lambda=0.1,
+                                                n_nodes=1024, tol=1e-7, init=lab)
+    for name in ("m", "q", "sigma", "test_error", "train_objective"):
+        assert getattr(seq, name) == pytest.approx(getattr(own, name), rel=1e-10), name
+    assert seq.params["trace"] == pytest.approx(own.trace, rel=1e-10)
+    # the Gram weights cost accuracy, and the metric weighs the larger residuals
+    assert seq.test_error > lab.test_error
