@@ -492,8 +492,8 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         Label noise Δ ≥ 0.
     attention : {"softmax", "linear"}, default="softmax"
     task : {"seq2lab", "seq2seq"}, default="seq2lab"
-        Both have the same limit. Factored linear seq2seq at finite d is solved with the
-        exact token Gram matrix (:func:`skattn.theory.seq2seq.seq2seq_prediction`).
+        Both have the same limit. Factored full-rank seq2seq at finite d (linear or
+        softmax) uses the exact token Gram matrix (:func:`skattn.theory.seq2seq.seq2seq_prediction`).
     parametrization : {"factored", "direct"}, default="factored"
     n_features : int or None, default=None
         None solves the d → ∞ continuum; an integer d solves the finite-d version on the
