@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _reference import reference_seconds  # benchmarks/_reference.py
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "seq2seq_finite_d.json"
@@ -59,16 +60,6 @@ PREDICTIONS = (("gaussian", "seq2lab"), ("gaussian", "seq2seq"), ("bartlett", "s
 def c_T(T):
     """``c_T = (8 + (T − 1)(T + 4))/(T + 1)`` of the seq2seq metric (docs/theory.rst §4)."""
     return (8 + (T - 1) * (T + 4)) / (T + 1)
-
-
-def _reference_seconds():
-    """Time of a fixed numpy workload (20 eigh of 400×400), to express the load."""
-    a = np.random.default_rng(0).standard_normal((400, 400))
-    a = a + a.T
-    start = time.perf_counter()
-    for _ in range(20):
-        np.linalg.eigh(a)
-    return time.perf_counter() - start
 
 
 def simulate(d, T, noise, seed):
@@ -191,7 +182,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    ref = _reference_seconds()
+    ref = reference_seconds()
     runs = []
     for d, T, noise, seeds in CONFIGS:
         if args.max_d is not None and d > args.max_d:
@@ -209,7 +200,7 @@ def main(argv=None):
                   f"{th['routed']['test_error']:.5g})", flush=True)
     RESULTS.parent.mkdir(exist_ok=True)
     payload = {"alpha": ALPHA, "reg_lambda": REG_LAMBDA, "kappa0": KAPPA0, "n_test": N_TEST,
-               "reference_seconds": ref, "reference_seconds_end": _reference_seconds(),
+               "reference_seconds": ref, "reference_seconds_end": reference_seconds(),
                "machine": platform.node(), "cpu_count": os.cpu_count(),
                "summary": _summary(runs), "runs": runs}
     RESULTS.write_text(json.dumps(payload, indent=1))

@@ -41,6 +41,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _reference import reference_seconds  # benchmarks/_reference.py
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "seq2seq_softmax.json"
@@ -49,16 +50,6 @@ ALPHA, REG_LAMBDA, KAPPA0, N_TEST = 0.3, 0.1, 0.5, 20_000
 # (d, T, teacher seeds)
 CONFIGS = [(60, 2, (0, 1, 2)), (60, 3, (0, 1, 2)), (100, 2, tuple(range(6))),
            (100, 3, tuple(range(6)))]
-
-
-def _reference_seconds():
-    """Time of a fixed numpy workload (20 eigh of 400×400), to express the load."""
-    a = np.random.default_rng(0).standard_normal((400, 400))
-    a = a + a.T
-    start = time.perf_counter()
-    for _ in range(20):
-        np.linalg.eigh(a)
-    return time.perf_counter() - start
 
 
 def _teacher(d, T, seed):
@@ -189,7 +180,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     data = _load()
     runs = {(r["d"], r["n_tokens"], r["seed"]): r for r in data["runs"]}
-    ref = _reference_seconds()
+    ref = reference_seconds()
     start = time.perf_counter()
     for d, T, seeds in CONFIGS:
         for seed in seeds:

@@ -29,6 +29,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _reference import reference_seconds  # benchmarks/_reference.py
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "spiked_learning_curve.json"
@@ -46,16 +47,6 @@ CONFIGS = [(1.25, 100, ALPHAS), (1.25, 60, ALPHAS), (1.5, 100, (0.3,)),
 GAP_DS = (60, 100, 160, 250)
 # α grid of the theory lines in the figure (the SE is cheap: < 1 s a point)
 LINE_ALPHAS = tuple(np.round(np.geomspace(0.08, 0.8, 15), 4))
-
-
-def _reference_seconds():
-    """Time of a fixed numpy workload (20 eigh of 400×400), to express the load."""
-    a = np.random.default_rng(0).standard_normal((400, 400))
-    a = a + a.T
-    start = time.perf_counter()
-    for _ in range(20):
-        np.linalg.eigh(a)
-    return time.perf_counter() - start
 
 
 def _trained_error(gamma, d, alpha, seed):
@@ -101,7 +92,7 @@ def run():
 
     torch.set_num_threads(1)
     start, load_before = time.perf_counter(), os.getloadavg()
-    reference = [_reference_seconds()]
+    reference = [reference_seconds()]
     points = []
     for gamma, d, alphas in CONFIGS:
         for alpha in alphas:
@@ -121,7 +112,7 @@ def run():
             pred = _predictions(line["gamma"], line["d"], alpha)
             line["spiked"].append(round(pred["spiked"], 6))
             line["gaussian"].append(round(pred["gaussian"], 6))
-    reference.append(_reference_seconds())
+    reference.append(reference_seconds())
     meta = {"measured": time.strftime("%Y-%m-%d"), "wall_s": round(time.perf_counter() - start),
             "loadavg_1min_before_after": [round(load_before[0], 2),
                                           round(os.getloadavg()[0], 2)],

@@ -482,6 +482,22 @@ class _Seq2seqMap:
         return self.to_x(*new) - x
 
 
+def _check_finite_d_solve(problem, n_nodes, tol, max_iter, damping, random_state):
+    """Checks shared by the seq2seq solvers: finite d, Gaussian tokens, solver options."""
+    if problem.n_features is None:
+        raise ValueError("n_features must be an integer d (or target a teacher): the seq2seq "
+                         "correction is a finite-d effect.")
+    if problem.token_kurtosis != 0.0:
+        raise ValueError(f"token_kurtosis must be 0 (Gaussian tokens), got "
+                         f"{problem.token_kurtosis}.")
+    return (check_scalar_range(n_nodes, "n_nodes", low=16, integer=True),
+            check_scalar_range(tol, "tol", low=0, low_inclusive=False),
+            check_scalar_range(max_iter, "max_iter", low=1, integer=True),
+            check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False),
+            check_scalar_range(random_state, "random_state", low=0, high=2 ** 32 - 1,
+                               integer=True))
+
+
 def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens=UNSET,
                                   reg_lambda=UNSET, width_ratio=UNSET, noise=UNSET,
                                   n_features=UNSET, model="bartlett", loss="seq2seq",
@@ -551,18 +567,8 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
     if problem.parametrization != "factored":
         raise ValueError(f"parametrization must be 'factored', got "
                          f"{problem.parametrization!r}.")
-    if problem.n_features is None:
-        raise ValueError("n_features must be an integer d (or target a teacher): the seq2seq "
-                         "correction is a finite-d effect.")
-    if problem.token_kurtosis != 0.0:
-        raise ValueError(f"token_kurtosis must be 0 (Gaussian tokens), got "
-                         f"{problem.token_kurtosis}.")
-    n_nodes = check_scalar_range(n_nodes, "n_nodes", low=16, integer=True)
-    tol = check_scalar_range(tol, "tol", low=0, low_inclusive=False)
-    max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
-    damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
-    random_state = check_scalar_range(random_state, "random_state", low=0, high=2 ** 32 - 1,
-                                      integer=True)
+    n_nodes, tol, max_iter, damping, random_state = _check_finite_d_solve(
+        problem, n_nodes, tol, max_iter, damping, random_state)
     if init is None:
         # the seq2lab fixed point: the start, and the identity-weights map's own fixed point
         init = solve_state_evolution(alpha, problem.replace(task="seq2lab"), n_nodes=n_nodes,

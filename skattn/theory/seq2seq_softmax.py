@@ -54,8 +54,8 @@ from .channels.prox import _newton, _SoftmaxProblem
 from .channels.weighted import _derivs
 from .coords import _maps, u_from_h
 from .problem import UNSET, resolve_problem
-from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _Seq2seqMap,
-                      frame_covariance)
+from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _check_finite_d_solve,
+                      _Seq2seqMap, frame_covariance)
 from .state_evolution import _robust_fixed_point, solve_state_evolution
 
 __all__ = ["BartlettSoftmaxOutputSide", "bartlett_softmax_output_side",
@@ -419,18 +419,8 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
     if problem.parametrization != "factored" or problem.width_ratio != 1.0:
         raise ValueError(f"parametrization must be 'factored' with width_ratio=1, got "
                          f"{problem.parametrization!r}, {problem.width_ratio}.")
-    if problem.n_features is None:
-        raise ValueError("n_features must be an integer d (or target a teacher): the seq2seq "
-                         "correction is a finite-d effect.")
-    if problem.token_kurtosis != 0.0:
-        raise ValueError(f"token_kurtosis must be 0 (Gaussian tokens), got "
-                         f"{problem.token_kurtosis}.")
-    n_nodes = check_scalar_range(n_nodes, "n_nodes", low=16, integer=True)
-    tol = check_scalar_range(tol, "tol", low=0, low_inclusive=False)
-    max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
-    damping = check_scalar_range(damping, "damping", low=0, high=1, low_inclusive=False)
-    random_state = check_scalar_range(random_state, "random_state", low=0, high=2 ** 32 - 1,
-                                      integer=True)
+    n_nodes, tol, max_iter, damping, random_state = _check_finite_d_solve(
+        problem, n_nodes, tol, max_iter, damping, random_state)
     if init is None:
         init = solve_state_evolution(alpha, problem.replace(task="seq2lab"),
                                      random_state=random_state)
