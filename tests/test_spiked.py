@@ -190,6 +190,30 @@ def test_fixed_point_satisfies_the_spike_stationarity_and_reduces_to_todays_at_k
     assert base.sigma == pytest.approx(gauss.sigma, rel=1e-3)
 
 
+def test_small_alpha_warns_that_the_prior_noise_is_not_small_against_the_spike():
+    """δ/λ_1 above 0.05 (α = 0.1 at d = 60: 0.126, where trained models sit 12 % above the
+    spiked value) raises DomainWarning naming the reason; α = 0.3 at d = 100 (0.044,
+    within 0.4 % of training) does not."""
+    from skattn.theory import DomainWarning
+    from skattn.theory.spiked import SPIKE_NOISE_MAX_RATIO
+
+    with pytest.warns(DomainWarning, match="noise width"):
+        low = solve_spiked_state_evolution(0.1, PowerLawTarget(1.25).eigenvalues(60),
+                                           reg_lambda=0.05, noise=0.2, n_points=2048,
+                                           n_replicates=1)
+    assert low.noise_to_spike == pytest.approx(0.126, abs=0.005)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DomainWarning)
+        high = solve_spiked_state_evolution(0.3, PowerLawTarget(1.25).eigenvalues(100),
+                                            reg_lambda=0.05, noise=0.2, n_points=2048,
+                                            n_replicates=1)
+    assert high.noise_to_spike < SPIKE_NOISE_MAX_RATIO
+    none = solve_spiked_state_evolution(0.3, PowerLawTarget(1.25).eigenvalues(40),
+                                        n_spikes=0, reg_lambda=0.05, n_points=1024,
+                                        n_replicates=1)
+    assert np.isnan(none.noise_to_spike)
+
+
 # ---- bad input ------------------------------------------------------------------------
 def test_bad_input_names_the_argument():
     ch = SoftmaxChannel(2)

@@ -25,6 +25,7 @@ Pure numpy/scipy (no torch).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +36,12 @@ from .channels.base import _squared_norm
 from .coords import u_from_h
 from .denoisers import FactoredDenoiser
 from .laws import DiscreteLaw
-from .problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE
+from .problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, DomainWarning
+
+#: Largest ``δ/λ_1`` (prior-side noise width over the top eigenvalue) at which the spiked
+#: state evolution was measured within 1.8 % of trained models; above it, 2–12 % too low
+#: (power law γ = 1.25, T = 2 softmax, d = 60–250; docs/spiked.rst, "Learning curve").
+SPIKE_NOISE_MAX_RATIO = 0.05
 from .state_evolution import _anderson
 
 __all__ = [
@@ -50,6 +56,7 @@ __all__ = [
     "spiked_output_side",
     "SpikedStateEvolutionResult",
     "solve_spiked_state_evolution",
+    "SPIKE_NOISE_MAX_RATIO",
 ]
 
 
@@ -430,6 +437,11 @@ class SpikedStateEvolutionResult:
         Max-norm of the fixed-point residual at the returned point.
     n_calls : int
         Evaluations of the fixed-point map.
+    noise_to_spike : float
+        ``δ/λ_1``: the prior side's noise width ``δ = √q̂/m̂`` over the top eigenvalue, the
+        relative order of the terms the spiked channel neglects (docs/spiked.rst,
+        "Limits"); NaN without spikes. Above :data:`SPIKE_NOISE_MAX_RATIO` the solver
+        raises :class:`~skattn.theory.DomainWarning`.
     """
 
     alpha: float
@@ -448,6 +460,7 @@ class SpikedStateEvolutionResult:
     converged: bool
     residual: float
     n_calls: int = 0
+    noise_to_spike: float = np.nan
 
 
 class _SpikedMap:
@@ -576,9 +589,21 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
                             m=m, q=q, bulk_Q0=split.bulk_Q0, noise=noise, n_points=n_points,
                             n_replicates=n_replicates, seed=seed + 1000)
     trace = fp.bulk_trace + float(np.sum(s)) / np.sqrt(d)
+    noise_to_spike = np.nan
+    if k:
+        noise_to_spike = float(np.sqrt(out.q_hat) / out.m_hat
+                               / (split.strengths[0] * np.sqrt(d)))
+        if noise_to_spike > SPIKE_NOISE_MAX_RATIO:
+            warnings.warn(
+                f"outside the validated domain: the prior side's noise width δ = √q̂/m̂ is "
+                f"{noise_to_spike:.3f} of the top eigenvalue (above {SPIKE_NOISE_MAX_RATIO}); "
+                f"the spiked channel neglects terms of relative order δ/λ_1, and trained "
+                f"models were measured 2–12 % above it there (small α or small d; "
+                f"docs/spiked.rst).", DomainWarning, stacklevel=2)
     return SpikedStateEvolutionResult(
         alpha=alpha, n_spikes=k, m=m, q=q, sigma=sigma, student_strengths=s,
         target_strengths=split.strengths, m_hat=out.m_hat, q_hat=out.q_hat,
         sigma_hat=out.sigma_hat, test_error=err, train_error=out.train_error,
         train_objective=alpha * out.train_error + denoiser.reg_trace * trace,
-        converged=bool(converged), residual=float(res_norm), n_calls=fp.n_calls)
+        converged=bool(converged), residual=float(res_norm), n_calls=fp.n_calls,
+        noise_to_spike=noise_to_spike)
