@@ -17,7 +17,9 @@ import warnings
 
 import numpy as np
 
-from skattn.finite_size import FSSConfig, _fss_row
+from skattn.finite_size import FSSConfig
+
+from same_instance_d100 import same_instance_gaps  # benchmarks/same_instance_d100.py
 
 SCANS = {
     "lin": ([0.3, 0.38, 0.42, 0.46, 0.5, 0.6, 0.8],
@@ -36,12 +38,7 @@ def main(argv=None):
     warnings.simplefilter("ignore")
     alphas, make = SCANS[args.scan]
     for alpha in alphas:
-        cfg, gaps = make(alpha), []
-        for seed in range(args.seeds):
-            row = _fss_row("simulation", cfg.to_json(), d=100, seed=seed, n_test=20000,
-                           same_instance_se=True)
-            gaps.append(row["test_error"] / row["se_same_instance_test_error"] - 1)
-        g = np.array(gaps)
+        g, row = same_instance_gaps(make(alpha), 100, args.seeds)
         print(f"{args.scan} α={alpha}: gap {100 * g.mean():+.1f} ± "
               f"{100 * g.std(ddof=1) / np.sqrt(g.size):.1f} %, trained error "
               f"{row['test_error']:.4g} (last seed)", flush=True)
