@@ -25,6 +25,7 @@ docs/theory.rst §10 lives in :mod:`skattn.validation_grid`.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -281,6 +282,32 @@ class FiniteSizeResult:
     relative_gap_ci = property(lambda self: self.test.relative_gap_ci, doc="Its interval.")
     verdict = property(lambda self: self.test.verdict, doc="The test-error verdict.")
 
+    @property
+    def domain_warnings(self):
+        """The ``DomainWarning`` reasons of the same-instance predictions at the largest d.
+
+        Returns
+        -------
+        dict
+            ``reason -> fraction of the seeds`` at the largest d whose prediction raised a
+            :class:`~skattn.theory.DomainWarning` for that reason (e.g. ``"spiky target"``,
+            ``"strong rank cap"``); empty inside the stated domain (docs/domain.rst).
+        """
+        if not self.rows:
+            return {}
+        d_max = max(r["d"] for r in self.rows)
+        top = [r for r in self.rows if r["d"] == d_max]
+        counts = {}
+        for r in top:
+            for reason in domain_reasons(r.get("se_same_instance_domain") or ""):
+                counts[reason] = counts.get(reason, 0) + 1
+        return {k: v / len(top) for k, v in sorted(counts.items())}
+
+    @property
+    def outside_domain(self):
+        """True when a same-instance prediction at the largest d left the stated domain."""
+        return bool(self.domain_warnings)
+
     def plot(self, ax=None, *, quantity="test_error"):
         """Plot one quantity (see :meth:`FiniteSizeComparison.plot`).
 
@@ -302,7 +329,8 @@ class FiniteSizeResult:
     def summary(self):
         """One flat dict (for the validation table)."""
         out = {"label": self.config.describe(),
-               "outside_gaussian_equivalence": self.config.outside_gaussian_equivalence}
+               "outside_gaussian_equivalence": self.config.outside_gaussian_equivalence,
+               "domain_warnings": self.domain_warnings}
         for name, comp in (("test", self.test), ("objective", self.objective)):
             out.update({f"{name}_reference": comp.reference,
                         f"{name}_reference_kind": comp.reference_kind,
@@ -381,6 +409,25 @@ def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None
     if same_instance_se:
         out.update(same_instance_se_row(cfg, teacher))
     return out
+
+
+def domain_reasons(messages):
+    """The short reasons in ``DomainWarning`` text (``["spiky target", ...]``).
+
+    The package's messages read ``"outside the validated domain: <reason>: <details>"``;
+    a sweep row joins them with ``"; "`` (and may truncate the last one).
+
+    Parameters
+    ----------
+    messages : str
+
+    Returns
+    -------
+    list of str
+        The distinct reasons, in order of appearance.
+    """
+    found = re.findall(r"outside the validated domain: ([^:.;]+)", str(messages))
+    return list(dict.fromkeys(r.strip() for r in found))
 
 
 def same_instance_se_row(config, teacher):

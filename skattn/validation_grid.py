@@ -112,6 +112,23 @@ def _fmt(v, s=None):
     return f"{v:.4f}" if s is None else f"{v:.4f} ± {s:.4f}"
 
 
+def _outside(cfg, r):
+    """Outside the stated domain: flagged by the configuration or warned at the largest d."""
+    return cfg.outside_gaussian_equivalence or (not isinstance(r, str) and r.outside_domain)
+
+
+def _domain_flag(cfg, r):
+    """`` ⚠ outside domain (reason, share of seeds)`` for the table's label column."""
+    reasons = {} if isinstance(r, str) else dict(r.domain_warnings)
+    if cfg.outside_gaussian_equivalence and not reasons:
+        reasons["outside GE"] = 1.0
+    if not reasons:
+        return ""
+    text = ", ".join(k if v == 1 else f"{k} in {v:.0%} of the seeds"
+                     for k, v in reasons.items())
+    return f" ⚠ outside domain ({text})"
+
+
 def format_table(results, *, fmt="markdown", quantity="test_error"):
     """The validation table: label | SE | simulation at each d | extrapolation | verdict.
 
@@ -137,7 +154,7 @@ def format_table(results, *, fmt="markdown", quantity="test_error"):
             + ["extrapolated (95% CI)", "SE_d (largest d)", "verdict"])
     body = []
     for cfg, r in results:
-        label = cfg.describe() + (" ⚠ outside GE" if cfg.outside_gaussian_equivalence else "")
+        label = cfg.describe() + _domain_flag(cfg, r)
         if isinstance(r, str):
             body.append([label, "—"] + ["—"] * len(ds) + ["—", "—", f"FAILED: {r}"])
             continue
@@ -181,7 +198,7 @@ def plot_gaps(results, *, ax=None, quantity="test_error"):
     for i, (cfg, r) in enumerate(ok):
         comp = r.test if quantity == "test_error" else r.objective
         g, (lo, hi) = 100 * comp.relative_gap, comp.relative_gap_ci
-        color = ("C3" if cfg.outside_gaussian_equivalence else
+        color = ("C3" if _outside(cfg, r) else
                  "C1" if comp.reference_kind == "same-instance" else "C0")
         if np.isfinite(g):
             ax.errorbar([g], [i], xerr=[[g - 100 * lo], [100 * hi - g]], fmt="o",
@@ -191,7 +208,7 @@ def plot_gaps(results, *, ax=None, quantity="test_error"):
     ax.set_yticklabels([c.describe() for c, _ in ok], fontsize="x-small")
     ax.invert_yaxis()
     ax.set_xlabel(f"relative gap of the extrapolated {quantity.replace('_', ' ')} to SE (%)"
-                  "\nblue: continuum SE, orange: same-instance SE, red: outside GE")
+                  "\nblue: continuum SE, orange: same-instance SE, red: outside the stated domain")
     return ax
 
 

@@ -180,3 +180,48 @@ def test_run_validation_grid_tiny(tmp_path, capsys):
     run_validation_grid(out, d=(8, 12, 16), n_seeds=2, configs=cfgs, n_test=200,
                         table=tmp_path / "t.rst")
     assert "0 rows run now, 7 resumed" in (tmp_path / "t.rst").read_text(encoding="utf-8")
+
+
+def test_domain_reasons_parse_joined_and_truncated_messages():
+    from skattn.finite_size import domain_reasons
+
+    text = ("outside the validated domain: spiky target: its top mode carries 83% of "
+            "||S0||_F^2 (above 25%); the linear channel needs only second moments; "
+            "outside the validated domain: strong rank cap: width_ratio=0.25 is bel")
+    assert domain_reasons(text) == ["spiky target", "strong rank cap"]
+    assert domain_reasons("") == [] and domain_reasons("something else") == []
+
+
+def test_domain_warnings_count_seeds_at_the_largest_d():
+    from skattn.finite_size import FiniteSizeResult
+
+    spiky = "outside the validated domain: spiky target: top mode 31%"
+    rows = [{"d": 40, "se_same_instance_domain": spiky},
+            {"d": 100, "se_same_instance_domain": ""},
+            {"d": 100, "se_same_instance_domain": spiky},
+            {"d": 100}, {"d": 100, "se_same_instance_domain": spiky + "; " + spiky}]
+    res = FiniteSizeResult(config=FSSConfig(alpha=0.3, reg_lambda=0.1), test=None,
+                           objective=None, se={}, rows=rows, n_run=0, n_skipped=0,
+                           wall_time=0.0, output="")
+    assert res.domain_warnings == {"spiky target": 0.5} and res.outside_domain
+    res.rows = rows[:1] + rows[1:2]  # warned only at d = 40: inside at the largest d
+    assert res.domain_warnings == {} and not res.outside_domain
+
+
+def test_validation_grid_flags_a_prediction_outside_the_domain(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    torch.set_num_threads(1)
+    from skattn.validation_grid import run_validation_grid
+
+    # linear attention on a γ = 1.5 power law: the top mode carries ~80 % of ‖S0‖²_F,
+    # and the same-instance prediction raises DomainWarning("spiky target")
+    cfgs = [dict(label="lin T1 spiky tiny", alpha=0.3, reg_lambda=0.05, n_tokens=1,
+                 attention="linear", max_iter=100,
+                 target={"family": "powerlaw", "gamma": 1.5, "cutoff": None})]
+    res = run_validation_grid(tmp_path / "grid.csv", d=(12, 16, 20), n_seeds=2,
+                              configs=cfgs, n_test=200)
+    result = res[0][1]
+    assert result.domain_warnings == {"spiky target": 1.0}
+    table = (tmp_path / "grid_table.md").read_text(encoding="utf-8")
+    assert "lin T1 spiky tiny ⚠ outside domain (spiky target)" in table
