@@ -28,11 +28,51 @@ def test_rule_factored_finite_d():
     assert problem.replace(task="seq2seq", n_tokens=2).alpha_factor == pytest.approx(100 / 101)
 
 
-def test_rule_keeps_alpha_for_softmax_and_rank_cap():
-    # measured: α_eff moved softmax and rank-capped (GOE-draw) predictions away from training
+def test_rule_keeps_alpha_for_softmax():
+    # measured: α_eff moved softmax predictions away from training
     problem = _problem(n_features=100)
     assert problem.replace(attention="softmax", n_tokens=2).effective_alpha(0.3) == 0.3
-    assert problem.replace(width_ratio=0.5).effective_alpha(0.3) == 0.3
+    # a rank cap keeps the rule; the solver falls back to α only where the cap binds
+    assert problem.replace(width_ratio=0.5).alpha_factor == pytest.approx(100 / 101)
+
+
+@pytest.mark.parametrize("kappa", [0.75, 0.9])
+def test_inactive_rank_cap_is_the_full_width_model_at_scaled_lambda(kappa):
+    """Width κ with a cap that does not bind has the minimiser of full width at λ̃ = √κ λ,
+    so the two predictions must agree (they differed by 12 % at d = 60 while a cap
+    dropped the α_eff rule)."""
+    teacher = AttentionIndexedModel(60, n_tokens=1, target=WishartTarget(0.3),
+                                    attention="linear", random_state=4)
+    kw = dict(target=teacher, n_tokens=1, attention="linear")
+    capped = solve_state_evolution(0.3, reg_lambda=0.05, width_ratio=kappa, **kw)
+    full = solve_state_evolution(0.3, reg_lambda=0.05 * np.sqrt(kappa), **kw)
+    assert capped.converged and full.converged
+    for name in ("m", "q", "sigma", "test_error", "train_objective"):
+        assert getattr(capped, name) == pytest.approx(getattr(full, name), rel=1e-9), name
+
+
+def test_binding_rank_cap_falls_back_to_alpha(monkeypatch):
+    """Where the cap binds (κ = 0.25 on Wishart(0.5) at λ = 0.01: ~60 % positive
+    eigenvalues without it) the fixed point is the one at the nominal α."""
+    import warnings
+
+    from skattn.theory import DomainWarning
+
+    teacher = AttentionIndexedModel(60, n_tokens=1, target=WishartTarget(0.5),
+                                    attention="linear", random_state=4)
+    kw = dict(target=teacher, n_tokens=1, attention="linear", reg_lambda=0.01,
+              width_ratio=0.25)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DomainWarning)  # a strong cap: outside the domain
+        default = solve_state_evolution(0.3, **kw)
+        # without the rule (α_eff/α = 1): the fixed points at α and at α d/(d + 1)
+        monkeypatch.setattr(StateEvolutionProblem, "alpha_factor", property(lambda self: 1.0))
+        at_alpha = solve_state_evolution(0.3, **kw)
+        at_alpha_eff = solve_state_evolution(0.3 * 60 / 61, **kw)
+    assert default.converged and at_alpha.converged and at_alpha_eff.converged
+    for name in ("m", "q", "sigma", "test_error", "train_objective"):
+        assert getattr(default, name) == pytest.approx(getattr(at_alpha, name), rel=1e-12)
+    assert abs(default.test_error / at_alpha_eff.test_error - 1) > 0.005
 
 
 def test_rule_continuum_and_direct_keep_alpha():

@@ -45,7 +45,8 @@ from .._validation import check_choice, check_scalar_range
 from .channels import GaussianNodes
 from .coords import _maps, h_from_u, u_from_h
 from .problem import UNSET, resolve_problem
-from .state_evolution import _robust_fixed_point, solve_state_evolution
+from .fixed_point import robust_fixed_point
+from .state_evolution import solve_state_evolution
 
 __all__ = ["seq2seq_metric_factor", "Seq2seqOutputSide", "seq2seq_output_side",
            "frame_covariance", "bartlett_output_side",
@@ -589,7 +590,7 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
     fp = _Seq2seqMap(solved_alpha, T, d, denoiser, Q0, trace0,
                      problem.noise, nodes, model, loss)
     x0 = fp.to_x(init.m, init.q, init.sigma, init.trace)
-    x, res_norm, converged = _robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
+    x, res_norm, converged = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
                                                  damping=damping)
     m, q, sigma, t = fp.from_x(x)
     if fp.residual(x) is None or fp.last is None:    # the output side at the returned point

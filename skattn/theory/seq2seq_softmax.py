@@ -56,7 +56,8 @@ from .coords import _maps, u_from_h
 from .problem import UNSET, resolve_problem
 from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _check_finite_d_solve,
                       _Seq2seqMap, frame_covariance)
-from .state_evolution import _robust_fixed_point, solve_state_evolution
+from .fixed_point import robust_fixed_point
+from .state_evolution import solve_state_evolution
 
 __all__ = ["BartlettSoftmaxOutputSide", "bartlett_softmax_output_side",
            "bartlett_softmax_envelope", "bartlett_softmax_test_errors",
@@ -436,7 +437,7 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
     fp = _SoftmaxSeq2seqMap(channel, alpha, T, d, denoiser, Q0, trace0, problem.noise,
                             nodes, loss)
     x0 = fp.to_x(init.m, init.q, init.sigma, init.trace)
-    x, res_norm, converged = _robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
+    x, res_norm, converged = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
                                                  damping=damping)
     m, q, sigma, t = fp.from_x(x)
     if fp.residual(x) is None or fp.last is None:

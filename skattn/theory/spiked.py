@@ -42,7 +42,7 @@ from .problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, DomainWarning
 #: state evolution was measured within 1.8 % of trained models; above it, 2–12 % too low
 #: (power law γ = 1.25, T = 2 softmax, d = 60–250; docs/spiked.rst, "Learning curve").
 SPIKE_NOISE_MAX_RATIO = 0.05
-from .state_evolution import _anderson
+from .fixed_point import anderson
 
 __all__ = [
     "SpikedSplit",
@@ -576,10 +576,10 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
         m0, q0, sigma0 = (float(v) for v in init)
     # the student's spikes start at the target's: the Gaussian SE puts them at η t ≈ t
     x0 = np.concatenate([[m0, np.log(max(q0, 1e-8)), np.log(sigma0)], split.strengths])
-    x, res_norm, converged = _anderson(fp.residual, x0, tol=tol, max_iter=max_iter,
+    x, res_norm, converged = anderson(fp.residual, x0, tol=tol, max_iter=max_iter,
                                        damping=damping, depth=4)
     if not converged:           # plain damped iteration from the best point
-        x, res_norm, converged = _anderson(fp.residual, x, tol=tol,
+        x, res_norm, converged = anderson(fp.residual, x, tol=tol,
                                            max_iter=max_iter, damping=0.3 * damping, depth=0)
     fp.residual(x)              # the output side at the returned point
     m, q, sigma, s = float(x[0]), float(np.exp(x[1])), float(np.exp(x[2])), \

@@ -17,6 +17,7 @@ import numpy as np
 from .._validation import (MAX_ALPHA, channel_memory_bytes, check_choice, check_memory,
                            check_scalar_range)
 from .channels import GaussianNodes, output_side, test_error
+from .fixed_point import robust_fixed_point
 from .laws import SpectralLaw
 from .problem import (
     PARAMETRIZATIONS,
@@ -263,79 +264,6 @@ _WARM_CALLS = 40
 _WARM_MAX_BETA = 2.0
 
 
-def _robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
-    """Anderson acceleration, then plain damped iteration with shrinking steps.
-
-    Each stage starts from the best iterate so far and gets a share of the evaluation
-    budget; returns ``(x, |r|_max, converged)``.
-    """
-    best_x, best_norm = x, np.inf
-    stages = [("anderson", damping), ("plain", 0.5 * damping), ("anderson", 0.3 * damping),
-              ("plain", 0.15 * damping)]
-    for kind, step in stages:
-        budget = max_iter - fixed_point_map.n_calls
-        if budget <= 0:
-            break
-        share = budget if kind == stages[-1][0] and step == stages[-1][1] else \
-            max(budget // 2, 1)
-        depth = 4 if kind == "anderson" else 0
-        x_s, norm, ok = _anderson(fixed_point_map.residual, best_x, tol=tol, max_iter=share,
-                                  damping=step, depth=depth)
-        if norm < best_norm:
-            best_x, best_norm = x_s, norm
-        if ok:
-            return best_x, best_norm, True
-    return best_x, best_norm, False
-
-
-# Kept over scipy.optimize.root(method="anderson", M=4): measured on the test curves it took
-# more map evaluations (T=1 linear: 987 vs 90; T=2 softmax: 97 vs 58) and it cannot step back
-# from points where the map is undefined (residual None).
-def _anderson(residual, x, *, tol, max_iter, damping, depth=4):
-    """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
-
-    An accelerated step that lands where the map is undefined, or that multiplies the
-    residual by more than 4, is replaced by a plain damped step and the history is cleared.
-    Returns ``(x, |r|_max, converged)`` for the best iterate seen.
-    """
-    xs, rs = [], []
-    r = residual(x)
-    if r is None:
-        return x, np.inf, False
-    best_x, best_norm = x, float(np.max(np.abs(r)))
-    n_eval = 1
-    while best_norm >= tol and n_eval < max_iter:
-        norm = float(np.max(np.abs(r)))
-        xs.append(x)
-        rs.append(r)
-        del xs[:-max(depth, 1) - 1], rs[:-max(depth, 1) - 1]
-        plain = x + damping * r
-        x_new = plain
-        if depth > 0 and len(xs) > 1:
-            dX = np.diff(np.array(xs), axis=0).T
-            dR = np.diff(np.array(rs), axis=0).T
-            gamma = np.linalg.lstsq(dR, r, rcond=None)[0]
-            x_new = plain - (dX + damping * dR) @ gamma
-        r_new = residual(x_new)
-        n_eval += 1
-        if depth > 0 and len(xs) > 1 and (r_new is None or float(np.max(np.abs(r_new))) > 4 * norm):
-            xs, rs = [], []
-            x_new = plain
-            r_new = residual(x_new)
-            n_eval += 1
-        if r_new is None:  # even the damped step is undefined: shrink it
-            x_new = x + 0.1 * damping * r
-            r_new = residual(x_new)
-            n_eval += 1
-            if r_new is None:
-                break
-        x, r = x_new, r_new
-        new_norm = float(np.max(np.abs(r)))
-        if new_norm < best_norm:
-            best_x, best_norm = x, new_norm
-    return best_x, best_norm, best_norm < tol
-
-
 def _get(obj, name):
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
@@ -397,13 +325,13 @@ def _starts(fixed_point_map, init, prior0, Q0, full):
 
 
 def _iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping):
-    """:func:`_robust_fixed_point` from the first start; the next ones only where the map
-    is undefined at the previous."""
+    """:func:`~skattn.theory.fixed_point.robust_fixed_point` from the first start; the next
+    ones only where the map is undefined at the previous."""
     x, res_norm, converged = starts[0], np.inf, False
     for start in starts:
         if fixed_point_map.n_calls >= max_calls:
             break
-        x_s, norm_s, converged = _robust_fixed_point(
+        x_s, norm_s, converged = robust_fixed_point(
             fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping)
         if norm_s < res_norm:
             x, res_norm = x_s, norm_s
@@ -455,6 +383,8 @@ def _iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish
                                                  max_calls=max_iter, damping=damping)
     return x, res_norm, converged
 
+
+_COLLAPSED = "converged: collapsed to S = 0 (the trace penalty removes every direction)"
 
 def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNSET,
                           target=UNSET, width_ratio=UNSET, beta=UNSET, target_beta=UNSET,
@@ -586,6 +516,29 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     check_choice(sigma_hat_form, "sigma_hat_form", ("auto", "stein", "pointwise"))
     if sigma_hat_form == "auto":
         sigma_hat_form = "pointwise" if problem.attention == "linear" else "stein"
+    options = dict(init=init, n_nodes=n_nodes, n_coarse_nodes=n_coarse_nodes, tol=tol,
+                   max_iter=max_iter, damping=damping, sigma_hat_form=sigma_hat_form,
+                   random_state=random_state)
+    # finite d: α d/(d+1) (docs/theory.rst §4 "Finite d"); the objective keeps α = n/d²
+    result, rank_capped = _solve(alpha, problem.effective_alpha(alpha), problem, **options)
+    if rank_capped and problem.alpha_factor != 1.0:
+        # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
+        # behind α_eff (measured: keep α there; docs/theory.rst §4 "Finite d")
+        result, _ = _solve(alpha, alpha, problem, **options)
+    from . import seq2seq       # lazily: it builds on this module (docs/theory.rst §4)
+    if seq2seq.routes_to_seq2seq(problem) and result.message != _COLLAPSED:
+        result = seq2seq.seq2seq_prediction(result, n_nodes=n_nodes, tol=tol,
+                                            random_state=random_state)
+    return result
+
+
+def _solve(alpha, alpha_fixed_point, problem, *, init, n_nodes, n_coarse_nodes, tol, max_iter,
+           damping, sigma_hat_form, random_state):
+    """The fixed point of a validated problem, solved at ``alpha_fixed_point``.
+
+    Returns ``(result, rank_capped)``: the :class:`StateEvolutionResult` (objective at the
+    nominal ``alpha``) and whether a rank cap binds at the fixed point.
+    """
     law, eig0 = problem.target_law(random_state)
     Q0 = float(np.mean(eig0 ** 2)) if eig0 is not None else law.second_moment()
     channel = problem.channel()
@@ -594,8 +547,6 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     noise = problem.noise
     kurtosis = problem.token_kurtosis
     t0 = float(np.mean(eig0)) if eig0 is not None else law.moment(1)  # Tr S0/d
-    # finite d: α d/(d+1) (docs/theory.rst §4 "Finite d"); the objective keeps α = n/d²
-    alpha_fixed_point = problem.effective_alpha(alpha)
 
     def make_map(node_set):
         return _FixedPointMap(alpha_fixed_point, channel, denoiser, Q0, noise, node_set,
@@ -668,8 +619,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         m, q, sigma = 0.0, 0.0, 0.0
         state = full(m, q, sigma, 0.0)
         out, prior = step0
-        message = ("converged: collapsed to S = 0 (the trace penalty removes every "
-                   "direction)")
+        message = _COLLAPSED
     else:
         state = fixed_point_map.from_x(x)
         m, q, sigma = state[:3]
@@ -710,11 +660,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                         "target_trace": t0} if with_t else {})),
         law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
         certified_fraction=float(_get(out, "certified_fraction")))
-    from . import seq2seq       # lazily: it builds on this module (docs/theory.rst §4)
-    if seq2seq.routes_to_seq2seq(problem) and not collapsed:
-        result = seq2seq.seq2seq_prediction(result, n_nodes=n_nodes, tol=tol,
-                                            random_state=random_state)
-    return result
+    return result, bool(getattr(prior, "rank_capped", False))
 
 
 def _curve_chunk(alphas, problem, reg_lambdas, options):

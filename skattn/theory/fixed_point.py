@@ -1,0 +1,131 @@
+"""Fixed-point iteration shared by the state-evolution solvers (docs/theory.rst §4).
+
+Damped Anderson acceleration of ``x ← x + r(x)`` with fallbacks for maps that are
+undefined at some points (a residual of None), and a staged driver that alternates it
+with plain damped steps. Used by :mod:`~skattn.theory.state_evolution`,
+:mod:`~skattn.theory.seq2seq`, :mod:`~skattn.theory.seq2seq_softmax` and
+:mod:`~skattn.theory.spiked`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["robust_fixed_point", "anderson"]
+
+
+def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
+    """Anderson acceleration, then plain damped iteration with shrinking steps.
+
+    Each stage starts from the best iterate so far and gets a share of the evaluation
+    budget.
+
+    Parameters
+    ----------
+    fixed_point_map : object
+        Has ``residual(x)`` (``map(x) − x`` as an array, or None where the map is
+        undefined) and ``n_calls`` (evaluations so far, counted against ``max_iter``).
+    x : ndarray
+        The start.
+    tol : float
+        Convergence when ``max |residual| < tol``.
+    max_iter : int
+        Budget of evaluations of the map (including those already in ``n_calls``).
+    damping : float
+        Step of the first stage; later stages use fractions of it.
+
+    Returns
+    -------
+    x : ndarray
+        The best iterate seen.
+    residual_norm : float
+        Its ``max |residual|``.
+    converged : bool
+    """
+    best_x, best_norm = x, np.inf
+    stages = [("anderson", damping), ("plain", 0.5 * damping), ("anderson", 0.3 * damping),
+              ("plain", 0.15 * damping)]
+    for kind, step in stages:
+        budget = max_iter - fixed_point_map.n_calls
+        if budget <= 0:
+            break
+        share = budget if kind == stages[-1][0] and step == stages[-1][1] else \
+            max(budget // 2, 1)
+        depth = 4 if kind == "anderson" else 0
+        x_s, norm, ok = anderson(fixed_point_map.residual, best_x, tol=tol, max_iter=share,
+                                  damping=step, depth=depth)
+        if norm < best_norm:
+            best_x, best_norm = x_s, norm
+        if ok:
+            return best_x, best_norm, True
+    return best_x, best_norm, False
+
+
+# Kept over scipy.optimize.root(method="anderson", M=4): measured on the test curves it took
+# more map evaluations (T=1 linear: 987 vs 90; T=2 softmax: 97 vs 58) and it cannot step back
+# from points where the map is undefined (residual None).
+def anderson(residual, x, *, tol, max_iter, damping, depth=4):
+    """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
+
+    An accelerated step that lands where the map is undefined, or that multiplies the
+    residual by more than 4, is replaced by a plain damped step and the history is cleared.
+
+    Parameters
+    ----------
+    residual : callable
+        ``residual(x)``: ``map(x) − x``, or None where the map is undefined.
+    x : ndarray
+        The start.
+    tol : float
+        Convergence when ``max |residual| < tol``.
+    max_iter : int
+        Evaluations of ``residual``.
+    damping : float
+        Weight of the residual in a plain step.
+    depth : int, default=4
+        Past iterates in the Anderson mixing (0: plain damped iteration).
+
+    Returns
+    -------
+    x : ndarray
+        The best iterate seen.
+    residual_norm : float
+        Its ``max |residual|``.
+    converged : bool
+    """
+    xs, rs = [], []
+    r = residual(x)
+    if r is None:
+        return x, np.inf, False
+    best_x, best_norm = x, float(np.max(np.abs(r)))
+    n_eval = 1
+    while best_norm >= tol and n_eval < max_iter:
+        norm = float(np.max(np.abs(r)))
+        xs.append(x)
+        rs.append(r)
+        del xs[:-max(depth, 1) - 1], rs[:-max(depth, 1) - 1]
+        plain = x + damping * r
+        x_new = plain
+        if depth > 0 and len(xs) > 1:
+            dX = np.diff(np.array(xs), axis=0).T
+            dR = np.diff(np.array(rs), axis=0).T
+            gamma = np.linalg.lstsq(dR, r, rcond=None)[0]
+            x_new = plain - (dX + damping * dR) @ gamma
+        r_new = residual(x_new)
+        n_eval += 1
+        if depth > 0 and len(xs) > 1 and (r_new is None or float(np.max(np.abs(r_new))) > 4 * norm):
+            xs, rs = [], []
+            x_new = plain
+            r_new = residual(x_new)
+            n_eval += 1
+        if r_new is None:  # even the damped step is undefined: shrink it
+            x_new = x + 0.1 * damping * r
+            r_new = residual(x_new)
+            n_eval += 1
+            if r_new is None:
+                break
+        x, r = x_new, r_new
+        new_norm = float(np.max(np.abs(r)))
+        if new_norm < best_norm:
+            best_x, best_norm = x, new_norm
+    return best_x, best_norm, best_norm < tol
