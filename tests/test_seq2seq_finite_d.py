@@ -185,13 +185,16 @@ def test_routed_seq2seq_prediction():
         assert getattr(seq, name) == pytest.approx(getattr(own, name), rel=1e-6), name
 
 
-def test_softmax_and_continuum_seq2seq_are_not_routed():
+def test_continuum_and_binding_softmax_caps_are_not_routed():
     problem = StateEvolutionProblem(WishartTarget(0.5), n_tokens=2, reg_lambda=0.05,
                                     task="seq2seq", attention="linear")
     assert not routes_to_seq2seq(problem)                     # continuum
-    assert not routes_to_seq2seq(problem.replace(n_features=40, attention="softmax",
-                                                 width_ratio=0.5))
+    softmax_capped = problem.replace(n_features=40, attention="softmax", width_ratio=0.5)
+    assert not routes_to_seq2seq(softmax_capped, rank_capped=True)
+    assert routes_to_seq2seq(softmax_capped, rank_capped=False)
     assert routes_to_seq2seq(problem.replace(n_features=40))
+    assert routes_to_seq2seq(problem.replace(n_features=40, width_ratio=0.5),
+                             rank_capped=True)             # linear: the capped channel
 
 
 # -- bad input ----------------------------------------------------------------------------

@@ -147,7 +147,7 @@ def test_solver_rejects_problems_outside_its_domain():
             0.3, StateEvolutionProblem(**{**base, "n_features": None}))
     with pytest.raises(ValueError, match="parametrization"):
         solve_seq2seq_softmax_state_evolution(
-            0.3, StateEvolutionProblem(**base, width_ratio=0.5))
+            0.3, StateEvolutionProblem(**base, parametrization="direct"))
     with pytest.raises(ValueError, match="loss"):
         solve_seq2seq_softmax_state_evolution(0.3, loss="seq2vec", **base)
     with pytest.raises(ValueError, match="alpha"):
@@ -173,7 +173,8 @@ def test_solve_state_evolution_routes_softmax_seq2seq_here():
     seq = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, task="seq2seq",
                                 n_nodes=1024)
     assert routes_to_seq2seq(seq.problem) and not routes_to_seq2seq(lab.problem)
-    assert not routes_to_seq2seq(seq.problem.replace(width_ratio=0.5))
+    assert routes_to_seq2seq(seq.problem.replace(width_ratio=0.5))
+    assert not routes_to_seq2seq(seq.problem.replace(width_ratio=0.5), rank_capped=True)
     assert seq.converged and "seq2seq_softmax" in seq.message
     assert seq.certified_fraction == 0.0
     own = solve_seq2seq_softmax_state_evolution(0.3, target=teacher, reg_lambda=0.1,
@@ -183,3 +184,35 @@ def test_solve_state_evolution_routes_softmax_seq2seq_here():
     assert seq.params["trace"] == pytest.approx(own.trace, rel=1e-10)
     # the Gram weights cost accuracy, and the metric weighs the larger residuals
     assert seq.test_error > lab.test_error
+
+
+@pytest.mark.parametrize("kappa", [0.75, 2.0])
+def test_width_without_a_binding_cap_is_full_width_at_scaled_lambda(kappa):
+    """Width κ whose cap does not bind has the minimiser of full width at λ̃ = √κ λ: the
+    seq2seq prediction must be the same (it fell back to seq2lab for κ ≠ 1 until
+    2026-12-01)."""
+    from skattn.theory import solve_state_evolution
+
+    teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5), random_state=0)
+    kw = dict(target=teacher, task="seq2seq", n_nodes=1024)
+    width = solve_state_evolution(0.3, reg_lambda=0.1, width_ratio=kappa, **kw)
+    full = solve_state_evolution(0.3, reg_lambda=0.1 * np.sqrt(kappa), **kw)
+    assert "seq2seq_softmax" in width.message and "seq2seq_softmax" in full.message
+    for name in ("m", "q", "sigma", "test_error", "train_objective"):
+        assert getattr(width, name) == pytest.approx(getattr(full, name), rel=1e-9), name
+
+
+def test_binding_cap_keeps_the_seq2lab_prediction():
+    """Where the cap binds (κ = 0.25 at λ = 0.01), seq2seq is not routed (not validated)."""
+    import warnings
+
+    from skattn.theory import DomainWarning, solve_state_evolution
+
+    teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5), random_state=0)
+    kw = dict(target=teacher, reg_lambda=0.01, width_ratio=0.25, n_nodes=1024)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DomainWarning)
+        seq = solve_state_evolution(0.3, task="seq2seq", **kw)
+        lab = solve_state_evolution(0.3, **kw)
+    assert seq.converged and "seq2seq" not in seq.message
+    assert seq.test_error == pytest.approx(lab.test_error, rel=1e-12)

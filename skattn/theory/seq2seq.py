@@ -613,15 +613,19 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
 # -- the prediction routed from solve_state_evolution --------------------------------------
 
 
-def routes_to_seq2seq(problem):
+def routes_to_seq2seq(problem, rank_capped=False):
     """Whether :func:`~skattn.theory.solve_state_evolution` predicts ``problem`` here.
 
     Factored attention, task seq2seq, at finite d, Gaussian tokens: linear attention, or
-    softmax attention at full rank (:mod:`skattn.theory.seq2seq_softmax`).
+    softmax attention (:mod:`skattn.theory.seq2seq_softmax`) unless a rank cap binds at
+    the seq2lab fixed point. A width whose cap does not bind has the full-width minimiser
+    at ``λ̃ = √κ λ``, so it gets the same prediction.
 
     Parameters
     ----------
     problem : StateEvolutionProblem
+    rank_capped : bool, default=False
+        Whether the rank cap binds at the seq2lab fixed point.
 
     Returns
     -------
@@ -629,7 +633,7 @@ def routes_to_seq2seq(problem):
     """
     return (problem.task == "seq2seq" and problem.parametrization == "factored"
             and problem.n_features is not None and problem.token_kurtosis == 0.0
-            and (problem.attention == "linear" or problem.width_ratio == 1.0))
+            and (problem.attention == "linear" or not rank_capped))
 
 
 def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
@@ -644,8 +648,8 @@ def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
     Parameters
     ----------
     seq2lab : StateEvolutionResult
-        The finite-d seq2lab fixed point of a factored problem (linear, or softmax at
-        full rank; ``result.problem`` set; its task may be either).
+        The finite-d seq2lab fixed point of a factored problem (linear, or softmax with
+        no binding rank cap; ``result.problem`` set; its task may be either).
     n_nodes : int, default=8192
     tol : float, default=1e-7
     random_state : int, default=0

@@ -374,7 +374,10 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
     alpha : float
         ``n/d²`` > 0 (the fixed point keeps the nominal α).
     problem : StateEvolutionProblem, optional
-        Softmax attention, factored, full rank, at finite d, Gaussian tokens.
+        Softmax attention, factored, at finite d, Gaussian tokens. A width ``κ ≠ 1`` enters
+        through the trace penalty ``λ̃ = √κ λ`` and the rank-capped prior; validated where
+        the cap does not bind (where it binds, :func:`~skattn.theory.solve_state_evolution`
+        keeps the seq2lab prediction).
     target, n_tokens, reg_lambda, noise, n_features, beta, target_beta
         The model keywords of :func:`~skattn.theory.solve_state_evolution` instead of a
         problem (``target`` may be a teacher: its own S0 at its d).
@@ -403,7 +406,7 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
     Raises
     ------
     ValueError
-        For linear attention, the direct parametrization, a rank cap, the continuum (no
+        For linear attention, the direct parametrization, the continuum (no
         ``n_features``), non-Gaussian tokens or out-of-range keywords.
     """
     alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
@@ -417,9 +420,9 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
     if problem.attention != "softmax":
         raise ValueError(f"attention must be 'softmax', got {problem.attention!r} (linear "
                          "attention: skattn.theory.seq2seq.solve_seq2seq_state_evolution).")
-    if problem.parametrization != "factored" or problem.width_ratio != 1.0:
-        raise ValueError(f"parametrization must be 'factored' with width_ratio=1, got "
-                         f"{problem.parametrization!r}, {problem.width_ratio}.")
+    if problem.parametrization != "factored":
+        raise ValueError(f"parametrization must be 'factored', got "
+                         f"{problem.parametrization!r}.")
     n_nodes, tol, max_iter, damping, random_state = _check_finite_d_solve(
         problem, n_nodes, tol, max_iter, damping, random_state)
     if init is None:

@@ -422,8 +422,9 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         Label noise Δ ≥ 0.
     attention : {"softmax", "linear"}, default="softmax"
     task : {"seq2lab", "seq2seq"}, default="seq2lab"
-        Both have the same limit. Factored full-rank seq2seq at finite d (linear or
-        softmax) uses the exact token Gram matrix (:func:`skattn.theory.seq2seq.seq2seq_prediction`).
+        Both have the same limit. Factored seq2seq at finite d (linear, or softmax where no
+        rank cap binds) uses the exact token Gram matrix
+        (:func:`skattn.theory.seq2seq.seq2seq_prediction`).
     parametrization : {"factored", "direct"}, default="factored"
     n_features : int or None, default=None
         None solves the d → ∞ continuum; an integer d solves the finite-d version on the
@@ -524,9 +525,9 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     if rank_capped and problem.alpha_factor != 1.0:
         # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
         # behind α_eff (measured: keep α there; docs/theory.rst §4 "Finite d")
-        result, _ = _solve(alpha, alpha, problem, **options)
+        result, rank_capped = _solve(alpha, alpha, problem, **options)
     from . import seq2seq       # lazily: it builds on this module (docs/theory.rst §4)
-    if seq2seq.routes_to_seq2seq(problem) and result.message != _COLLAPSED:
+    if seq2seq.routes_to_seq2seq(problem, rank_capped) and result.message != _COLLAPSED:
         result = seq2seq.seq2seq_prediction(result, n_nodes=n_nodes, tol=tol,
                                             random_state=random_state)
     return result
