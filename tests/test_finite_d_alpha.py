@@ -158,3 +158,31 @@ def test_same_instance_prediction_of_trained_linear_t1_at_d100():
     gap = np.mean(ratios) - 1
     spread = np.std(ratios, ddof=1) / np.sqrt(len(ratios))
     assert abs(gap) <= max(0.03, 2 * spread), (ratios, gap, spread)
+
+
+@settings(max_examples=6, deadline=None)
+@given(kappa=st.sampled_from([1.5, 2.0, 3.0]), alpha=st.floats(0.1, 0.6),
+       reg_lambda=st.floats(0.02, 0.2), attention=st.sampled_from(["linear", "softmax"]),
+       task=st.sampled_from(["seq2lab", "seq2seq"]), finite=st.booleans())
+def test_width_is_only_a_rescaled_penalty_without_a_cap(kappa, alpha, reg_lambda, attention,
+                                                        task, finite):
+    """A width κ ≥ 1 never caps the rank: the ERM is full width at λ̃ = √κ λ, and every
+    route of the solver (continuum, finite d, α_eff, seq2seq) must predict the same."""
+    n_tokens = 1 if attention == "linear" and task == "seq2lab" else 2
+    target = (AttentionIndexedModel(24, n_tokens=n_tokens, attention=attention,
+                                    target=WishartTarget(0.5), random_state=1)
+              if finite else WishartTarget(0.5))
+    kw = dict(target=target, task=task, n_nodes=1024)
+    if not finite:
+        kw.update(n_tokens=n_tokens, attention=attention)
+    import warnings
+
+    from skattn.theory import DomainWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DomainWarning)  # a small-d teacher may be spiky
+        wide = solve_state_evolution(alpha, reg_lambda=reg_lambda, width_ratio=kappa, **kw)
+        full = solve_state_evolution(alpha, reg_lambda=reg_lambda * np.sqrt(kappa), **kw)
+    assert wide.converged == full.converged
+    for name in ("test_error", "train_objective", "m", "q", "sigma"):
+        assert getattr(wide, name) == pytest.approx(getattr(full, name), rel=1e-9), name
