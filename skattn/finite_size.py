@@ -47,6 +47,7 @@ from .finite_size_fits import (
 __all__ = [
     "FSSConfig", "FiniteSizeFit", "FiniteSizeComparison", "FiniteSizeResult",
     "fit_finite_size", "select_fit", "finite_size_scaling", "same_instance_se_row",
+    "domain_reasons",
     "MIN_D", "EXPONENTS", "SEM_FLOOR",
 ]
 
@@ -259,7 +260,9 @@ class FiniteSizeResult:
         The sweep store.
 
     The properties ``d``, ``mean``, ``sem``, ``fits``, ``chosen_fit``, ``se_prediction``,
-    ``relative_gap``, ``relative_gap_ci`` and ``verdict`` are those of :attr:`test`.
+    ``relative_gap``, ``relative_gap_ci`` and ``verdict`` are those of :attr:`test`;
+    ``domain_warnings`` and ``outside_domain`` say whether the same-instance predictions at
+    the largest d left the stated domain (docs/domain.rst).
     """
 
     config: FSSConfig
