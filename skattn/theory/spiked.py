@@ -516,7 +516,9 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
     (:func:`spiked_output_side`); the prior side is the finite-d spectral denoiser of
     docs/theory.rst §4 on the ``d − k`` bulk eigenvalues; each spike strength solves the
     ERM stationarity ``E[g_outᵀ φ_i] = λ̃/(α√d)``. With ``n_spikes = 0`` it is today's
-    finite-d state evolution (Stein Σ̂). Derivation: docs/spiked.rst.
+    finite-d state evolution (Stein Σ̂; linear attention at ``α d/(d + 1)`` like
+    :func:`~skattn.theory.solve_state_evolution`, the objective at α). Derivation:
+    docs/spiked.rst.
 
     Parameters
     ----------
@@ -568,8 +570,11 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
                                 reg_lambda=reg_lambda, n_features=bulk.size,
                                 target_eigenvalues=bulk)
     nodes = _nodes(channel, k, n_points, seed)
-    fp = _SpikedMap(alpha, channel, split, denoiser, (d - k) / d, denoiser.reg_trace, noise,
-                    nodes)
+    # linear attention at finite d: the sample ratio d(d+1)/2 degrees of freedom see
+    # (α d/(d+1), as in solve_state_evolution; docs/theory.rst §4 "Finite d")
+    alpha_fixed_point = alpha * d / (d + 1.0) if attention == "linear" else alpha
+    fp = _SpikedMap(alpha_fixed_point, channel, split, denoiser, (d - k) / d,
+                    denoiser.reg_trace, noise, nodes)
     if init is None:
         m0, q0, sigma0 = 0.3 * split.bulk_Q0, 0.3 * split.bulk_Q0, 0.5
     else:
