@@ -384,8 +384,6 @@ def _iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish
     return x, res_norm, converged
 
 
-_COLLAPSED = "converged: collapsed to S = 0 (the trace penalty removes every direction)"
-
 def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNSET,
                           target=UNSET, width_ratio=UNSET, beta=UNSET, target_beta=UNSET,
                           noise=UNSET, attention=UNSET, task=UNSET, parametrization=UNSET,
@@ -521,13 +519,14 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                    max_iter=max_iter, damping=damping, sigma_hat_form=sigma_hat_form,
                    random_state=random_state)
     # finite d: α d/(d+1) (docs/theory.rst §4 "Finite d"); the objective keeps α = n/d²
-    result, rank_capped = _solve(alpha, problem.effective_alpha(alpha), problem, **options)
+    result, rank_capped, collapsed = _solve(alpha, problem.effective_alpha(alpha), problem,
+                                            **options)
     if rank_capped and problem.alpha_factor != 1.0:
         # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
         # behind α_eff (measured: keep α there; docs/theory.rst §4 "Finite d")
-        result, rank_capped = _solve(alpha, alpha, problem, **options)
+        result, rank_capped, collapsed = _solve(alpha, alpha, problem, **options)
     from . import seq2seq       # lazily: it builds on this module (docs/theory.rst §4)
-    if seq2seq.routes_to_seq2seq(problem, rank_capped) and result.message != _COLLAPSED:
+    if seq2seq.routes_to_seq2seq(problem, rank_capped) and not collapsed:
         result = seq2seq.seq2seq_prediction(result, n_nodes=n_nodes, tol=tol,
                                             random_state=random_state)
     return result
@@ -537,8 +536,9 @@ def _solve(alpha, alpha_fixed_point, problem, *, init, n_nodes, n_coarse_nodes, 
            damping, sigma_hat_form, random_state):
     """The fixed point of a validated problem, solved at ``alpha_fixed_point``.
 
-    Returns ``(result, rank_capped)``: the :class:`StateEvolutionResult` (objective at the
-    nominal ``alpha``) and whether a rank cap binds at the fixed point.
+    Returns ``(result, rank_capped, collapsed)``: the :class:`StateEvolutionResult`
+    (objective at the nominal ``alpha``), whether a rank cap binds at the fixed point, and
+    whether it collapsed to S = 0.
     """
     law, eig0 = problem.target_law(random_state)
     Q0 = float(np.mean(eig0 ** 2)) if eig0 is not None else law.second_moment()
@@ -620,7 +620,8 @@ def _solve(alpha, alpha_fixed_point, problem, *, init, n_nodes, n_coarse_nodes, 
         m, q, sigma = 0.0, 0.0, 0.0
         state = full(m, q, sigma, 0.0)
         out, prior = step0
-        message = _COLLAPSED
+        message = ("converged: collapsed to S = 0 (the trace penalty removes every "
+                   "direction)")
     else:
         state = fixed_point_map.from_x(x)
         m, q, sigma = state[:3]
@@ -661,7 +662,7 @@ def _solve(alpha, alpha_fixed_point, problem, *, init, n_nodes, n_coarse_nodes, 
                         "target_trace": t0} if with_t else {})),
         law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
         certified_fraction=float(_get(out, "certified_fraction")))
-    return result, bool(getattr(prior, "rank_capped", False))
+    return result, bool(getattr(prior, "rank_capped", False)), collapsed
 
 
 def _curve_chunk(alphas, problem, reg_lambdas, options):
