@@ -10,7 +10,8 @@
 - :mod:`~skattn.theory.thresholds`, :mod:`~skattn.theory.bayes`,
   :mod:`~skattn.theory.optimal` — thresholds, Bayes-optimal baseline, optimal λ;
 - :mod:`~skattn.theory.powerlaw` — spectral recovery, emergence, error decomposition;
-- :mod:`~skattn.theory.phase_diagram` — test error over α × λ grids.
+- :mod:`~skattn.theory.phase_diagram` — test error over α × λ grids;
+- :mod:`~skattn.theory.token_leverage` — finite-d linear T = 1 with the token leverage.
 """
 
 from .bayes import BayesOptimalResult, bayes_optimal
@@ -34,6 +35,7 @@ from .seq2seq import Seq2seqStateEvolutionResult, solve_seq2seq_state_evolution
 from .seq2seq_softmax import solve_seq2seq_softmax_state_evolution
 from .spiked import SpikedStateEvolutionResult, solve_spiked_state_evolution
 from .state_evolution import StateEvolutionResult, solve_state_evolution, state_evolution_curve
+from .token_leverage import TokenStateEvolutionResult, solve_token_state_evolution
 from .thresholds import (
     bayes_optimal_threshold,
     interpolation_threshold,
@@ -55,4 +57,5 @@ __all__ = [
     "solve_spiked_state_evolution", "SpikedStateEvolutionResult",
     "solve_seq2seq_state_evolution", "Seq2seqStateEvolutionResult",
     "solve_seq2seq_softmax_state_evolution",
+    "solve_token_state_evolution", "TokenStateEvolutionResult",
 ]

@@ -1,0 +1,114 @@
+"""Linear attention, one token: the token-leverage prediction against trained models.
+
+``skattn.theory.solve_token_state_evolution`` models the finite-d excess of trained models
+on rank-one tokens over the Gaussian state evolution through the per-sample leverage
+(docs/theory.rst, "Token leverage"). This script compares it, teacher by teacher, with
+
+- ``stored``: the rank-one-token ERM fits of ``benchmarks/results/gaussian_sensing.json``
+  (same teachers; the fits are L-BFGS plus a projected-gradient polish);
+- ``grid LABEL ...``: the package's estimators on validation-grid configurations, trained
+  as ``make validate`` does (:func:`skattn.finite_size._fss_row`, same teachers and draws).
+
+For each it prints the gap of the trained test error over the token-leverage prediction and
+over the default same-instance prediction (Gaussian state evolution), mean ± s.e.
+
+Usage::
+
+    python benchmarks/token_leverage.py stored --keys noisy60 noisy100 recovery60
+    python benchmarks/token_leverage.py grid "lin T1 Δ=0.3" "lin T1 α=0.6" --d 100 --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import warnings
+
+import numpy as np
+
+from skattn.data import AttentionIndexedModel
+from skattn.data.targets import WishartTarget
+from skattn.theory.token_leverage import solve_token_state_evolution
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _summary(label, rows):
+    for key in ("token", "gaussian_se"):
+        g = np.array([r["trained"] / r[key] - 1 for r in rows])
+        sem = g.std(ddof=1) / np.sqrt(g.size) if g.size > 1 else float("nan")
+        print(f"{label}: trained over {key:11s} {100 * g.mean():+.2f} ± {100 * sem:.2f} % "
+              f"({g.size} teachers)", flush=True)
+
+
+def stored(keys):
+    data = json.load(open(os.path.join(HERE, "results", "gaussian_sensing.json")))
+    out = {}
+    for key in keys:
+        block, rows = data[key], []
+        for r in block["rows"]:
+            teacher = AttentionIndexedModel(r["d"], n_tokens=1,
+                                            target=WishartTarget(block["kappa0"]),
+                                            noise=block["noise"], attention="linear",
+                                            random_state=1000 + r["seed"])
+            t0 = time.time()
+            res = solve_token_state_evolution(block["alpha"], target=teacher,
+                                              reg_lambda=block["reg_lambda"])
+            rows.append({"seed": r["seed"], "d": r["d"], "trained": r["rank1"],
+                         "gaussian_se": r["prediction"], "token": res.test_error,
+                         "token_mc_se": res.mc_standard_error,
+                         "token_gaussian": res.gaussian_test_error,
+                         "converged": res.converged, "seconds": time.time() - t0})
+            print(json.dumps(rows[-1]), flush=True)
+        _summary(key, rows)
+        out[key] = {k: block[k] for k in ("config", "alpha", "reg_lambda", "noise", "kappa0")}
+        out[key]["rows"] = rows
+    return out
+
+
+def grid(labels, d, n_seeds):
+    from skattn.finite_size import _fss_row, _seed_int
+    from skattn.validation_grid import VALIDATION_CONFIGS
+    out = {}
+    for cfg in VALIDATION_CONFIGS:
+        if not any(s in cfg.label for s in labels):
+            continue
+        rows = []
+        for seed in range(n_seeds):
+            row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000,
+                           same_instance_se=True)
+            teacher = AttentionIndexedModel(d, n_tokens=cfg.n_tokens, target=cfg.make_target(),
+                                            noise=cfg.noise, attention=cfg.attention,
+                                            random_state=_seed_int(seed, d, 0))
+            res = solve_token_state_evolution(cfg.alpha, target=teacher,
+                                              reg_lambda=cfg.reg_lambda)
+            rows.append({"seed": seed, "d": d, "trained": row["test_error"],
+                         "gaussian_se": row["se_same_instance_test_error"],
+                         "token": res.test_error, "token_mc_se": res.mc_standard_error,
+                         "converged": res.converged})
+            print(json.dumps(rows[-1]), flush=True)
+        _summary(cfg.label, rows)
+        out[cfg.label] = rows
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("stored", "grid"))
+    parser.add_argument("labels", nargs="*", help="grid: substrings of configuration labels")
+    parser.add_argument("--keys", nargs="+", default=["noisy60", "noisy100", "recovery60"])
+    parser.add_argument("--d", type=int, default=100)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--output", default=None)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    result = stored(args.keys) if args.mode == "stored" else grid(args.labels, args.d, args.seeds)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
