@@ -94,3 +94,8 @@ def test_bad_input_names_the_argument(kwargs, match):
         warnings.simplefilter("ignore", DomainWarning)
         with pytest.raises((TypeError, ValueError), match=match):
             solve_token_state_evolution(alpha, **args)
+
+
+def test_small_lambda_warns():
+    with pytest.warns(DomainWarning, match="reg_lambda"):
+        solve_token_state_evolution(0.6, target=_teacher(20), reg_lambda=1e-3, **FAST)
