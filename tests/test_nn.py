@@ -378,8 +378,10 @@ def test_adam_stall_is_not_convergence(sharp_problem, est_name):
     with pytest.warns(ConvergenceWarning, match="stalled"):
         adam = Est(solver="adam", beta=100.0, max_iter=300, random_state=0).fit(X, y)
     assert adam.converged_ is False and adam.n_iter_ < 300
-    with pytest.warns(ConvergenceWarning, match="max_iter"):
-        lbfgs = Est(solver="lbfgs", beta=100.0, max_iter=300, random_state=0).fit(X, y)
+    # L-BFGS, given the iterations it needs (790 for the tied model with numpy 2.4 / torch
+    # 2.13), converges far below the point where Adam stalled
+    lbfgs = Est(solver="lbfgs", beta=100.0, max_iter=3000, random_state=0).fit(X, y)
+    assert lbfgs.converged_ is True
     assert lbfgs.train_objective_ < 0.01 * adam.train_objective_
 
 
