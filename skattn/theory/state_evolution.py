@@ -479,6 +479,12 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     DomainWarning
         For a softmax prediction on a spiky target, or a binding rank constraint at small
         d (see :func:`skattn.theory.problem.warn_outside_domain`).
+
+    See Also
+    --------
+    skattn.theory.solve_token_state_evolution : for factored linear attention with one
+        token at finite d, the prediction with the rank-one tokens' per-sample leverage
+        (trained models at d = 100: within 2.6 %, where this Gaussian one is 3–6 % low).
     """
     alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False, high=MAX_ALPHA)
     if problem is None and reg_lambda is UNSET:
