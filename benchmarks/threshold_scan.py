@@ -6,13 +6,18 @@ interpolation threshold α_interp = 0.1725. Eight teachers per α (the validatio
 seeding, :func:`skattn.finite_size._fss_row`), 20 000 test samples; prints the mean gap of
 the trained test error over the same-instance prediction, minus 1.
 
+``--token`` (``lin`` only) adds the token-leverage prediction for the same teachers
+(:func:`skattn.theory.solve_token_state_evolution`, about 25 s a teacher) and the gap over it.
+
 Usage::
 
     python benchmarks/threshold_scan.py lin     # about 2 min on 2 cores
     python benchmarks/threshold_scan.py sm      # about 3 min
+    python benchmarks/threshold_scan.py lin --token --alphas 0.3 0.5 --output out.json
 """
 
 import argparse
+import json
 import warnings
 
 import numpy as np
@@ -30,13 +35,51 @@ SCANS = {
 }
 
 
+def token_gaps(cfg, d, n_seeds):
+    """Per teacher: trained, Gaussian same-instance and token-leverage test errors."""
+    from skattn.data import AttentionIndexedModel
+    from skattn.finite_size import _fss_row, _seed_int
+    from skattn.theory import solve_token_state_evolution
+    rows = []
+    for seed in range(n_seeds):
+        row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000,
+                       same_instance_se=True)
+        teacher = AttentionIndexedModel(d, n_tokens=1, target=cfg.make_target(),
+                                        noise=cfg.noise, attention="linear",
+                                        random_state=_seed_int(seed, d, 0))
+        res = solve_token_state_evolution(cfg.alpha, target=teacher, reg_lambda=cfg.reg_lambda)
+        rows.append({"alpha": cfg.alpha, "seed": seed, "trained": row["test_error"],
+                     "gaussian_se": row["se_same_instance_test_error"],
+                     "token": res.test_error, "token_mc_se": res.mc_standard_error})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scan", choices=sorted(SCANS))
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--token", action="store_true")
+    parser.add_argument("--alphas", type=float, nargs="+", default=None)
+    parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     alphas, make = SCANS[args.scan]
+    alphas = args.alphas or alphas
+    if args.token:
+        if args.scan != "lin":
+            parser.error("--token is for the linear T = 1 scan (lin)")
+        out = []
+        for alpha in alphas:
+            rows = token_gaps(make(alpha), 100, args.seeds)
+            out += rows
+            for key in ("gaussian_se", "token"):
+                g = np.array([r["trained"] / r[key] - 1 for r in rows])
+                print(f"lin α={alpha}: gap over {key:11s} {100 * g.mean():+.1f} ± "
+                      f"{100 * g.std(ddof=1) / np.sqrt(g.size):.1f} %", flush=True)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                json.dump(out, fh, indent=1)
+        return
     for alpha in alphas:
         g, row = same_instance_gaps(make(alpha), 100, args.seeds)
         print(f"{args.scan} α={alpha}: gap {100 * g.mean():+.1f} ± "

@@ -108,6 +108,19 @@ def test_small_lambda_warns():
         solve_token_state_evolution(0.6, target=_teacher(20), reg_lambda=1e-3, **FAST)
 
 
+def test_noiseless_below_perfect_recovery_warns():
+    """Wishart(0.5): α_perf = 0.422; the recovery phase above it is validated."""
+    with pytest.warns(DomainWarning, match="perfect-recovery threshold"):
+        solve_token_state_evolution(0.3, target=_teacher(20, noise=0.0), reg_lambda=0.05,
+                                    **FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DomainWarning)
+        solve_token_state_evolution(0.6, target=_teacher(20, noise=0.0), reg_lambda=0.05,
+                                    **FAST)
+        solve_token_state_evolution(0.3, target=_teacher(20, noise=0.3), reg_lambda=0.05,
+                                    **FAST)
+
+
 # --- the building blocks: Daleckii–Krein weights and the leverage's mean -----------------
 
 def _sym(rng, d):

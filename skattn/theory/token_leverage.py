@@ -249,8 +249,9 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, n_draws=64, n_toke
     Warns
     -----
     DomainWarning
-        If ``reg_lambda < 0.01``: next to the interpolation threshold at small λ the model
-        is not validated (docs/domain.rst).
+        If ``reg_lambda < 0.01`` (next to the interpolation threshold at small λ it
+        over-predicts trained models), or if the teacher is noiseless and ``alpha`` is below
+        its perfect-recovery threshold (there it under-predicts them); docs/domain.rst.
 
     Raises
     ------
@@ -289,6 +290,20 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, n_draws=64, n_toke
                       "the interpolation threshold at small λ the token-leverage state "
                       "evolution over-predicts trained models (measured 7 % at λ = 1e-3, "
                       "d = 100; docs/domain.rst).", DomainWarning, stacklevel=2)
+    if noise == 0:
+        from .problem import _teacher_law
+        from .thresholds import perfect_recovery_threshold
+        alpha_perf = perfect_recovery_threshold(target=_teacher_law(target), n_tokens=1,
+                                                attention="linear", n_features=d)
+        if alpha < alpha_perf:
+            # measured (benchmarks/threshold_scan.py lin --token, d = 100, 8 teachers): at
+            # 0.71 α_perf trained models sit 4.0 ± 1.4 % above this prediction (1.0 % above
+            # the Gaussian one); at and above α_perf within 2 %
+            warnings.warn(f"alpha={alpha:g} is below the perfect-recovery threshold "
+                          f"{alpha_perf:.3g} of this noiseless teacher: there the token-leverage "
+                          "state evolution under-predicts trained models (measured 4 % at "
+                          "0.71 α_perf, d = 100; docs/domain.rst) and the Gaussian one is "
+                          "closer.", DomainWarning, stacklevel=2)
     rng = check_random_state_arg(random_state)
     draws = [_goe(d, rng) for _ in range(n_draws)]
     tokens = [rng.standard_normal((n_tokens_mc, d)) for _ in range(n_draws)]
