@@ -47,7 +47,8 @@ def token_gaps(cfg, d, n_seeds):
         teacher = AttentionIndexedModel(d, n_tokens=1, target=cfg.make_target(),
                                         noise=cfg.noise, attention="linear",
                                         random_state=_seed_int(seed, d, 0))
-        res = solve_token_state_evolution(cfg.alpha, target=teacher, reg_lambda=cfg.reg_lambda)
+        res = solve_token_state_evolution(cfg.alpha, target=teacher, reg_lambda=cfg.reg_lambda,
+                                          random_state=seed)  # independent MC errors
         rows.append({"alpha": cfg.alpha, "seed": seed, "trained": row["test_error"],
                      "gaussian_se": row["se_same_instance_test_error"],
                      "token": res.test_error, "token_mc_se": res.mc_standard_error})

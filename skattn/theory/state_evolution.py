@@ -484,7 +484,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     --------
     skattn.theory.solve_token_state_evolution : for factored linear attention with one
         token at finite d, the prediction with the rank-one tokens' per-sample leverage
-        (trained models at d = 100: within 2.6 %, where this Gaussian one is 3–6 % low).
+        (trained models at d = 100: within 2.3 %, where this Gaussian one is 3–6 % low).
     """
     alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False, high=MAX_ALPHA)
     if problem is None and reg_lambda is UNSET:

@@ -131,13 +131,25 @@ def _control_variate_mean(values, controls):
 class _TokenMap:
     """The fixed-point map in ``x = (log τ², log V̂)``, on fixed draws."""
 
-    def __init__(self, S0, alpha, reg_lambda, noise, draws, tokens, label_noise, gaussian):
+    def __init__(self, S0, alpha, reg_lambda, noise, seeds, n_tokens_mc, gaussian):
         self.S0, self.alpha, self.reg_lambda, self.noise = S0, alpha, reg_lambda, noise
         self.d = S0.shape[0]
-        self.draws, self.tokens, self.label_noise = draws, tokens, label_noise
+        self.seeds, self.n_tokens_mc = seeds, n_tokens_mc
         self.gaussian = gaussian
         self.n_calls = 0
         self.last = None
+
+    def _draws(self):
+        """``(W, tokens, label noise)`` of each draw, regenerated from its seed: the same
+        numbers at every evaluation (common random numbers) in O(n_tokens_mc · d) memory."""
+        for seed in self.seeds:
+            rng = np.random.default_rng(seed)
+            W = _goe(self.d, rng)
+            if self.gaussian:
+                yield W, None, None
+            else:
+                yield (W, rng.standard_normal((self.n_tokens_mc, self.d)),
+                       rng.standard_normal(self.n_tokens_mc))
 
     def evaluate(self, x):
         """Per-draw ``(test error, E ν/(1+V_μ), E ν e²/(1+V_μ)², spread of V_μ,
@@ -145,7 +157,7 @@ class _TokenMap:
         d, S0 = self.d, self.S0
         tau2, v_hat = np.exp(x)
         rows = []
-        for W, tokens, xi in zip(self.draws, self.tokens, self.label_noise):
+        for W, tokens, xi in self._draws():
             S, U, gamma, divergence = _spectral_threshold(
                 S0 + np.sqrt(tau2 / 2.0) * W, self.reg_lambda * d / (4.0 * v_hat))
             leverage = divergence / (d * v_hat)
@@ -285,10 +297,10 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, n_draws=64, n_toke
     noise = float(target.noise)
     if reg_lambda < _MIN_VALIDATED_LAMBDA:
         # measured: λ = 1e-3, α = 0.3, Δ = 0.1 (0.87 α_interp), d = 100, 4 teachers: trained
-        # models 7.0 ± 1.5 % below this prediction (3.6 % above the Gaussian one)
+        # models 6.0 ± 0.6 % below this prediction (3.6 % above the Gaussian one)
         warnings.warn(f"reg_lambda={reg_lambda:g} is below {_MIN_VALIDATED_LAMBDA:g}: next to "
                       "the interpolation threshold at small λ the token-leverage state "
-                      "evolution over-predicts trained models (measured 7 % at λ = 1e-3, "
+                      "evolution over-predicts trained models (measured 6 % at λ = 1e-3, "
                       "d = 100; docs/domain.rst).", DomainWarning, stacklevel=2)
     if noise == 0:
         from .problem import _teacher_law
@@ -297,23 +309,21 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, n_draws=64, n_toke
                                                 attention="linear", n_features=d)
         if alpha < alpha_perf:
             # measured (benchmarks/threshold_scan.py lin --token, d = 100, 8 teachers): at
-            # 0.71 α_perf trained models sit 4.0 ± 1.4 % above this prediction (1.0 % above
-            # the Gaussian one); at and above α_perf within 2 %
+            # 0.71 α_perf trained models sit 3.5 ± 1.0 % above this prediction (1.0 % above
+            # the Gaussian one); from 0.9 α_perf on within 2 %
             warnings.warn(f"alpha={alpha:g} is below the perfect-recovery threshold "
                           f"{alpha_perf:.3g} of this noiseless teacher: there the token-leverage "
-                          "state evolution under-predicts trained models (measured 4 % at "
+                          "state evolution under-predicts trained models (measured 3.5 % at "
                           "0.71 α_perf, d = 100; docs/domain.rst) and the Gaussian one is "
                           "closer.", DomainWarning, stacklevel=2)
     rng = check_random_state_arg(random_state)
-    draws = [_goe(d, rng) for _ in range(n_draws)]
-    tokens = [rng.standard_normal((n_tokens_mc, d)) for _ in range(n_draws)]
-    label_noise = [rng.standard_normal(n_tokens_mc) for _ in range(n_draws)]
+    seeds = np.random.SeedSequence(int(rng.randint(0, 2 ** 31 - 1))).spawn(n_draws)
     x0 = np.log([1.0 / (alpha * d), alpha * d / 20.0])
 
     def solve(index, x_start):
         """Gaussian then token fixed points on the draws ``index``."""
-        maps = [_TokenMap(S0, alpha, reg_lambda, noise, [draws[i] for i in index],
-                          [tokens[i] for i in index], [label_noise[i] for i in index], gauss)
+        maps = [_TokenMap(S0, alpha, reg_lambda, noise, [seeds[i] for i in index],
+                          n_tokens_mc, gauss)
                 for gauss in (True, False)]
         x_g, rows_g, norm_g, ok_g = _solve_map(maps[0], x_start, tol, max_iter)
         x_t, rows_t, norm_t, ok_t = _solve_map(maps[1], x_g, tol, max_iter)
