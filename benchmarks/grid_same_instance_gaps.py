@@ -3,7 +3,8 @@
 For every configuration of a ``make validate`` store, the mean over seeds of
 ``trained test error / same-instance prediction − 1`` at the chosen d (the issue's
 "within 3 % at d = 100" check), its standard error, and the ``DomainWarning`` reasons the
-predictions raised. Reads the store only (no training, no solve).
+predictions raised; for linear T = 1 also the gap over the token-leverage prediction
+(``se_token_test_error``). Reads the store only (no training, no solve).
 
 Usage::
 
@@ -25,6 +26,7 @@ from skattn.sweep import read_sweep
 def same_instance_gaps(store, d):
     """``label -> (n_tokens, gaps, reasons)`` for the simulation rows of ``store`` at ``d``."""
     gaps = collections.defaultdict(list)
+    token_gaps = collections.defaultdict(list)
     reasons = collections.defaultdict(set)
     tokens = {}
     for row in read_sweep(store):
@@ -37,7 +39,11 @@ def same_instance_gaps(store, d):
         if se is not None and np.isfinite(se):
             gaps[label].append(row["test_error"] / se - 1)
         reasons[label].update(domain_reasons(row.get("se_same_instance_domain") or ""))
-    return {k: (tokens[k], np.array(gaps[k]), sorted(reasons[k])) for k in tokens}
+        token = row.get("se_token_test_error")
+        if token is not None and np.isfinite(token):
+            token_gaps[label].append(row["test_error"] / token - 1)
+    return {k: (tokens[k], np.array(gaps[k]), sorted(reasons[k]), np.array(token_gaps[k]))
+            for k in tokens}
 
 
 def main(argv=None):
@@ -48,7 +54,7 @@ def main(argv=None):
                         help="the gap to report against (default 3 %%)")
     args = parser.parse_args(argv)
     print(f"{'configuration':44s} T  gap at d={args.d} (mean ± s.e.)  note")
-    for label, (T, g, why) in same_instance_gaps(args.store, args.d).items():
+    for label, (T, g, why, token) in same_instance_gaps(args.store, args.d).items():
         if g.size == 0:
             print(f"{label:44s} {T}  no finite prediction")
             continue
@@ -56,6 +62,10 @@ def main(argv=None):
         note = ("outside the domain: " + ", ".join(why) if why else
                 f"above {100 * args.limit:.0f} %" if abs(g.mean()) > args.limit and T <= 3
                 else "")
+        if token.size:  # linear T = 1: the token-leverage prediction too
+            tsem = token.std(ddof=1) / np.sqrt(token.size) if token.size > 1 else np.nan
+            note = (f"token leverage {100 * token.mean():+.1f} ± {100 * tsem:.1f} % "
+                    f"({token.size}); " + note)
         print(f"{label:44s} {T}  {100 * g.mean():+6.1f} ± {100 * sem:4.1f} % ({g.size})  {note}")
 
 

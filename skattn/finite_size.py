@@ -47,7 +47,7 @@ from .finite_size_fits import (
 __all__ = [
     "FSSConfig", "FiniteSizeFit", "FiniteSizeComparison", "FiniteSizeResult",
     "fit_finite_size", "select_fit", "finite_size_scaling", "same_instance_se_row",
-    "domain_reasons",
+    "domain_reasons", "token_leverage_row",
     "MIN_D", "EXPONENTS", "SEM_FLOOR",
 ]
 
@@ -411,6 +411,7 @@ def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None
            "n_samples": n}
     if same_instance_se:
         out.update(same_instance_se_row(cfg, teacher))
+        out.update(token_leverage_row(cfg, teacher, random_state=_seed_int(seed, d, 4)))
     return out
 
 
@@ -475,6 +476,55 @@ def same_instance_se_row(config, teacher):
             "se_same_instance_converged": ok, "se_same_instance_message": msg[:200],
             "se_same_instance_domain": domain[:300],
             "se_same_instance_seconds": time.perf_counter() - t0}
+
+
+#: Rows get the token-leverage prediction up to this d (about 25 s a row at d = 100; the
+#: cost grows like d³).
+TOKEN_LEVERAGE_MAX_D = 160
+
+
+def token_leverage_row(config, teacher, random_state=0):
+    """The token-leverage prediction of one teacher, as sweep-row columns, where it applies.
+
+    For factored linear attention with one token at full width (seq2lab) and
+    ``d ≤ TOKEN_LEVERAGE_MAX_D``, inside the validated domain of
+    :func:`skattn.theory.solve_token_state_evolution` (docs/theory.rst §4, "Token
+    leverage"); elsewhere, including where that solver would warn, no columns.
+
+    Parameters
+    ----------
+    config : FSSConfig
+    teacher : AttentionIndexedModel
+    random_state : int, default=0
+        Seed of the solver's Monte Carlo draws.
+
+    Returns
+    -------
+    dict
+        ``se_token_test_error`` (NaN when the solve did not converge) and
+        ``se_token_mc_error``, or empty.
+    """
+    import warnings
+
+    from .theory import DomainWarning, solve_token_state_evolution
+
+    if not (config.attention == "linear" and config.n_tokens == 1 and config.task == "seq2lab"
+            and config.estimator == "tied" and config.width_ratio == 1.0
+            and teacher.n_features <= TOKEN_LEVERAGE_MAX_D):
+        return {}
+    with warnings.catch_warnings():
+        # the solver warns before it starts: outside its domain it adds nothing
+        warnings.simplefilter("error", DomainWarning)
+        try:
+            res = solve_token_state_evolution(config.alpha, target=teacher,
+                                              reg_lambda=config.reg_lambda,
+                                              random_state=random_state)
+        except DomainWarning:
+            return {}
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+            return {"se_token_test_error": np.nan, "se_token_mc_error": np.nan}
+    return {"se_token_test_error": float(res.test_error) if res.converged else np.nan,
+            "se_token_mc_error": float(res.mc_standard_error)}
 
 
 def _continuum_row(cfg):

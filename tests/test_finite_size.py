@@ -225,3 +225,36 @@ def test_validation_grid_flags_a_prediction_outside_the_domain(tmp_path):
     assert result.domain_warnings == {"spiky target": 1.0}
     table = (tmp_path / "grid_table.md").read_text(encoding="utf-8")
     assert "lin T1 spiky tiny ⚠ outside domain (spiky target)" in table
+
+
+def test_rows_carry_the_token_leverage_prediction_where_it_applies():
+    """Linear T = 1 (factored, full width) inside the token-leverage domain gets
+    ``se_token_test_error``; noiseless below α_perf, softmax and T = 2 do not."""
+    import warnings
+
+    from skattn.data import AttentionIndexedModel
+    from skattn.finite_size import FSSConfig, _fss_row, token_leverage_row
+
+    noisy = FSSConfig(label="t", alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear",
+                      noise=0.3, max_iter=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        row = _fss_row("simulation", noisy.to_json(), d=40, seed=0, n_test=500,
+                       same_instance_se=True)
+    assert np.isfinite(row["se_token_test_error"]) and row["se_token_mc_error"] > 0
+    # the token prediction sits above the Gaussian one on rank-one tokens
+    assert row["se_token_test_error"] > row["se_same_instance_test_error"]
+
+    def teacher(cfg, d=40):
+        return AttentionIndexedModel(d, n_tokens=cfg.n_tokens, target=cfg.make_target(),
+                                     noise=cfg.noise, attention=cfg.attention, random_state=0)
+
+    noiseless = FSSConfig(label="t", alpha=0.3, reg_lambda=0.05, n_tokens=1,
+                          attention="linear")
+    assert token_leverage_row(noiseless, teacher(noiseless)) == {}  # below α_perf: warns
+    softmax = FSSConfig(label="t", alpha=0.3, reg_lambda=0.1)
+    assert token_leverage_row(softmax, teacher(softmax)) == {}
+    two = FSSConfig(label="t", alpha=0.3, reg_lambda=0.05, n_tokens=2, attention="linear",
+                    noise=0.3)
+    assert token_leverage_row(two, teacher(two)) == {}
+    assert token_leverage_row(noisy, teacher(noisy, d=16)) == {}  # d < 40: warns

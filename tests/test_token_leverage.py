@@ -20,6 +20,7 @@ FAST = dict(n_draws=16, n_tokens_mc=800)
 
 
 def _teacher(d, noise=0.3, **kw):
+    """A teacher; below d = 40 the solver warns (DomainWarning), which the tests ignore."""
     kw = {"n_tokens": 1, "attention": "linear", **kw}
     return AttentionIndexedModel(d, target=WishartTarget(0.5), noise=noise, random_state=1, **kw)
 
@@ -103,21 +104,23 @@ def test_bad_input_names_the_argument(kwargs, match):
             solve_token_state_evolution(alpha, **args)
 
 
-def test_small_lambda_warns():
+def test_small_lambda_and_small_d_warn():
     with pytest.warns(DomainWarning, match="reg_lambda"):
-        solve_token_state_evolution(0.6, target=_teacher(20), reg_lambda=1e-3, **FAST)
+        solve_token_state_evolution(0.6, target=_teacher(40), reg_lambda=1e-3, **FAST)
+    with pytest.warns(DomainWarning, match="n_features=20"):
+        solve_token_state_evolution(0.6, target=_teacher(20), reg_lambda=0.05, **FAST)
 
 
 def test_noiseless_below_perfect_recovery_warns():
     """Wishart(0.5): α_perf = 0.422; the recovery phase above it is validated."""
     with pytest.warns(DomainWarning, match="perfect-recovery threshold"):
-        solve_token_state_evolution(0.3, target=_teacher(20, noise=0.0), reg_lambda=0.05,
+        solve_token_state_evolution(0.3, target=_teacher(40, noise=0.0), reg_lambda=0.05,
                                     **FAST)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DomainWarning)
-        solve_token_state_evolution(0.6, target=_teacher(20, noise=0.0), reg_lambda=0.05,
+        solve_token_state_evolution(0.6, target=_teacher(40, noise=0.0), reg_lambda=0.05,
                                     **FAST)
-        solve_token_state_evolution(0.3, target=_teacher(20, noise=0.3), reg_lambda=0.05,
+        solve_token_state_evolution(0.3, target=_teacher(40, noise=0.3), reg_lambda=0.05,
                                     **FAST)
 
 
