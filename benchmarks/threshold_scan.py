@@ -7,7 +7,7 @@ seeding, :func:`skattn.finite_size._fss_row`), 20 000 test samples; prints the m
 the trained test error over the same-instance prediction, minus 1.
 
 ``--token`` (``lin`` only) adds the token-leverage prediction for the same teachers
-(:func:`skattn.theory.solve_token_state_evolution`, about 25 s a teacher) and the gap over it.
+(:func:`skattn.theory.solve_token_state_evolution`, about 10 s a teacher) and the gap over it.
 
 Usage::
 

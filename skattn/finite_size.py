@@ -478,7 +478,7 @@ def same_instance_se_row(config, teacher):
             "se_same_instance_seconds": time.perf_counter() - t0}
 
 
-#: Rows get the token-leverage prediction up to this d (about 25 s a row at d = 100; the
+#: Rows get the token-leverage prediction up to this d (about 10 s a row at d = 100; the
 #: cost grows like d³).
 TOKEN_LEVERAGE_MAX_D = 160
 

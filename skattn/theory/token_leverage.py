@@ -140,7 +140,6 @@ class _TokenMap:
         self.seeds, self.n_tokens_mc = seeds, n_tokens_mc
         self.gaussian = gaussian
         self.n_calls = 0
-        self.last = None
 
     def _draws(self):
         """``(W, tokens, label noise)`` of each draw, regenerated from its seed: the same
@@ -181,13 +180,13 @@ class _TokenMap:
             leverages = leverage * quartic / mean_quartic
             residual = ((np.einsum("mi,mi->m", tokens @ error, tokens) - np.trace(error))
                         / np.sqrt(d) + np.sqrt(self.noise) * xi)
-            # control variates with exactly known means (E quartic, E e² = test error) remove
-            # the first-order Monte Carlo noise, which the fixed point amplifies near the
-            # interpolation threshold (V̂ is a small difference there)
             # ν_μ = ‖X_μ‖²_F / E‖X‖²_F: the sample's weight in the precision Σ_μ a_μk²/(1 + V_μ),
             # averaged over the coordinates k (exact for an elliptical design)
             norms = np.sum(tokens ** 2, axis=1)
             weights = (norms ** 2 - 2.0 * norms + d) / (d * (d + 1.0))
+            # control variates with exactly known means (E quartic, E e² = test error, E ν = 1)
+            # remove the first-order Monte Carlo noise, which the fixed point amplifies near
+            # the interpolation threshold (V̂ is a small difference there)
             controls = np.column_stack([quartic / mean_quartic - 1.0,
                                         residual ** 2 / test_error - 1.0, weights - 1.0])
             rows.append((test_error,
@@ -214,7 +213,6 @@ class _TokenMap:
         tau2 = self.alpha * self.d * weighted / v_hat ** 2
         if not (v_hat > 0 and tau2 > 0):
             return None
-        self.last = rows
         return np.log([tau2, v_hat]) - x
 
 
@@ -329,24 +327,24 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, n_draws=64, n_toke
     seeds = np.random.SeedSequence(int(rng.randint(0, 2 ** 31 - 1))).spawn(n_draws)
     x0 = np.log([1.0 / (alpha * d), alpha * d / 20.0])
 
-    def solve(index, x_start):
-        """Gaussian then token fixed points on the draws ``index``."""
-        maps = [_TokenMap(S0, alpha, reg_lambda, noise, [seeds[i] for i in index],
-                          n_tokens_mc, gauss)
-                for gauss in (True, False)]
-        x_g, rows_g, norm_g, ok_g = _solve_map(maps[0], x_start, tol, max_iter)
-        x_t, rows_t, norm_t, ok_t = _solve_map(maps[1], x_g, tol, max_iter)
-        return (x_g, rows_g, x_t, rows_t, max(norm_g, norm_t), ok_g and ok_t,
-                maps[0].n_calls + maps[1].n_calls)
+    def token_map(index, gaussian):
+        return _TokenMap(S0, alpha, reg_lambda, noise, [seeds[i] for i in index], n_tokens_mc,
+                         gaussian)
 
-    x_gauss, rows_gauss, x_tok, rows, norm, ok, n_iter = solve(range(n_draws), x0)
-    # the Monte Carlo error: the spread of the fixed points solved on disjoint batches of the
-    # draws (the fixed point amplifies the noise of the averages, so the per-draw spread at
-    # one fixed point would understate it)
+    # Gaussian first (cheap, and the start of the token solve), then tokens, on all draws
+    gaussian_map, full_map = token_map(range(n_draws), True), token_map(range(n_draws), False)
+    x_gauss, rows_gauss, norm_gauss, ok_gauss = _solve_map(gaussian_map, x0, tol, max_iter)
+    x_tok, rows, norm_tok, ok_tok = _solve_map(full_map, x_gauss, tol, max_iter)
+    norm, ok = max(norm_gauss, norm_tok), ok_gauss and ok_tok
+    n_iter = gaussian_map.n_calls + full_map.n_calls
+    # the Monte Carlo error: the spread of the token fixed points solved on disjoint batches
+    # of the draws, each started from the full one (the fixed point amplifies the noise of
+    # the averages, so the per-draw spread at one fixed point would understate it)
     batch_errors = []
     for index in np.array_split(np.arange(n_draws), _N_BATCHES):
-        *_, rows_b, _, ok_b, calls = solve(index, x_tok)
-        n_iter += calls
+        batch_map = token_map(index, False)
+        _, rows_b, _, ok_b = _solve_map(batch_map, x_tok, tol, max_iter)
+        n_iter += batch_map.n_calls
         if ok_b:
             batch_errors.append(rows_b[:, 0].mean())
     mc_standard_error = (float(np.std(batch_errors, ddof=1) / np.sqrt(len(batch_errors)))
