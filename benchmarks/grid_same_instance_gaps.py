@@ -24,10 +24,12 @@ from skattn.sweep import read_sweep
 
 
 def same_instance_gaps(store, d):
-    """``label -> (n_tokens, gaps, reasons)`` for the simulation rows of ``store`` at ``d``."""
+    """``label -> (n_tokens, gaps, reasons, token-leverage gaps, finite-size warned)`` for
+    the simulation rows of ``store`` at ``d``."""
     gaps = collections.defaultdict(list)
     token_gaps = collections.defaultdict(list)
     reasons = collections.defaultdict(set)
+    finite_size = set()
     tokens = {}
     for row in read_sweep(store):
         if row.get("kind") != "simulation" or row.get("d") != d or row["status"] != "ok":
@@ -39,11 +41,13 @@ def same_instance_gaps(store, d):
         if se is not None and np.isfinite(se):
             gaps[label].append(row["test_error"] / se - 1)
         reasons[label].update(domain_reasons(row.get("se_same_instance_domain") or ""))
+        if "finite-size effect not modelled" in (row.get("se_same_instance_domain") or ""):
+            finite_size.add(label)      # a FiniteSizeWarning (docs/domain.rst)
         token = row.get("se_token_test_error")
         if token is not None and np.isfinite(token):
             token_gaps[label].append(row["test_error"] / token - 1)
-    return {k: (tokens[k], np.array(gaps[k]), sorted(reasons[k]), np.array(token_gaps[k]))
-            for k in tokens}
+    return {k: (tokens[k], np.array(gaps[k]), sorted(reasons[k]), np.array(token_gaps[k]),
+                k in finite_size) for k in tokens}
 
 
 def main(argv=None):
@@ -54,7 +58,7 @@ def main(argv=None):
                         help="the gap to report against (default 3 %%)")
     args = parser.parse_args(argv)
     print(f"{'configuration':44s} T  gap at d={args.d} (mean ± s.e.)  note")
-    for label, (T, g, why, token) in same_instance_gaps(args.store, args.d).items():
+    for label, (T, g, why, token, warned) in same_instance_gaps(args.store, args.d).items():
         if g.size == 0:
             print(f"{label:44s} {T}  no finite prediction")
             continue
@@ -62,6 +66,8 @@ def main(argv=None):
         note = ("outside the domain: " + ", ".join(why) if why else
                 f"above {100 * args.limit:.0f} %" if abs(g.mean()) > args.limit and T <= 3
                 else "")
+        if warned:
+            note += "; FiniteSizeWarning" if note else "FiniteSizeWarning"
         if token.size:  # linear T = 1: the token-leverage prediction too
             tsem = token.std(ddof=1) / np.sqrt(token.size) if token.size > 1 else np.nan
             note = (f"token leverage {100 * token.mean():+.1f} ± {100 * tsem:.1f} % "

@@ -2,9 +2,11 @@
 
 ``lin``: linear T = 1, λ = 0.05, Wishart(0.5), across the perfect-recovery threshold
 α_perf = 0.422. ``sm``: softmax T = 2, Δ = 0.1, λ = 1e-3, Wishart(0.5), across the
-interpolation threshold α_interp = 0.1725. Eight teachers per α (the validation grid's
-seeding, :func:`skattn.finite_size._fss_row`), 20 000 test samples; prints the mean gap of
-the trained test error over the same-instance prediction, minus 1.
+interpolation threshold α_interp = 0.1725. ``sm-lambda`` and ``lin-lambda`` scan λ instead,
+at the interpolation peak (softmax T = 2, Δ = 0.1, α = 0.17) and at 0.87 α_interp (linear
+T = 1, Δ = 0.1, α = 0.3). Eight teachers per point (the validation grid's seeding,
+:func:`skattn.finite_size._fss_row`), 20 000 test samples; prints the mean gap of the
+trained test error over the same-instance prediction, minus 1.
 
 ``--token`` (``lin`` only) adds the token-leverage prediction for the same teachers
 (:func:`skattn.theory.solve_token_state_evolution`, about 10 s a teacher) and the gap over it.
@@ -12,7 +14,8 @@ the trained test error over the same-instance prediction, minus 1.
 Usage::
 
     python benchmarks/threshold_scan.py lin     # about 2 min on 2 cores
-    python benchmarks/threshold_scan.py sm      # about 3 min
+    python benchmarks/threshold_scan.py sm      # about 6 min
+    python benchmarks/threshold_scan.py sm-lambda
     python benchmarks/threshold_scan.py lin --token --alphas 0.3 0.5 --output out.json
 """
 
@@ -32,6 +35,12 @@ SCANS = {
                                 attention="linear")),
     "sm": ([0.1, 0.13, 0.15, 0.17, 0.19, 0.22, 0.3],
            lambda a: FSSConfig(label="scan", alpha=a, reg_lambda=1e-3, noise=0.1)),
+    # λ scans: the value scanned is λ
+    "sm-lambda": ([1e-3, 3e-3, 1e-2, 3e-2],
+                  lambda lam: FSSConfig(label="scan", alpha=0.17, reg_lambda=lam, noise=0.1)),
+    "lin-lambda": ([1e-3, 3e-3, 1e-2],
+                   lambda lam: FSSConfig(label="scan", alpha=0.3, reg_lambda=lam, n_tokens=1,
+                                         attention="linear", noise=0.1)),
 }
 
 
@@ -48,8 +57,10 @@ def token_gaps(cfg, d, n_seeds):
                                         noise=cfg.noise, attention="linear",
                                         random_state=_seed_int(seed, d, 0))
         res = solve_token_state_evolution(cfg.alpha, target=teacher, reg_lambda=cfg.reg_lambda,
+                                          width_ratio=cfg.width_ratio,
                                           random_state=seed)  # independent MC errors
-        rows.append({"alpha": cfg.alpha, "seed": seed, "trained": row["test_error"],
+        rows.append({"alpha": cfg.alpha, "reg_lambda": cfg.reg_lambda, "seed": seed,
+                     "trained": row["test_error"],
                      "gaussian_se": row["se_same_instance_test_error"],
                      "token": res.test_error, "token_mc_se": res.mc_standard_error})
     return rows
@@ -60,22 +71,24 @@ def main(argv=None):
     parser.add_argument("scan", choices=sorted(SCANS))
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--token", action="store_true")
-    parser.add_argument("--alphas", type=float, nargs="+", default=None)
+    parser.add_argument("--alphas", type=float, nargs="+", default=None,
+                        help="the values scanned (λ for the *-lambda scans)")
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     alphas, make = SCANS[args.scan]
     alphas = args.alphas or alphas
+    name = "λ" if args.scan.endswith("lambda") else "α"
     if args.token:
-        if args.scan != "lin":
-            parser.error("--token is for the linear T = 1 scan (lin)")
+        if not args.scan.startswith("lin"):
+            parser.error("--token is for the linear T = 1 scans (lin, lin-lambda)")
         out = []
         for alpha in alphas:
             rows = token_gaps(make(alpha), 100, args.seeds)
             out += rows
             for key in ("gaussian_se", "token"):
                 g = np.array([r["trained"] / r[key] - 1 for r in rows])
-                print(f"lin α={alpha}: gap over {key:11s} {100 * g.mean():+.1f} ± "
+                print(f"{args.scan} {name}={alpha}: gap over {key:11s} {100 * g.mean():+.1f} ± "
                       f"{100 * g.std(ddof=1) / np.sqrt(g.size):.1f} %", flush=True)
         if args.output:
             with open(args.output, "w", encoding="utf-8") as fh:
@@ -83,7 +96,7 @@ def main(argv=None):
         return
     for alpha in alphas:
         g, row = same_instance_gaps(make(alpha), 100, args.seeds)
-        print(f"{args.scan} α={alpha}: gap {100 * g.mean():+.1f} ± "
+        print(f"{args.scan} {name}={alpha}: gap {100 * g.mean():+.1f} ± "
               f"{100 * g.std(ddof=1) / np.sqrt(g.size):.1f} %, trained error "
               f"{row['test_error']:.4g} (last seed)", flush=True)
 

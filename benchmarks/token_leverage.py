@@ -90,7 +90,8 @@ def grid(labels, d, n_seeds):
                                             noise=cfg.noise, attention=cfg.attention,
                                             random_state=_seed_int(seed, d, 0))
             res = solve_token_state_evolution(cfg.alpha, target=teacher,
-                                              reg_lambda=cfg.reg_lambda, random_state=seed)
+                                              reg_lambda=cfg.reg_lambda,
+                                              width_ratio=cfg.width_ratio, random_state=seed)
             rows.append({"seed": seed, "d": d, "trained": row["test_error"],
                          "gaussian_se": row["se_same_instance_test_error"],
                          "token": res.test_error, "token_mc_se": res.mc_standard_error,

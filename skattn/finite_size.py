@@ -486,10 +486,11 @@ TOKEN_LEVERAGE_MAX_D = 160
 def token_leverage_row(config, teacher, random_state=0):
     """The token-leverage prediction of one teacher, as sweep-row columns, where it applies.
 
-    For factored linear attention with one token at full width (seq2lab) and
-    ``d ≤ TOKEN_LEVERAGE_MAX_D``, inside the validated domain of
-    :func:`skattn.theory.solve_token_state_evolution` (docs/theory.rst §4, "Token
-    leverage"); elsewhere, including where that solver would warn, no columns.
+    For factored linear attention with one token (seq2lab; a width whose rank cap does not
+    bind is the full-width problem at ``√κ λ``) and ``d ≤ TOKEN_LEVERAGE_MAX_D``, inside the
+    validated domain of :func:`skattn.theory.solve_token_state_evolution` (docs/theory.rst
+    §4, "Token leverage"); elsewhere, including where that solver would warn (a binding
+    cap among its reasons), no columns.
 
     Parameters
     ----------
@@ -509,8 +510,7 @@ def token_leverage_row(config, teacher, random_state=0):
     from .theory import DomainWarning, solve_token_state_evolution
 
     if not (config.attention == "linear" and config.n_tokens == 1 and config.task == "seq2lab"
-            and config.estimator == "tied" and config.width_ratio == 1.0
-            and teacher.n_features <= TOKEN_LEVERAGE_MAX_D):
+            and config.estimator == "tied" and teacher.n_features <= TOKEN_LEVERAGE_MAX_D):
         return {}
     with warnings.catch_warnings():
         # the solver warns before it starts: outside its domain it adds nothing
@@ -518,6 +518,7 @@ def token_leverage_row(config, teacher, random_state=0):
         try:
             res = solve_token_state_evolution(config.alpha, target=teacher,
                                               reg_lambda=config.reg_lambda,
+                                              width_ratio=config.width_ratio,
                                               random_state=random_state)
         except DomainWarning:
             return {}

@@ -110,8 +110,10 @@ def test_finite_d_on_the_law_quantiles_equals_the_continuum(case, noise):
     # the finite-d SE runs at α d/(d + 1) for linear attention (docs/theory.rst §4 "Finite d")
     alpha = StateEvolutionProblem(WishartTarget(0.5), n_features=60, **case).effective_alpha(0.3)
     cont = solve_state_evolution(alpha, target=WishartTarget(0.5), noise=noise, **case)
+    # the Gaussian fixed point: the finite-d prior side is what is compared here (softmax
+    # seq2lab at finite d is otherwise routed to the exact-Gram channel, a finite-d effect)
     fin = solve_state_evolution(0.3, target=SpectrumTarget(np.clip(eig, 0, None)),
-                                n_features=60, noise=noise, **case)
+                                n_features=60, noise=noise, exact_gram=False, **case)
     assert cont.converged and fin.converged
     assert fin.test_error == pytest.approx(cont.test_error, rel=5e-3)
     assert fin.finite_eigenvalues.shape == (60,)
@@ -130,3 +132,36 @@ def test_finite_d_converges_to_the_continuum(case, noise):
     errors = [f.test_error for f in fins]
     assert np.mean(errors) == pytest.approx(cont.test_error, rel=1e-2)
     assert max(errors) == pytest.approx(cont.test_error, rel=3e-2)
+
+
+# ---- the measured finite-size effect of softmax at small λ ------------------------------
+
+def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
+    """Factored softmax at finite d ≤ 160 and λ < 0.01 warns (FiniteSizeWarning, a
+    DomainWarning that does not mark the configuration as outside the theory's domain);
+    the continuum, λ ≥ 0.01, larger d, linear and direct attention do not."""
+    import warnings
+
+    from skattn.finite_size import domain_reasons
+    from skattn.theory import DomainWarning, FiniteSizeWarning
+    from skattn.theory.problem import warn_finite_size
+
+    assert issubclass(FiniteSizeWarning, DomainWarning)
+    teacher = AttentionIndexedModel(40, n_tokens=2, target=WishartTarget(0.5), noise=0.1,
+                                    random_state=0)
+    with pytest.warns(FiniteSizeWarning, match="reg_lambda=0.001") as caught:
+        res = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, n_nodes=1024)
+    assert res.converged
+    assert domain_reasons("; ".join(str(w.message) for w in caught)) == []
+    base = StateEvolutionProblem(WishartTarget(0.5), n_tokens=2, reg_lambda=1e-3,
+                                 n_features=100)
+    with pytest.warns(FiniteSizeWarning):
+        assert warn_finite_size(base)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FiniteSizeWarning)
+        for quiet in (base.replace(reg_lambda=0.01), base.replace(n_features=None),
+                      base.replace(n_features=250), base.replace(attention="linear"),
+                      base.replace(parametrization="direct")):
+            assert not warn_finite_size(quiet)
+        solve_state_evolution(0.15, target=WishartTarget(0.5), n_tokens=2, noise=0.1,
+                              reg_lambda=1e-3, n_nodes=1024)            # the continuum

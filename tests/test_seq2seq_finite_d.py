@@ -22,6 +22,7 @@ from skattn.theory.seq2seq import (
     seq2seq_metric_factor,
     seq2seq_output_side,
     seq2seq_prediction,
+    exact_gram_prediction,
     solve_seq2seq_state_evolution,
 )
 
@@ -233,6 +234,11 @@ def test_solver_rejects_models_outside_its_domain():
         solve_seq2seq_state_evolution(0.3, target=_teacher(20), init=(1.0, 1.0), **LINEAR)
     with pytest.raises(TypeError, match="seq2lab"):
         seq2seq_prediction((1.0, 1.0, 0.5))
+    linear = solve_state_evolution(0.3, target=_teacher(40), n_nodes=512, **LINEAR)
+    with pytest.raises(ValueError, match="loss='seq2lab'"):
+        exact_gram_prediction(linear, loss="seq2lab")
+    with pytest.raises(ValueError, match="loss"):
+        exact_gram_prediction(linear, loss="seq2vec")
 
 
 def test_output_sides_reject_bad_input():

@@ -94,6 +94,7 @@ def test_recovery_phase_correction_is_an_excess():
     (dict(n_draws=4), "n_draws"),
     (dict(n_tokens_mc=10), "n_tokens_mc"),
     (dict(alpha=-1.0), "alpha"),
+    (dict(width_ratio=0.0), "width_ratio"),
 ])
 def test_bad_input_names_the_argument(kwargs, match):
     args = {"alpha": 0.3, "target": _teacher(20), "reg_lambda": 0.05, **kwargs}
@@ -122,6 +123,24 @@ def test_noiseless_below_perfect_recovery_warns():
                                     **FAST)
         solve_token_state_evolution(0.3, target=_teacher(40, noise=0.3), reg_lambda=0.05,
                                     **FAST)
+
+
+def test_width_is_the_full_width_problem_at_scaled_lambda(noisy40):
+    """A width whose cap does not bind has the full-width minimiser at √κ λ: the same
+    prediction on the same draws, bit for bit; a binding cap warns."""
+    for kappa in (0.9, 4.0):
+        width = solve_token_state_evolution(0.6, target=_teacher(40), reg_lambda=0.05,
+                                            width_ratio=kappa, **FAST)
+        full = solve_token_state_evolution(0.6, target=_teacher(40),
+                                           reg_lambda=0.05 * np.sqrt(kappa), **FAST)
+        assert width.test_error == full.test_error and width.width_ratio == kappa
+        assert width.rank_fraction == full.rank_fraction <= min(kappa, 1.0)
+    assert 0 < noisy40.rank_fraction < 1
+    # κ = 1 is the default; a cap below the rank binds and is not modelled
+    with pytest.warns(DomainWarning, match="rank cap binds"):
+        capped = solve_token_state_evolution(0.6, target=_teacher(40), reg_lambda=0.05,
+                                             width_ratio=0.5 * noisy40.rank_fraction, **FAST)
+    assert capped.rank_fraction > capped.width_ratio
 
 
 # --- the building blocks: Daleckii–Krein weights and the leverage's mean -----------------

@@ -29,7 +29,7 @@ from .powerlaw import (
     recovered_modes,
     theory_learning_curve,
 )
-from .problem import DomainWarning, StateEvolutionProblem
+from .problem import DomainWarning, FiniteSizeWarning, StateEvolutionProblem
 from .spectral import ConvolvedLaw, free_convolution, semicircle_law
 from .seq2seq import Seq2seqStateEvolutionResult, solve_seq2seq_state_evolution
 from .seq2seq_softmax import solve_seq2seq_softmax_state_evolution
@@ -45,7 +45,8 @@ from .thresholds import (
 # The entry points. The building blocks (channels, denoisers, quadrature nodes, the
 # coefficients of the error decomposition, target-law resolution) stay in their submodules.
 __all__ = [
-    "StateEvolutionProblem", "StateEvolutionResult", "DomainWarning", "solve_state_evolution",
+    "StateEvolutionProblem", "StateEvolutionResult", "DomainWarning", "FiniteSizeWarning",
+    "solve_state_evolution",
     "state_evolution_curve", "PhaseDiagram", "solve_phase_diagram",
     "interpolation_threshold", "perfect_recovery_threshold", "bayes_optimal_threshold",
     "bayes_optimal", "BayesOptimalResult", "optimal_reg_lambda",
