@@ -2,9 +2,10 @@
 
 ``lin``: linear T = 1, λ = 0.05, Wishart(0.5), across the perfect-recovery threshold
 α_perf = 0.422. ``sm``: softmax T = 2, Δ = 0.1, λ = 1e-3, Wishart(0.5), across the
-interpolation threshold α_interp = 0.1725. ``sm-lambda`` and ``lin-lambda`` scan λ instead,
-at the interpolation peak (softmax T = 2, Δ = 0.1, α = 0.17) and at 0.87 α_interp (linear
-T = 1, Δ = 0.1, α = 0.3). Eight teachers per point (the validation grid's seeding,
+interpolation threshold α_interp = 0.1725. ``sm3``: the same for softmax T = 3
+(α_interp = 0.069). ``sm-lambda``, ``sm3-lambda`` and ``lin-lambda`` scan λ instead, at the
+interpolation peak (softmax T = 2, α = 0.17; T = 3, α = 0.07) and at 0.87 α_interp (linear
+T = 1, α = 0.3), all with Δ = 0.1. Eight teachers per point (the validation grid's seeding,
 :func:`skattn.finite_size._fss_row`), 20 000 test samples; prints the mean gap of the
 trained test error over the same-instance prediction, minus 1.
 
@@ -38,6 +39,13 @@ SCANS = {
     # λ scans: the value scanned is λ
     "sm-lambda": ([1e-3, 3e-3, 1e-2, 3e-2],
                   lambda lam: FSSConfig(label="scan", alpha=0.17, reg_lambda=lam, noise=0.1)),
+    # softmax T = 3 (α_interp = 0.069 at Δ = 0.1): the FiniteSizeWarning's other T
+    "sm3": ([0.05, 0.06, 0.07, 0.08, 0.1],
+            lambda a: FSSConfig(label="scan", alpha=a, reg_lambda=1e-3, noise=0.1,
+                                n_tokens=3)),
+    "sm3-lambda": ([1e-3, 3e-3, 1e-2, 3e-2],
+                   lambda lam: FSSConfig(label="scan", alpha=0.07, reg_lambda=lam, noise=0.1,
+                                         n_tokens=3)),
     "lin-lambda": ([1e-3, 3e-3, 1e-2],
                    lambda lam: FSSConfig(label="scan", alpha=0.3, reg_lambda=lam, n_tokens=1,
                                          attention="linear", noise=0.1)),

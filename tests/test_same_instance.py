@@ -137,9 +137,9 @@ def test_finite_d_converges_to_the_continuum(case, noise):
 # ---- the measured finite-size effect of softmax at small λ ------------------------------
 
 def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
-    """Factored softmax at finite d ≤ 160 and λ < 0.01 warns (FiniteSizeWarning, a
+    """Factored softmax T = 2 at finite d ≤ 160 and λ < 0.01 warns (FiniteSizeWarning, a
     DomainWarning that does not mark the configuration as outside the theory's domain);
-    the continuum, λ ≥ 0.01, larger d, linear and direct attention do not."""
+    the continuum, λ ≥ 0.01, larger d, T = 3, linear and direct attention do not."""
     import warnings
 
     from skattn.finite_size import domain_reasons
@@ -161,6 +161,7 @@ def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
         warnings.simplefilter("error", FiniteSizeWarning)
         for quiet in (base.replace(reg_lambda=0.01), base.replace(n_features=None),
                       base.replace(n_features=250), base.replace(attention="linear"),
+                      base.replace(n_tokens=3),
                       base.replace(parametrization="direct")):
             assert not warn_finite_size(quiet)
         solve_state_evolution(0.15, target=WishartTarget(0.5), n_tokens=2, noise=0.1,

@@ -489,9 +489,9 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         For a softmax prediction on a spiky target, or a binding rank constraint at small
         d (see :func:`skattn.theory.problem.warn_outside_domain`).
     FiniteSizeWarning
-        For factored softmax at finite ``d ≤ 160`` and ``reg_lambda < 0.01``, where trained
-        models were measured several per cent above the same-instance prediction (see
-        :func:`skattn.theory.problem.warn_finite_size`).
+        For factored softmax with T = 2 at finite ``d ≤ 160`` and ``reg_lambda < 0.01``,
+        where trained models were measured several per cent above the same-instance
+        prediction (see :func:`skattn.theory.problem.warn_finite_size`).
 
     See Also
     --------
