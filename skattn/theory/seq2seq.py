@@ -44,7 +44,8 @@ from scipy.stats import chi2
 from .._validation import check_choice, check_scalar_range
 from .channels import GaussianNodes
 from .coords import _maps, h_from_u, u_from_h
-from .problem import UNSET, resolve_problem
+from .problem import (GAUSSIAN_EQUIVALENCE_MAX_SHARE, UNSET, resolve_problem,
+                      top_mode_share)
 from .fixed_point import robust_fixed_point
 from .state_evolution import solve_state_evolution
 
@@ -669,7 +670,6 @@ def routes_to_exact_gram(problem, rank_capped=False, eigenvalues=None):
     """
     if routes_to_seq2seq(problem, rank_capped):
         return "seq2seq"
-    from .problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, top_mode_share
     spiky = eigenvalues is not None and top_mode_share(eigenvalues) > \
         GAUSSIAN_EQUIVALENCE_MAX_SHARE
     if (problem.task == "seq2lab" and problem.attention == "softmax"

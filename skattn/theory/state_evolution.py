@@ -540,15 +540,13 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                    max_iter=max_iter, damping=damping, sigma_hat_form=sigma_hat_form,
                    random_state=random_state)
     # finite d: α d/(d+1) (docs/theory.rst §4 "Finite d"); the objective keeps α = n/d²
-    result, rank_capped, collapsed = _solve(alpha, problem.effective_alpha(alpha), problem,
-                                            **options)
+    result, rank_capped, collapsed, eigenvalues = _solve(alpha, problem.effective_alpha(alpha),
+                                                         problem, **options)
     if rank_capped and problem.alpha_factor != 1.0:
         # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
         # behind α_eff (measured: keep α there; docs/theory.rst §4 "Finite d")
-        result, rank_capped, collapsed = _solve(alpha, alpha, problem, **options)
+        result, rank_capped, collapsed, eigenvalues = _solve(alpha, alpha, problem, **options)
     from . import seq2seq       # lazily: it builds on this module (docs/theory.rst §4)
-    eigenvalues = (problem.target_law(random_state)[1] if exact_gram and problem.attention
-                   == "softmax" and problem.n_features is not None else None)
     loss = seq2seq.routes_to_exact_gram(problem, rank_capped, eigenvalues)
     if exact_gram and loss is not None and not collapsed:
         result = seq2seq.exact_gram_prediction(result, loss=loss, n_nodes=n_nodes, tol=tol,
@@ -561,9 +559,10 @@ def _solve(alpha, alpha_fixed_point, problem, *, init, n_nodes, n_coarse_nodes, 
            damping, sigma_hat_form, random_state):
     """The fixed point of a validated problem, solved at ``alpha_fixed_point``.
 
-    Returns ``(result, rank_capped, collapsed)``: the :class:`StateEvolutionResult`
-    (objective at the nominal ``alpha``), whether a rank cap binds at the fixed point, and
-    whether it collapsed to S = 0.
+    Returns ``(result, rank_capped, collapsed, eigenvalues)``: the
+    :class:`StateEvolutionResult` (objective at the nominal ``alpha``), whether a rank cap
+    binds at the fixed point, whether it collapsed to S = 0, and the target's eigenvalues at
+    d (None in the continuum).
     """
     law, eig0 = problem.target_law(random_state)
     Q0 = float(np.mean(eig0 ** 2)) if eig0 is not None else law.second_moment()
@@ -687,7 +686,7 @@ def _solve(alpha, alpha_fixed_point, problem, *, init, n_nodes, n_coarse_nodes, 
                         "target_trace": t0} if with_t else {})),
         law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
         certified_fraction=float(_get(out, "certified_fraction")))
-    return result, bool(getattr(prior, "rank_capped", False)), collapsed
+    return result, bool(getattr(prior, "rank_capped", False)), collapsed, eig0
 
 
 def _curve_chunk(alphas, problem, reg_lambdas, options):

@@ -36,7 +36,7 @@ import numpy as np
 
 from .._validation import check_random_state_arg, check_scalar_range
 from .fixed_point import robust_fixed_point
-from .problem import DomainWarning, is_teacher
+from .problem import DomainWarning, StateEvolutionProblem, is_teacher
 
 __all__ = ["TokenStateEvolutionResult", "solve_token_state_evolution"]
 
@@ -344,10 +344,13 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
     seeds = np.random.SeedSequence(int(rng.randint(0, 2 ** 31 - 1))).spawn(n_draws)
     x0 = np.log([1.0 / (alpha * d), alpha * d / 20.0])
 
+    # an inactive cap is the full-width problem at the shared trace penalty λ̃ = √κ λ
+    trace_penalty = StateEvolutionProblem.from_teacher(
+        target, reg_lambda=reg_lambda, width_ratio=width_ratio).reg_trace
+
     def token_map(index, gaussian):
-        # an inactive cap: the full-width problem at the trace penalty √κ λ
-        return _TokenMap(S0, alpha, np.sqrt(width_ratio) * reg_lambda, noise,
-                         [seeds[i] for i in index], n_tokens_mc, gaussian)
+        return _TokenMap(S0, alpha, trace_penalty, noise, [seeds[i] for i in index],
+                         n_tokens_mc, gaussian)
 
     # Gaussian first (cheap, and the start of the token solve), then tokens, on all draws
     gaussian_map, full_map = token_map(range(n_draws), True), token_map(range(n_draws), False)
