@@ -18,6 +18,7 @@ Usage::
     python benchmarks/gaussian_sensing.py recovery --d 100 --seeds 4
     python benchmarks/gaussian_sensing.py noisy --d 60 --designs elliptical rank1
     python benchmarks/gaussian_sensing.py near_perf --d 60 --designs goe rank1 elliptical
+    python benchmarks/gaussian_sensing.py small_lambda --d 60 --seeds 6   # ~6 min; d = 100: ~15 min a seed
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ CONFIGS = {
     "recovery": dict(alpha=0.6, reg_lambda=0.05, noise=0.0, kappa0=0.5),
     # the grid's "lin T1 κ=0.75" at full width (its rank cap is inactive): 0.92 α_perf
     "near_perf": dict(alpha=0.3, reg_lambda=0.05, noise=0.0, kappa0=0.3),
+    # the λ boundary of the token-leverage model: 0.87 α_interp at λ = 1e-3 (threshold_scan
+    # lin-lambda)
+    "small_lambda": dict(alpha=0.3, reg_lambda=1e-3, noise=0.1, kappa0=0.5),
 }
 
 

@@ -52,9 +52,10 @@ class FSSConfig:
     Notes
     -----
     :attr:`outside_gaussian_equivalence` flags softmax on power-law targets whose top mode
-    keeps more than ``GAUSSIAN_EQUIVALENCE_MAX_SHARE`` of ``‖S0‖²_F`` as d grows (γ = 0.75: 0.40):
-    the Gaussian equivalence behind the state evolution then fails (docs/theory.rst §8,
-    docs/domain.rst); such configurations are run and reported, but flagged.
+    keeps more than ``GAUSSIAN_EQUIVALENCE_MAX_SHARE`` of ``‖S0‖²_F`` as d grows (γ = 0.75: 0.40)
+    where the spiked state evolution does not apply: the Gaussian equivalence behind the
+    state evolution then fails (docs/theory.rst §8, docs/domain.rst, docs/spiked.rst); such
+    configurations are run and reported, but flagged.
     """
 
     alpha: float
@@ -126,7 +127,9 @@ class FSSConfig:
     # ---- derived ----------------------------------------------------------------------
     @property
     def outside_gaussian_equivalence(self):
-        """Softmax on a spiky target: outside the domain of the theory (docs/theory.rst §8).
+        """Softmax on a spiky target that the spiked state evolution does not cover
+        (:func:`skattn.theory.spiked.spiked_route_covers`): outside the domain of the theory
+        (docs/theory.rst §8, docs/spiked.rst).
 
         Spiky: a power law whose top-mode share at d = 10 000 (its d → ∞ value for γ > 1/2;
         Wishart shares vanish) exceeds the threshold of
@@ -136,6 +139,11 @@ class FSSConfig:
             return False
         from .theory.laws import power_law_eigenvalues
         from .theory.problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, top_mode_share
+        from .theory.spiked import spiked_route_covers
+        if spiked_route_covers(self.attention, "factored" if self.estimator == "tied"
+                               else self.estimator, self.task, self.n_tokens,
+                               self.width_ratio):
+            return False    # predicted by the spiked state evolution (docs/spiked.rst)
 
         eig = power_law_eigenvalues(self.target["gamma"], 10_000, self.target.get("cutoff"))
         return top_mode_share(eig) > GAUSSIAN_EQUIVALENCE_MAX_SHARE

@@ -97,7 +97,7 @@ VALIDATION_CONFIGS = [
        target=_PL15),
     _c("lin T2 power-law γ=1", alpha=0.3, reg_lambda=0.05, n_tokens=2, attention="linear",
        target=_PL10),
-    _c("sm T2 power-law γ=1.5 [outside GE]", alpha=0.3, reg_lambda=0.1, target=_PL15),
+    _c("sm T2 power-law γ=1.5", alpha=0.3, reg_lambda=0.1, target=_PL15),  # spiked SE
     # small λ near the interpolation threshold
     _c("sm T2 Δ=0.1 λ=1e-3 α=0.15 (< α_interp)", alpha=0.15, reg_lambda=1e-3, noise=0.1),
     _c("sm T2 Δ=0.1 λ=1e-3 α=0.2 (> α_interp)", alpha=0.2, reg_lambda=1e-3, noise=0.1),

@@ -42,9 +42,9 @@ def test_top_mode_share():
 KW = dict(n_tokens=2, reg_lambda=0.1, n_features=100)
 
 
-def test_softmax_on_a_spiky_target_warns():
+def test_softmax_on_a_spiky_target_warns_without_the_spiked_route():
     with pytest.warns(DomainWarning, match=r"spiky target: its top mode carries 75%"):
-        solve_state_evolution(0.3, target=PowerLawTarget(1.25), **KW)
+        solve_state_evolution(0.3, target=PowerLawTarget(1.25), spiked=False, **KW)
 
 
 def test_factored_linear_on_a_spiky_target_warns_and_direct_does_not():
@@ -93,10 +93,14 @@ def test_softmax_on_wishart_does_not_warn():
                        reg_lambda=0.1)  # the continuum
 
 
-def test_the_predictor_warns_for_a_spiky_teacher():
+def test_the_predictor_routes_a_spiky_teacher_and_warns_without_the_route():
     teacher = AttentionIndexedModel(100, target=PowerLawTarget(1.25), random_state=0)
+    predictor = AsymptoticPredictor(target=teacher, reg_lambda=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DomainWarning)
+        assert "spiked" in predictor.state_evolution(0.3, n_tokens=2).message
     with pytest.warns(DomainWarning, match="spiky"):
-        AsymptoticPredictor(target=teacher, reg_lambda=0.1).state_evolution(0.3, n_tokens=2)
+        predictor.state_evolution(0.3, n_tokens=2, spiked=False)
 
 
 def test_the_threshold_separates_the_measured_gaussian_equivalence_errors():

@@ -184,7 +184,7 @@ def test_fixed_point_satisfies_the_spike_stationarity_and_reduces_to_todays_at_k
         warnings.simplefilter("ignore", DomainWarning)
         gauss = solve_state_evolution(alpha, StateEvolutionProblem(
             PowerLawTarget(1.25), n_tokens=2, reg_lambda=lam, noise=NOISE, n_features=d),
-            n_nodes=2048)
+            n_nodes=2048, spiked=False)
     assert base.m == pytest.approx(gauss.m, rel=1e-3)
     assert base.q == pytest.approx(gauss.q, rel=1e-3)
     assert base.sigma == pytest.approx(gauss.sigma, rel=1e-3)
@@ -255,7 +255,8 @@ def test_spiked_se_predicts_trained_students_on_a_power_law_target():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         gauss = solve_state_evolution(alpha, StateEvolutionProblem(
-            PowerLawTarget(gamma), n_tokens=2, reg_lambda=lam, noise=NOISE, n_features=d))
+            PowerLawTarget(gamma), n_tokens=2, reg_lambda=lam, noise=NOISE, n_features=d),
+            spiked=False)
     errors = []
     for seed in range(2):
         teacher = AttentionIndexedModel(d, target=PowerLawTarget(gamma), noise=NOISE,
@@ -290,3 +291,90 @@ def test_no_spike_linear_is_the_finite_d_state_evolution_at_alpha_eff():
     # (at the nominal α they differ by 1.1 % in q and 4.7 % in Σ)
     for name in ("m", "q", "sigma", "train_objective"):
         assert getattr(base, name) == pytest.approx(getattr(gauss, name), rel=1e-4), name
+
+
+# ---- the route from solve_state_evolution ------------------------------------------------
+def test_solve_state_evolution_routes_spiky_softmax_targets_to_the_spiked_state_evolution():
+    """Finite-d factored softmax seq2lab on a spiky target is the spiked fixed point, with
+    the whole matrix's overlaps, the spike in the learned spectrum and no "spiky target"
+    warning; spiked=False keeps the Gaussian fixed point and its warning."""
+    from skattn.theory import solve_state_evolution
+    from skattn.theory.problem import DomainWarning
+
+    d, alpha, lam = 100, 0.3, 0.05
+    eig = PowerLawTarget(1.25).eigenvalues(d)
+    own = solve_spiked_state_evolution(alpha, eig, reg_lambda=lam, noise=NOISE, tol=1e-7,
+                                       max_iter=600)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DomainWarning)   # inside the spiked domain here
+        routed = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam, noise=NOISE,
+                                       target=PowerLawTarget(1.25), n_features=d)
+    assert routed.converged and "spiked" in routed.message
+    assert routed.test_error == pytest.approx(own.test_error.value, rel=1e-12)
+    assert routed.train_objective == pytest.approx(own.train_objective, rel=1e-12)
+    t, s = own.target_strengths, own.student_strengths
+    assert routed.m == pytest.approx(own.m + t @ s, rel=1e-12)
+    assert routed.q == pytest.approx(own.q + s @ s, rel=1e-12)
+    assert routed.Q0 == pytest.approx(np.mean(eig ** 2), rel=1e-12)
+    assert routed.params["n_spikes"] == 1
+    # the learned spectrum holds the spike s_1 √d as its top eigenvalue, and as a point of
+    # the support
+    spectrum = routed.sample_spectrum(d)
+    assert spectrum.shape == (d,) and spectrum[-1] == pytest.approx(s[0] * np.sqrt(d))
+    assert routed.spectrum_support()[-1] == pytest.approx((s[0] * np.sqrt(d),) * 2)
+    # Tr Ŝ/d of the objective: L/d² = α e_train + λ Tr Ŝ/d (κ = 1)
+    assert routed.train_objective == pytest.approx(
+        alpha * routed.train_error + lam * routed.trace, rel=1e-10)
+    # a teacher with this spectrum is routed the same way (only its eigenvalues matter)
+    teacher = AttentionIndexedModel(d, target=PowerLawTarget(1.25), noise=NOISE,
+                                    random_state=3)
+    assert solve_state_evolution(alpha, target=teacher, reg_lambda=lam).test_error == \
+        pytest.approx(routed.test_error, rel=1e-6)
+    with pytest.warns(DomainWarning, match="spiky target"):
+        gauss = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam, noise=NOISE,
+                                      target=PowerLawTarget(1.25), n_features=d,
+                                      spiked=False)
+    assert gauss.test_error < 0.95 * routed.test_error   # 9 % lower (docs/spiked.rst)
+
+
+@pytest.mark.parametrize("changes", [dict(attention="linear", n_tokens=1),
+                                     dict(task="seq2seq"), dict(width_ratio=0.5),
+                                     dict(parametrization="direct"), dict(n_tokens=5),
+                                     dict(target=WishartTarget(0.5))])
+def test_only_validated_problems_are_routed(changes):
+    from skattn.theory import StateEvolutionProblem
+    from skattn.theory.spiked import routes_to_spiked
+
+    problem = StateEvolutionProblem(PowerLawTarget(1.25), n_tokens=2, reg_lambda=0.05,
+                                    noise=NOISE, n_features=60)
+    eig = PowerLawTarget(1.25).eigenvalues(60)
+    assert routes_to_spiked(problem, eig)
+    assert not routes_to_spiked(problem, None)           # the continuum
+    changed = problem.replace(**changes)
+    eig = changed.target_law(0)[1]
+    assert not routes_to_spiked(changed, eig)
+
+
+def test_spiked_route_warm_starts_along_a_curve_and_in_the_predictor():
+    from skattn import AsymptoticPredictor
+    from skattn.theory import solve_state_evolution, state_evolution_curve
+
+    d, lam = 60, 0.05
+    kw = dict(n_tokens=2, reg_lambda=lam, noise=NOISE, target=PowerLawTarget(1.25),
+              n_features=d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # small α: the "spike close to the noise" warning
+        curve = state_evolution_curve([0.2, 0.3], **kw)
+        cold = solve_state_evolution(0.3, **kw)
+    assert all(r.converged for r in curve)
+    assert curve[1].test_error == pytest.approx(cold.test_error, rel=1e-4)
+    assert curve[1].n_iter < cold.n_iter
+    teacher = AttentionIndexedModel(d, target=PowerLawTarget(1.25), noise=NOISE,
+                                    random_state=0)
+    X, y = teacher.sample(int(round(0.3 * d * d)), random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pred = AsymptoticPredictor(target=teacher, reg_lambda=lam, max_iter=50).fit(X, y)
+    assert pred.predicted_test_error_ == pytest.approx(cold.test_error, rel=1e-6)
+    assert pred.predicted_spectrum_["eigenvalues"].max() == pytest.approx(
+        cold.params["spike_strengths"][0] * np.sqrt(d))

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["robust_fixed_point", "anderson"]
+__all__ = ["robust_fixed_point", "anderson", "lambda_continuation"]
+
+#: Weight decays tried, as multiples of the one asked for, when its fixed point is not found
+#: from a cold start (λ = 0: these values times ``_ZERO_LAMBDA_BASE``).
+_CONTINUATION_FACTORS = (10.0, 100.0)
+_ZERO_LAMBDA_BASE = 1e-4
+#: Ratio of consecutive weight decays on the way back down.
+_CONTINUATION_STEP = np.sqrt(10.0)
 
 
 def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
@@ -129,3 +136,54 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4):
         if new_norm < best_norm:
             best_x, best_norm = x, new_norm
     return best_x, best_norm, best_norm < tol
+
+
+def lambda_continuation(solve, reg_lambda):
+    """Reach a fixed point at ``reg_lambda`` by continuation from a larger weight decay.
+
+    Used when the fixed point at ``reg_lambda`` is not found from a cold start (measured:
+    linear T = 1 at λ = 1e-3 next to the interpolation threshold, one teacher in six at
+    d = 100 stalls at a residual of 3e-2, while the same problem converges in 24 evaluations
+    from the solution at λ = 0.01). A larger λ smooths the map; its fixed point is then
+    followed back down in steps of √10, each warm-started from the last.
+
+    Parameters
+    ----------
+    solve : callable
+        ``solve(reg_lambda, init)`` returns a result with ``converged``, ``n_iter``, ``q``
+        and ``sigma`` (``init`` None: a cold start).
+    reg_lambda : float
+        The weight decay wanted, ≥ 0.
+
+    Returns
+    -------
+    result or None
+        The converged result at ``reg_lambda`` (its ``n_iter`` counts every solve of the
+        path, its message names the path), or None if no path converged.
+    """
+    base = reg_lambda if reg_lambda > 0 else _ZERO_LAMBDA_BASE
+    n_iter = 0
+    for factor in _CONTINUATION_FACTORS:
+        start_lambda = base * factor
+        point = solve(start_lambda, None)
+        n_iter += point.n_iter
+        if not point.converged:
+            continue                    # a larger λ smooths the map further
+        if not (point.q > 0 and point.sigma > 0):
+            break                       # collapsed to S = 0, no warm start; so would larger λ
+        n_steps = int(np.ceil(np.log(factor) / np.log(_CONTINUATION_STEP) - 1e-9))
+        path = list(base * factor ** (1.0 - np.arange(1, n_steps + 1) / n_steps))
+        path[-1] = base
+        if reg_lambda == 0:
+            path.append(0.0)
+        for lam in path:
+            point = solve(lam, point)
+            n_iter += point.n_iter
+            if not point.converged:
+                break
+        else:
+            point.n_iter = n_iter
+            point.message = (f"converged (continuation in λ from {start_lambda:.3g}: no "
+                             "fixed point from a cold start)")
+            return point
+    return None

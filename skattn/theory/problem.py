@@ -664,8 +664,9 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
                 f"{GAUSSIAN_EQUIVALENCE_MAX_SHARE:.0%}), so the softmax pre-activations are "
                 "not Gaussian and the softmax channel of the state evolution does not apply "
                 "(measured: the S = 0 predictor's error is 14% below the SE at a 75% share); "
-                "skattn.theory.solve_spiked_state_evolution keeps the top modes as explicit "
-                "variables (docs/spiked.rst)")
+                "the spiked state evolution keeps the top modes as explicit variables, and "
+                "solve_state_evolution uses it at finite d for factored softmax seq2lab with "
+                "T <= 4 unless spiked=False (docs/spiked.rst)")
     if (problem.attention == "linear" and problem.parametrization == "factored"
             and eigenvalues is not None):
         share = top_mode_share(eigenvalues)

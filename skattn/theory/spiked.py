@@ -37,6 +37,7 @@ from .coords import u_from_h
 from .denoisers import FactoredDenoiser
 from .laws import DiscreteLaw
 from .problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, DomainWarning
+from .result import StateEvolutionResult
 
 #: Largest ``δ/λ_1`` (prior-side noise width over the top eigenvalue) at which the spiked
 #: state evolution was measured within 1.8 % of trained models; above it, 2–12 % too low
@@ -57,6 +58,11 @@ __all__ = [
     "SpikedStateEvolutionResult",
     "solve_spiked_state_evolution",
     "SPIKE_NOISE_MAX_RATIO",
+    "SPIKED_ROUTED_N_TOKENS",
+    "routes_to_spiked",
+    "spiked_route_covers",
+    "spiked_prediction",
+    "spiked_irreducible_error",
 ]
 
 
@@ -509,7 +515,8 @@ class _SpikedMap:
 def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=2, reg_lambda=0.0,
                                  width_ratio=1.0, beta=1.0, target_beta=1.0, noise=0.0,
                                  attention="softmax", n_points=8192, seed=0, tol=1e-5,
-                                 max_iter=200, damping=0.5, init=None, n_replicates=8):
+                                 max_iter=200, damping=0.5, init=None, n_replicates=8,
+                                 _stacklevel=2):
     """Fixed point of the state evolution with ``n_spikes`` explicit spikes (factored ERM).
 
     The output side integrates over the spike projections and the Gaussian bulk
@@ -600,11 +607,12 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
                                / (split.strengths[0] * np.sqrt(d)))
         if noise_to_spike > SPIKE_NOISE_MAX_RATIO:
             warnings.warn(
-                f"outside the validated domain: the prior side's noise width δ = √q̂/m̂ is "
-                f"{noise_to_spike:.3f} of the top eigenvalue (above {SPIKE_NOISE_MAX_RATIO}); "
+                f"outside the validated domain: spike close to the noise: the prior side's "
+                f"noise width δ = √q̂/m̂ is {noise_to_spike:.3f} of the top eigenvalue (above "
+                f"{SPIKE_NOISE_MAX_RATIO}); "
                 f"the spiked channel neglects terms of relative order δ/λ_1, and trained "
                 f"models were measured 2–12 % above it there (small α or small d; "
-                f"docs/spiked.rst).", DomainWarning, stacklevel=2)
+                f"docs/spiked.rst).", DomainWarning, stacklevel=_stacklevel)
     return SpikedStateEvolutionResult(
         alpha=alpha, n_spikes=k, m=m, q=q, sigma=sigma, student_strengths=s,
         target_strengths=split.strengths, m_hat=out.m_hat, q_hat=out.q_hat,
@@ -612,3 +620,160 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
         train_objective=alpha * out.train_error + denoiser.reg_trace * trace,
         converged=bool(converged), residual=float(res_norm), n_calls=fp.n_calls,
         noise_to_spike=noise_to_spike)
+
+
+# -- the route from solve_state_evolution ---------------------------------------------------
+
+#: Sequence lengths for which :func:`~skattn.theory.solve_state_evolution` routes spiky
+#: softmax targets to the spiked state evolution (validated against trained models there;
+#: docs/spiked.rst).
+SPIKED_ROUTED_N_TOKENS = (2, 3, 4)
+
+
+def routes_to_spiked(problem, eigenvalues):
+    """Whether :func:`~skattn.theory.solve_state_evolution` solves ``problem`` with explicit
+    spikes.
+
+    It does for a finite-d spectrum (``eigenvalues`` not None) with a mode that breaks
+    Gaussian equivalence (:func:`spike_count` > 0), under factored softmax seq2lab
+    attention at a validated T (:data:`SPIKED_ROUTED_N_TOKENS`), full width (κ ≥ 1) and
+    Gaussian tokens.
+
+    Parameters
+    ----------
+    problem : StateEvolutionProblem
+    eigenvalues : ndarray of shape (d,) or None
+
+    Returns
+    -------
+    bool
+    """
+    return bool(eigenvalues is not None
+                and spiked_route_covers(problem.attention, problem.parametrization,
+                                        problem.task, problem.n_tokens, problem.width_ratio,
+                                        problem.token_kurtosis)
+                and spike_count(eigenvalues) > 0)
+
+
+def spiked_route_covers(attention, parametrization, task, n_tokens, width_ratio,
+                        token_kurtosis=0.0):
+    """The model part of :func:`routes_to_spiked`: factored softmax seq2lab at a validated
+    T (:data:`SPIKED_ROUTED_N_TOKENS`), full width (κ ≥ 1) and Gaussian tokens.
+
+    Returns
+    -------
+    bool
+    """
+    return (attention == "softmax" and parametrization == "factored" and task == "seq2lab"
+            and int(n_tokens) in SPIKED_ROUTED_N_TOKENS and width_ratio >= 1
+            and token_kurtosis == 0)
+
+
+def spiked_prediction(alpha, problem, eigenvalues, *, n_nodes=8192, tol=1e-5, max_iter=200,
+                      damping=0.5, init=None, random_state=0):
+    """:func:`solve_spiked_state_evolution` for ``problem``, as a
+    :class:`~skattn.theory.StateEvolutionResult`.
+
+    The overlaps are the whole matrix's: ``m = m⊥ + Σ_i t_i s_i`` and ``q = q⊥ + Σ_i s_i²``
+    (the cross terms between spikes and bulk are of order 1/d, docs/spiked.rst), so that
+    ``s_error = Q0 − 2m + q``. Σ, the conjugates and ``eta``, ``delta``, ``epsilon`` are
+    those of the bulk; ``finite_eigenvalues`` is the bulk's learned spectrum with the
+    spikes ``s_i √d`` added; ``params`` also holds ``n_spikes``, ``spike_strengths`` and
+    ``test_error_standard_error`` (Monte Carlo). ``init``: a result of this route (its bulk
+    order parameters are the warm start), or None.
+
+    Parameters
+    ----------
+    alpha : float
+    problem : StateEvolutionProblem
+        With :func:`routes_to_spiked` true.
+    eigenvalues : ndarray of shape (d,)
+    n_nodes, tol, max_iter, damping, random_state
+        As in :func:`solve_spiked_state_evolution` (``n_points``, ``seed``).
+    init : StateEvolutionResult or None
+
+    Returns
+    -------
+    StateEvolutionResult
+    """
+    bulk_init = None
+    if init is not None and "spike_strengths" in getattr(init, "params", {}):
+        t = init.params["target_spike_strengths"]
+        s = init.params["spike_strengths"]
+        bulk_init = (init.m - float(np.dot(t, s)), init.q - float(np.dot(s, s)), init.sigma)
+        if not (bulk_init[1] > 0 and bulk_init[2] > 0):
+            bulk_init = None
+    res = solve_spiked_state_evolution(
+        alpha, eigenvalues, n_tokens=problem.n_tokens, reg_lambda=problem.reg_lambda,
+        width_ratio=problem.width_ratio, beta=problem.beta, target_beta=problem.target_beta,
+        noise=problem.noise, attention=problem.attention, n_points=n_nodes, seed=random_state,
+        tol=tol, max_iter=max_iter, damping=damping, init=bulk_init,
+        _stacklevel=4)  # the caller of solve_state_evolution
+    split = split_spikes(eigenvalues, res.n_spikes)
+    bulk = split.bulk_eigenvalues
+    denoiser = FactoredDenoiser(DiscreteLaw(bulk), width_ratio=problem.width_ratio,
+                                reg_lambda=problem.reg_lambda, n_features=bulk.size,
+                                target_eigenvalues=bulk)
+    ratio = bulk.size / split.n_features
+    prior = denoiser(res.m_hat, ratio * res.q_hat, res.sigma_hat)
+    s, t = np.asarray(res.student_strengths, float), np.asarray(res.target_strengths, float)
+    bulk_spectrum = denoiser.learned_spectrum(prior)
+    spectrum = None if bulk_spectrum is None else np.sort(
+        np.concatenate([bulk_spectrum, s * np.sqrt(split.n_features)]))
+    trace = ratio * prior.trace + float(np.sum(s)) / np.sqrt(split.n_features)  # Tr Ŝ/d
+    converged = bool(res.converged)
+    message = ("converged (spiked state evolution, "
+               f"{res.n_spikes} explicit mode{'s' if res.n_spikes != 1 else ''})"
+               if converged else
+               f"spiked state evolution: residual {res.residual:.2e} above tol={tol:.1e} "
+               f"after {res.n_calls} evaluations")
+    return StateEvolutionResult(
+        alpha=alpha, m=res.m + float(np.dot(t, s)), q=res.q + float(np.dot(s, s)),
+        sigma=res.sigma, m_hat=res.m_hat, q_hat=res.q_hat, sigma_hat=res.sigma_hat,
+        Q0=float(np.mean(np.asarray(eigenvalues, float) ** 2)),
+        test_error=float(res.test_error.value), train_error=float(res.train_error),
+        train_objective=float(res.train_objective), eta=prior.eta, delta=prior.delta,
+        epsilon=prior.epsilon, converged=converged, n_iter=int(res.n_calls), message=message,
+        residual=float(res.residual), parametrization="factored",
+        params=dict(n_tokens=problem.n_tokens, reg_lambda=problem.reg_lambda,
+                    width_ratio=problem.width_ratio, beta=problem.beta,
+                    target_beta=problem.target_beta, noise=problem.noise,
+                    attention=problem.attention, n_features=problem.n_features,
+                    trace=float(trace), n_spikes=int(res.n_spikes), spike_strengths=s,
+                    target_spike_strengths=t,
+                    test_error_standard_error=float(res.test_error.standard_error),
+                    noise_to_spike=float(res.noise_to_spike)),
+        law=DiscreteLaw(bulk), finite_eigenvalues=spectrum, problem=problem)
+
+
+def spiked_irreducible_error(result, *, n_points=8192, n_replicates=8, seed=0):
+    """The irreducible error ``e0 = e_test(S0)`` of a result of the spiked route, in its own
+    channel (the spikes' projections explicit, as for the test error).
+
+    For ``β = β0`` without noise it is 0; otherwise the spike's non-Gaussian projection
+    enters it as it enters the test error (:func:`null_predictor_error` for ``S = 0``).
+
+    Parameters
+    ----------
+    result : StateEvolutionResult
+        From :func:`spiked_prediction` (``params`` with ``target_spike_strengths``).
+    n_points, n_replicates, seed
+        As in :func:`spiked_test_error`.
+
+    Returns
+    -------
+    float
+    """
+    params = getattr(result, "params", None) or {}
+    if "target_spike_strengths" not in params:
+        raise ValueError("result must come from the spiked state evolution (params with "
+                         "'target_spike_strengths'): use "
+                         "skattn.theory.powerlaw.irreducible_error for the Gaussian channel.")
+    t = np.asarray(params["target_spike_strengths"], dtype=float)
+    channel = channel_for(params["attention"], int(params["n_tokens"]), params["beta"],
+                          params["target_beta"])
+    bulk_Q0 = float(result.Q0) - float(t @ t)
+    return float(spiked_test_error(channel, target_strengths=t, student_strengths=t,
+                                   m=bulk_Q0, q=bulk_Q0, bulk_Q0=bulk_Q0,
+                                   noise=float(params["noise"]), n_points=n_points,
+                                   n_replicates=n_replicates, seed=seed).value)

@@ -38,6 +38,7 @@ def _check_result(result):
     if getattr(result, "parametrization", "factored") != "factored":
         raise ValueError("result must come from the factored parametrization (the learned "
                          "spectrum η·ReLU(S0 + δZ − ε) is specific to it).")
+    _check_not_spiked(result)
     delta = float(result.delta)
     if not np.isfinite(delta) or delta <= 0:
         raise ValueError(f"result.delta must be finite and > 0, got {delta}.")
@@ -74,3 +75,15 @@ def _interval_index(intervals, x):
     k = np.searchsorted(a, x, side="right") - 1
     ok = (k >= 0) & (x <= b[np.clip(k, 0, None)] * (1 + 1e-14) + 1e-300)
     return np.where(ok, k, -1)
+
+
+def _check_not_spiked(result):
+    """The mode-by-mode theory reads every target mode off one Gaussian bulk; a result of the
+    spiked state evolution keeps its top modes out of that bulk (docs/spiked.rst)."""
+    params = getattr(result, "params", None) or {}
+    if "n_spikes" in params:
+        raise ValueError(
+            f"result comes from the spiked state evolution ({params['n_spikes']} explicit "
+            "mode(s), not in result.law), and the mode-by-mode decomposition needs the "
+            "Gaussian bulk picture of every mode: solve with spiked=False (outside the "
+            "Gaussian channel's domain on this target, hence a DomainWarning).")

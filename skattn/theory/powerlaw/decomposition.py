@@ -11,6 +11,7 @@ from ..._validation import check_choice, check_scalar_range
 from ..channels import GaussianNodes, channel_for, test_error
 from ..spectral import free_convolution
 from ._fixed_point import (
+    _check_not_spiked,
     _check_result,
     _interval_index,
     _nodes_above,
@@ -146,6 +147,7 @@ def error_coefficients(result, *, n_nodes=8192, step=1e-3, random_state=0):
     K = T * (T + 1) // 2
     if attention == "linear":
         return K * noise, 2.0 * K, 0.0
+    _check_not_spiked(result)     # c1, c2 are derivatives of the Gaussian channel
     step = check_scalar_range(step, "step", low=0, high=0.1, low_inclusive=False)
     e = _test_error_function(result, n_nodes, random_state)
     e0 = e(Q0, Q0)

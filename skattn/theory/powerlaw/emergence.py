@@ -77,9 +77,12 @@ def emergence_alpha(mode_index, *, target, n_tokens, reg_lambda, n_features=None
     rtol = check_scalar_range(rtol, "rtol", low=0, low_inclusive=False)
 
     def solve(a, init):
+        # a recovered outlier is read off the bulk law (recovered_modes): not routed to
+        # the spiked state evolution, whose top modes are explicit (softmax on a spiky
+        # target then warns, DomainWarning)
         return _solve_robust(a, init, dict(n_tokens=n_tokens,
                                            reg_lambda=_lambda_at(reg_lambda, a),
-                                           target=law, **se_kwargs))
+                                           target=law, **se_kwargs), spiked=False)
 
     grid = np.geomspace(a_lo, a_hi, n_grid)
     results, flags, prev = [], [], None

@@ -98,7 +98,11 @@ def theory_learning_curve(n_samples, *, target, n_tokens, reg_lambda, n_features
         r = _solve_robust(ns[i] / d ** 2, prev, kw)
         results[i] = r
         prev = r if r.converged else prev
-    e0, c1, _ = error_coefficients(results[0])
+    if "n_spikes" in results[0].params:   # the spiked route (softmax on a spiky target)
+        from ..spiked import spiked_irreducible_error
+        e0, c1 = spiked_irreducible_error(results[0]), np.nan
+    else:
+        e0, c1, _ = error_coefficients(results[0])
     linear = se_kwargs.get("attention", "softmax") == "linear"
     te = np.array([r.test_error for r in results])
     exc = np.array([c1 * r.s_error if linear else r.test_error - e0 for r in results])

@@ -1,0 +1,99 @@
+"""The spiked state evolution beyond its first validation: trained models against both
+predictions.
+
+The route of :func:`skattn.theory.solve_state_evolution` to the spiked state evolution
+(:func:`skattn.theory.spiked.routes_to_spiked`) covers what was measured here and in
+``spiked_learning_curve.py`` (T = 2, λ = 0.05, Δ = 0.2):
+
+- ``tokens``: T = 3 and 4 at d = 60 and 100, power law γ = 1.25, α = 0.3, λ = 0.05,
+  Δ = 0.2, three teachers a point;
+- ``noiseless``: T = 2 without label noise, the validation grid's *sm T2 power-law γ = 1.5*
+  (α = 0.3, λ = 0.1) at d = 100, 160 and 250, four teachers a point.
+
+For each point and seed a teacher ``AttentionIndexedModel(d, n_tokens=T,
+target=PowerLawTarget(γ), noise=Δ, random_state=seed)`` draws ``round(α d²)`` training
+samples (``random_state=1000 + seed``) and 20 000 test samples (``2000 + seed``);
+:class:`~skattn.TiedAttentionRegressor` is fitted with L-BFGS in float64 on one thread.
+Predictions: the routed ``solve_state_evolution`` (the spiked state evolution, default
+``n_spikes``) and the Gaussian ``solve_state_evolution(..., spiked=False)``.
+
+Usage::
+
+    python benchmarks/spiked_tokens.py tokens      # ~4 min on one core
+    python benchmarks/spiked_tokens.py noiseless   # ~8 min
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ALPHA, N_TEST = 0.3, 20_000
+# (T, d, γ, λ, Δ, seeds)
+CASES = {
+    "tokens": [(T, d, 1.25, 0.05, 0.2, 3) for T, d in ((3, 60), (3, 100), (4, 60), (4, 100))],
+    "noiseless": [(2, d, 1.5, 0.1, 0.0, 4) for d in (100, 160, 250)],
+}
+
+
+def point(n_tokens, d, gamma, reg_lambda, noise, n_seeds):
+    import torch
+
+    from skattn import TiedAttentionRegressor
+    from skattn.data import AttentionIndexedModel, PowerLawTarget
+    from skattn.metrics import attention_error
+    from skattn.theory import solve_state_evolution
+
+    torch.set_num_threads(1)
+    kw = dict(n_tokens=n_tokens, reg_lambda=reg_lambda, noise=noise,
+              target=PowerLawTarget(gamma), n_features=d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # the Gaussian SE's "spiky target" warning
+        spiked = solve_state_evolution(ALPHA, **kw)
+        gauss = solve_state_evolution(ALPHA, spiked=False, **kw)
+    trained = []
+    for seed in range(n_seeds):
+        teacher = AttentionIndexedModel(d, n_tokens=n_tokens, target=PowerLawTarget(gamma),
+                                        noise=noise, random_state=seed)
+        X, y = teacher.sample(int(round(ALPHA * d * d)), random_state=1000 + seed)
+        X_test, y_test = teacher.sample(N_TEST, random_state=2000 + seed)
+        student = TiedAttentionRegressor(reg_lambda=reg_lambda, solver="lbfgs",
+                                         dtype="float64", device="cpu",
+                                         random_state=seed).fit(X, y)
+        trained.append(float(attention_error(y_test, student.predict(X_test))))
+    mean = float(np.mean(trained))
+    return {"n_tokens": n_tokens, "d": d, "gamma": gamma, "reg_lambda": reg_lambda,
+            "noise": noise, "trained": trained, "trained_mean": mean,
+            "trained_sem": float(np.std(trained, ddof=1) / np.sqrt(len(trained))),
+            "spiked": float(spiked.test_error), "n_spikes": int(spiked.params["n_spikes"]),
+            "noise_to_spike": float(spiked.params["noise_to_spike"]),
+            "gaussian": float(gauss.test_error),
+            "spiked_gap": float(spiked.test_error) / mean - 1,
+            "gaussian_gap": float(gauss.test_error) / mean - 1}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("case", choices=sorted(CASES))
+    case = parser.parse_args(argv).case
+    start, rows = time.time(), []
+    for args in CASES[case]:
+        rows.append(point(*args))
+        r = rows[-1]
+        print(f"T = {r['n_tokens']}, d = {r['d']}, Δ = {r['noise']}: trained "
+              f"{r['trained_mean']:.5f} ± {r['trained_sem']:.5f}, spiked {r['spiked']:.5f} "
+              f"({100 * r['spiked_gap']:+.1f} %), Gaussian {r['gaussian']:.5f} "
+              f"({100 * r['gaussian_gap']:+.1f} %)", flush=True)
+    (RESULTS / f"spiked_{case}.json").write_text(json.dumps(
+        {"measured": time.strftime("%Y-%m-%d"), "wall_s": round(time.time() - start),
+         "alpha": ALPHA, "n_test": N_TEST, "points": rows}, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

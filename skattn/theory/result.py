@@ -1,0 +1,127 @@
+"""The result object of the state-evolution solver (docs/theory.rst §4, §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from .laws import SpectralLaw
+from .problem import StateEvolutionProblem
+from .spectral import free_convolution
+
+__all__ = ["StateEvolutionResult"]
+
+
+@dataclass
+class StateEvolutionResult:
+    """Fixed point of the state evolution and the predictions derived from it.
+
+    Like :class:`scipy.optimize.OptimizeResult`, it carries ``converged``, ``n_iter`` and a
+    ``message``; ``n_iter`` counts evaluations of the fixed-point map (output side then
+    denoiser), over every start and solver stage (Anderson and damped iterations, on the
+    coarse node set and on all nodes), with
+    the final one at the returned point (none when it collapsed to S = 0) — not
+    iterations of one solver. Order parameters: ``m = Tr(S0 Ŝ)/d``, ``q = Tr Ŝ²/d``, ``sigma`` (Σ) and
+    their conjugates (with the paper's factor 2). ``eta``, ``delta``, ``epsilon`` give the
+    learned spectrum: ``S ≈ eta · ReLU(S0 + delta Z − epsilon I)`` (factored).
+    ``problem`` is the :class:`~skattn.theory.StateEvolutionProblem` solved (``params``
+    repeats its scalars, with ``trace = Tr Ŝ/d``). ``certified_fraction`` is the fraction
+    of quadrature nodes whose prox minimiser was certified global at the final iteration.
+    """
+
+    alpha: float
+    m: float
+    q: float
+    sigma: float
+    m_hat: float
+    q_hat: float
+    sigma_hat: float
+    Q0: float
+    test_error: float
+    train_error: float
+    train_objective: float
+    eta: float
+    delta: float
+    epsilon: float
+    converged: bool
+    n_iter: int
+    message: str
+    residual: float = np.nan
+    parametrization: str = "factored"
+    params: dict = field(default_factory=dict)
+    law: SpectralLaw | None = field(default=None, repr=False)
+    finite_eigenvalues: np.ndarray | None = field(default=None, repr=False)
+    problem: StateEvolutionProblem | None = field(default=None, repr=False)
+    certified_fraction: float = np.nan
+
+    # ---- derived quantities -------------------------------------------------------------
+    @property
+    def s_error(self):
+        """``‖Ŝ − S0‖²_F / d = Q0 − 2m + q``."""
+        return self.Q0 - 2 * self.m + self.q
+
+    @property
+    def trace(self):
+        """``Tr Ŝ / d``."""
+        return self.params.get("trace", np.nan)
+
+    def _convolved(self):
+        if self.law is None:
+            raise ValueError("this result carries no spectral law.")
+        return free_convolution(self.law, self.delta)
+
+    @property
+    def atom_mass(self):
+        """Mass of the atom at zero of the learned spectrum (rank collapse)."""
+        if self.finite_eigenvalues is not None:
+            return float(np.mean(self.finite_eigenvalues <= 0))
+        if self.parametrization == "direct":
+            return 0.0
+        return float(self._convolved().mass_below(self.epsilon))
+
+    def spectrum_density(self, s):
+        """Density of the non-zero part of the learned spectrum at ``s`` (the atom excluded).
+
+        ``ρ_S(s) = ρ_δ(ε + s/η)/η`` for the factored model (``ρ_δ(s/η)/η`` direct).
+        """
+        s = np.asarray(s, dtype=float)
+        mu = self._convolved()
+        if self.parametrization == "direct":  # ε = −t̂/m̂ (0 for Gaussian tokens)
+            return mu.density(self.epsilon + s / self.eta) / abs(self.eta)
+        out = np.zeros_like(s)
+        pos = s > 0
+        out[pos] = mu.density(self.epsilon + s[pos] / self.eta) / self.eta
+        return out
+
+    def spectrum_support(self):
+        """Intervals of the non-zero part of the learned spectrum (an explicit spike of the
+        spiked route, docs/spiked.rst, is a degenerate interval at its eigenvalue)."""
+        spikes = [(v, v) for v in np.sqrt(self.params.get("n_features") or 0)
+                  * np.asarray(self.params.get("spike_strengths", []), float) if v > 0]
+        mu = self._convolved()
+        if self.parametrization == "direct":
+            return [(self.eta * (a - self.epsilon), self.eta * (b - self.epsilon))
+                    for a, b in mu.intervals]
+        return [(self.eta * max(a - self.epsilon, 0.0), self.eta * (b - self.epsilon))
+                for a, b in mu.intervals if b > self.epsilon] + spikes
+
+    def sample_spectrum(self, n_features, random_state=None):
+        """A typical spectrum of the learned ``S`` at size d (quantiles of the predicted law)."""
+        if self.finite_eigenvalues is not None and n_features == self.finite_eigenvalues.size:
+            return np.sort(self.finite_eigenvalues)
+        x = self._convolved().sample_eigenvalues(n_features, random_state=random_state,
+                                                 method="quantile")
+        if self.parametrization == "direct":
+            return np.sort(self.eta * (x - self.epsilon))
+        return np.sort(self.eta * np.maximum(x - self.epsilon, 0.0))
+
+    def as_dict(self):
+        """The scalar fields as a flat dict (for tables, CSV and JSON)."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (bool, int, float, str, np.floating, np.integer, np.bool_)):
+                out[f.name] = v.item() if hasattr(v, "item") else v
+        out.update({k: v for k, v in self.params.items() if np.isscalar(v)})
+        return out
