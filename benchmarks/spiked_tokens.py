@@ -8,7 +8,9 @@ The route of :func:`skattn.theory.solve_state_evolution` to the spiked state evo
 - ``tokens``: T = 3 and 4 at d = 60 and 100, power law γ = 1.25, α = 0.3, λ = 0.05,
   Δ = 0.2, three teachers a point;
 - ``noiseless``: T = 2 without label noise, the validation grid's *sm T2 power-law γ = 1.5*
-  (α = 0.3, λ = 0.1) at d = 100, 160 and 250, four teachers a point.
+  (α = 0.3, λ = 0.1) at d = 100, 160 and 250, four teachers a point;
+- ``beta``: T = 2 with a student temperature other than the teacher's (β = 2, β0 = 1 and
+  β = 1, β0 = 2), γ = 1.25, α = 0.3, λ = 0.05, Δ = 0.2, d = 100, three teachers.
 
 For each point and seed a teacher ``AttentionIndexedModel(d, n_tokens=T,
 target=PowerLawTarget(γ), noise=Δ, random_state=seed)`` draws ``round(α d²)`` training
@@ -21,6 +23,7 @@ Usage::
 
     python benchmarks/spiked_tokens.py tokens      # ~4 min on one core
     python benchmarks/spiked_tokens.py noiseless   # ~8 min
+    python benchmarks/spiked_tokens.py beta        # ~2 min
 """
 
 from __future__ import annotations
@@ -35,14 +38,16 @@ import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ALPHA, N_TEST = 0.3, 20_000
-# (T, d, γ, λ, Δ, seeds)
+# (T, d, γ, λ, Δ, seeds[, β, β0])
 CASES = {
     "tokens": [(T, d, 1.25, 0.05, 0.2, 3) for T, d in ((3, 60), (3, 100), (4, 60), (4, 100))],
     "noiseless": [(2, d, 1.5, 0.1, 0.0, 4) for d in (100, 160, 250)],
+    "beta": [(2, 100, 1.25, 0.05, 0.2, 3, beta, beta0) for beta, beta0 in ((2.0, 1.0),
+                                                                          (1.0, 2.0))],
 }
 
 
-def point(n_tokens, d, gamma, reg_lambda, noise, n_seeds):
+def point(n_tokens, d, gamma, reg_lambda, noise, n_seeds, beta=1.0, target_beta=1.0):
     import torch
 
     from skattn import TiedAttentionRegressor
@@ -51,8 +56,8 @@ def point(n_tokens, d, gamma, reg_lambda, noise, n_seeds):
     from skattn.theory import solve_state_evolution
 
     torch.set_num_threads(1)
-    kw = dict(n_tokens=n_tokens, reg_lambda=reg_lambda, noise=noise,
-              target=PowerLawTarget(gamma), n_features=d)
+    kw = dict(n_tokens=n_tokens, reg_lambda=reg_lambda, noise=noise, beta=beta,
+              target_beta=target_beta, target=PowerLawTarget(gamma), n_features=d)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # the Gaussian SE's "spiky target" warning
         spiked = solve_state_evolution(ALPHA, **kw)
@@ -60,16 +65,16 @@ def point(n_tokens, d, gamma, reg_lambda, noise, n_seeds):
     trained = []
     for seed in range(n_seeds):
         teacher = AttentionIndexedModel(d, n_tokens=n_tokens, target=PowerLawTarget(gamma),
-                                        noise=noise, random_state=seed)
+                                        noise=noise, beta=target_beta, random_state=seed)
         X, y = teacher.sample(int(round(ALPHA * d * d)), random_state=1000 + seed)
         X_test, y_test = teacher.sample(N_TEST, random_state=2000 + seed)
-        student = TiedAttentionRegressor(reg_lambda=reg_lambda, solver="lbfgs",
+        student = TiedAttentionRegressor(reg_lambda=reg_lambda, beta=beta, solver="lbfgs",
                                          dtype="float64", device="cpu",
                                          random_state=seed).fit(X, y)
         trained.append(float(attention_error(y_test, student.predict(X_test))))
     mean = float(np.mean(trained))
     return {"n_tokens": n_tokens, "d": d, "gamma": gamma, "reg_lambda": reg_lambda,
-            "noise": noise, "trained": trained, "trained_mean": mean,
+            "noise": noise, "beta": beta, "target_beta": target_beta, "trained": trained, "trained_mean": mean,
             "trained_sem": float(np.std(trained, ddof=1) / np.sqrt(len(trained))),
             "spiked": float(spiked.test_error), "n_spikes": int(spiked.params["n_spikes"]),
             "noise_to_spike": float(spiked.params["noise_to_spike"]),
@@ -86,7 +91,8 @@ def main(argv=None):
     for args in CASES[case]:
         rows.append(point(*args))
         r = rows[-1]
-        print(f"T = {r['n_tokens']}, d = {r['d']}, Δ = {r['noise']}: trained "
+        print(f"T = {r['n_tokens']}, d = {r['d']}, Δ = {r['noise']}, β = {r['beta']}, "
+              f"β0 = {r['target_beta']}: trained "
               f"{r['trained_mean']:.5f} ± {r['trained_sem']:.5f}, spiked {r['spiked']:.5f} "
               f"({100 * r['spiked_gap']:+.1f} %), Gaussian {r['gaussian']:.5f} "
               f"({100 * r['gaussian_gap']:+.1f} %)", flush=True)

@@ -366,8 +366,9 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         evolution, its top modes as explicit non-Gaussian variables
         (:func:`skattn.theory.spiked.routes_to_spiked`, docs/spiked.rst). Measured at
         d = 100 against trained models: T = 2 within 0–4 % where the Gaussian fixed point is
-        9–10 % low; T = 3 and 4 within 0.1 % (Gaussian: 4.7 % and 0.5 % low). False returns
-        the Gaussian fixed point and its DomainWarning.
+        9–10 % low (β ≠ β0 either way: within 2.4 %, Gaussian 10 % low); T = 3 and 4 within
+        0.1 % (Gaussian: 4.7 % and 0.5 % low). False returns the Gaussian fixed point and
+        its DomainWarning.
 
     Returns
     -------
