@@ -378,3 +378,35 @@ def test_spiked_route_warm_starts_along_a_curve_and_in_the_predictor():
     assert pred.predicted_test_error_ == pytest.approx(cold.test_error, rel=1e-6)
     assert pred.predicted_spectrum_["eigenvalues"].max() == pytest.approx(
         cold.params["spike_strengths"][0] * np.sqrt(d))
+
+
+def test_spiked_route_falls_back_to_continuation_in_lambda(monkeypatch):
+    """A routed solve that finds no fixed point from its cold start is continued from a
+    larger λ, like the Gaussian solver, and says so."""
+    import skattn.theory.state_evolution as se
+    from skattn.theory import solve_state_evolution
+
+    real = se.spiked_prediction
+    calls = []
+
+    def cold_start_fails(alpha, problem, eigenvalues, **kw):
+        calls.append((problem.reg_lambda, kw["init"] is None))
+        res = real(alpha, problem, eigenvalues, **kw)
+        if kw["init"] is None and problem.reg_lambda < 0.01:
+            res.converged, res.message = False, "stalled (simulated)"
+        return res
+
+    monkeypatch.setattr(se, "spiked_prediction", cold_start_fails)
+    kw = dict(n_tokens=2, noise=NOISE, target=PowerLawTarget(1.25), n_features=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = solve_state_evolution(0.3, reg_lambda=5e-3, **kw)
+        direct = real(0.3, se.StateEvolutionProblem(PowerLawTarget(1.25), n_tokens=2,
+                                                    reg_lambda=5e-3, noise=NOISE,
+                                                    n_features=60),
+                      PowerLawTarget(1.25).eigenvalues(60), n_nodes=8192, tol=1e-7,
+                      max_iter=600, damping=0.5, init=None, random_state=0)
+    assert res.converged and "continuation" in res.message
+    assert calls[0] == (5e-3, True) and calls[1] == (pytest.approx(0.05), True)
+    assert res.params["reg_lambda"] == 5e-3
+    assert res.test_error == pytest.approx(direct.test_error, rel=1e-4)

@@ -721,12 +721,17 @@ def spiked_prediction(alpha, problem, eigenvalues, *, n_nodes=8192, tol=1e-5, ma
     spectrum = None if bulk_spectrum is None else np.sort(
         np.concatenate([bulk_spectrum, s * np.sqrt(split.n_features)]))
     trace = ratio * prior.trace + float(np.sum(s)) / np.sqrt(split.n_features)  # Tr Ŝ/d
-    converged = bool(res.converged)
-    message = ("converged (spiked state evolution, "
-               f"{res.n_spikes} explicit mode{'s' if res.n_spikes != 1 else ''})"
-               if converged else
-               f"spiked state evolution: residual {res.residual:.2e} above tol={tol:.1e} "
-               f"after {res.n_calls} evaluations")
+    converged = bool(res.converged) and bool(np.all(np.isfinite(
+        [res.m, res.q, res.sigma, res.m_hat, res.q_hat, res.sigma_hat, res.test_error.value,
+         res.train_error, res.train_objective])))
+    if converged:
+        message = (f"converged (spiked state evolution, {res.n_spikes} explicit "
+                   f"mode{'s' if res.n_spikes != 1 else ''})")
+    elif res.converged:
+        message = "spiked state evolution: non-finite values at the fixed point"
+    else:
+        message = (f"spiked state evolution: residual {res.residual:.2e} above tol={tol:.1e} "
+                   f"after {res.n_calls} evaluations")
     return StateEvolutionResult(
         alpha=alpha, m=res.m + float(np.dot(t, s)), q=res.q + float(np.dot(s, s)),
         sigma=res.sigma, m_hat=res.m_hat, q_hat=res.q_hat, sigma_hat=res.sigma_hat,

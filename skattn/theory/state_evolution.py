@@ -30,6 +30,7 @@ from .problem import (
     warn_outside_domain,
 )
 from .result import StateEvolutionResult
+from .spiked import routes_to_spiked, spiked_prediction
 
 __all__ = ["StateEvolutionResult", "StateEvolutionProblem", "solve_state_evolution",
            "state_evolution_curve", "resolve_target_law"]
@@ -447,12 +448,22 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     if sigma_hat_form == "auto":
         sigma_hat_form = "pointwise" if problem.attention == "linear" else "stein"
     if spiked and problem.n_features is not None:
-        from . import spiked as spiked_route   # lazily: it builds on this module
         eigenvalues = problem.target_law(random_state)[1]
-        if spiked_route.routes_to_spiked(problem, eigenvalues):
-            result = spiked_route.spiked_prediction(
-                alpha, problem, eigenvalues, n_nodes=n_nodes, tol=tol,
-                max_iter=max_iter, damping=damping, init=init, random_state=random_state)
+        if routes_to_spiked(problem, eigenvalues):
+            def solve_spiked(reg_lambda, start):
+                return spiked_prediction(
+                    alpha, problem.replace(reg_lambda=reg_lambda), eigenvalues,
+                    n_nodes=n_nodes, tol=tol, max_iter=max_iter, damping=damping,
+                    init=start, random_state=random_state)
+
+            result = solve_spiked(problem.reg_lambda, init)
+            if not result.converged and init is None:
+                with warnings.catch_warnings():   # the first solve has warned
+                    warnings.simplefilter("ignore")
+                    continued = lambda_continuation(solve_spiked, problem.reg_lambda)
+                if continued is not None:
+                    continued.n_iter += result.n_iter
+                    result = continued
             warn_finite_size(problem)
             return result
     options = dict(init=init, n_nodes=n_nodes, n_coarse_nodes=n_coarse_nodes, tol=tol,
