@@ -109,7 +109,8 @@ class FiniteSizeWarning(DomainWarning):
 FINITE_SIZE_MIN_LAMBDA = 0.01
 
 #: ... up to this d: at λ = 1e-3, α = 0.15 the excess is +4.3 ± 0.6 % at d = 100 (10
-#: teachers), +4.9 ± 1.2 % at d = 160 (4) and +1.3 ± 0.8 % at d = 250 (8; Gaussian SE).
+#: teachers) and +4.6 ± 1.2 % at d = 160 (6) over the exact-Gram prediction, +1.3 ± 0.8 % at
+#: d = 250 (8; over the Gaussian SE, which at d = 100 sits 0.6 % below the exact Gram).
 FINITE_SIZE_MAX_D = 160
 
 
