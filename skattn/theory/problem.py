@@ -137,7 +137,8 @@ def warn_finite_size(problem, stacklevel=3):
         f"{FINITE_SIZE_MIN_LAMBDA:g} and n_features={d} <= {FINITE_SIZE_MAX_D}, trained "
         "factored softmax models were measured above this same-instance prediction by the "
         "token structure it does not model: +1.4 to +6.1 % at d = 100 (λ = 1e-3, T = 2, "
-        "largest at the interpolation threshold), +1.3 % at d = 250 (T = 3: within 3 %); "
+        "largest at the interpolation threshold), +4.6 % at d = 160 and +1.3 % at d = 250 "
+        "next to it (T = 3: within 3 %); "
         "the continuum prediction is not affected (docs/domain.rst).", FiniteSizeWarning,
         stacklevel=stacklevel)
     return True
