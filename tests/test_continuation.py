@@ -8,7 +8,7 @@ import pytest
 
 from skattn.data import AttentionIndexedModel, WishartTarget
 from skattn.theory import solve_state_evolution
-from skattn.theory.fixed_point import lambda_continuation
+from skattn.theory.fixed_point import lambda_continuation, solve_or_continue
 
 
 @dataclass
@@ -68,6 +68,24 @@ def test_continuation_gives_up_without_a_converged_path():
     solver = _FakeSolver(cold_min=np.inf)
     assert lambda_continuation(solver, 1e-3) is None
     assert [init for _, init in solver.calls] == [None, None]
+
+
+def test_solve_or_continue_counts_the_failed_start_and_leaves_warm_starts_alone():
+    solver = _FakeSolver(cold_min=0.05)
+    point = solve_or_continue(solver, 1e-3)
+    assert point.converged and point.reg_lambda == 1e-3
+    assert point.n_iter == 10 * len(solver.calls)      # the failed cold start included
+    warm = _Point(1e-3, False)
+    solver = _FakeSolver(cold_min=0.05)
+    assert not solve_or_continue(solver, 1e-3, init=warm).converged   # warm: not continued
+    assert len(solver.calls) == 1
+
+
+def test_solve_state_evolution_rejects_a_non_bool_route_flag():
+    for name in ("spiked", "exact_gram"):
+        with pytest.raises(TypeError, match=name):
+            solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1,
+                                  target=WishartTarget(0.5), **{name: "yes"})
 
 
 def test_solver_falls_back_to_continuation_and_finds_the_warm_started_fixed_point():

@@ -317,6 +317,8 @@ def test_solve_state_evolution_routes_spiky_softmax_targets_to_the_spiked_state_
     assert routed.q == pytest.approx(own.q + s @ s, rel=1e-12)
     assert routed.Q0 == pytest.approx(np.mean(eig ** 2), rel=1e-12)
     assert routed.params["n_spikes"] == 1
+    from skattn.theory.spiked import is_spiked_result
+    assert is_spiked_result(routed) and not is_spiked_result(None)
     # the learned spectrum holds the spike s_1 √d as its top eigenvalue, and as a point of
     # the support
     spectrum = routed.sample_spectrum(d)

@@ -9,9 +9,11 @@ with plain damped steps. Used by :mod:`~skattn.theory.state_evolution`,
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-__all__ = ["robust_fixed_point", "anderson", "lambda_continuation"]
+__all__ = ["robust_fixed_point", "anderson", "lambda_continuation", "solve_or_continue"]
 
 #: Weight decays tried, as multiples of the one asked for, when its fixed point is not found
 #: from a cold start (λ = 0: these values times ``_ZERO_LAMBDA_BASE``).
@@ -187,3 +189,37 @@ def lambda_continuation(solve, reg_lambda):
                              "fixed point from a cold start)")
             return point
     return None
+
+
+def solve_or_continue(solve, reg_lambda, init=None):
+    """``solve(reg_lambda, init)``; from a cold start that finds no fixed point, continue in λ.
+
+    The shared fallback of the state-evolution solvers: where ``init`` is None and the
+    result is not converged, :func:`lambda_continuation` is tried (its solves silenced: the
+    first one has warned about the domain), and its result, if converged, is returned with
+    the failed solve's evaluations counted in ``n_iter``.
+
+    Parameters
+    ----------
+    solve : callable
+        As in :func:`lambda_continuation`.
+    reg_lambda : float
+        The weight decay wanted, ≥ 0.
+    init : object or None, default=None
+        Passed to the first solve; a warm start is not continued.
+
+    Returns
+    -------
+    result
+        The continued result where the continuation converged, else the first one.
+    """
+    first = solve(reg_lambda, init)
+    if first.converged or init is not None:
+        return first
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        continued = lambda_continuation(solve, reg_lambda)
+    if continued is None:
+        return first
+    continued.n_iter += first.n_iter      # the failed cold start counts too
+    return continued

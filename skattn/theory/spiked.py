@@ -62,7 +62,7 @@ __all__ = [
     "routes_to_spiked",
     "spiked_route_covers",
     "spiked_prediction",
-    "spiked_irreducible_error",
+    "is_spiked_result",
 ]
 
 
@@ -660,6 +660,15 @@ def spiked_route_covers(attention, parametrization, task, n_tokens, width_ratio,
     """The model part of :func:`routes_to_spiked`: factored softmax seq2lab at a validated
     T (:data:`SPIKED_ROUTED_N_TOKENS`), full width (κ ≥ 1) and Gaussian tokens.
 
+    Parameters
+    ----------
+    attention : {"softmax", "linear"}
+    parametrization : {"factored", "direct"}
+    task : {"seq2lab", "seq2seq"}
+    n_tokens : int
+    width_ratio : float
+    token_kurtosis : float, default=0.0
+
     Returns
     -------
     bool
@@ -667,6 +676,21 @@ def spiked_route_covers(attention, parametrization, task, n_tokens, width_ratio,
     return (attention == "softmax" and parametrization == "factored" and task == "seq2lab"
             and int(n_tokens) in SPIKED_ROUTED_N_TOKENS and width_ratio >= 1
             and token_kurtosis == 0)
+
+
+def is_spiked_result(result):
+    """Whether ``result`` is a :class:`~skattn.theory.StateEvolutionResult` of the spiked
+    route (:func:`spiked_prediction`: its top modes are explicit, not in ``result.law``).
+
+    Parameters
+    ----------
+    result : object
+
+    Returns
+    -------
+    bool
+    """
+    return "n_spikes" in (getattr(result, "params", None) or {})
 
 
 def spiked_prediction(alpha, problem, eigenvalues, *, n_nodes=8192, tol=1e-5, max_iter=200,
@@ -697,7 +721,7 @@ def spiked_prediction(alpha, problem, eigenvalues, *, n_nodes=8192, tol=1e-5, ma
     StateEvolutionResult
     """
     bulk_init = None
-    if init is not None and "spike_strengths" in getattr(init, "params", {}):
+    if is_spiked_result(init):
         t = init.params["target_spike_strengths"]
         s = init.params["spike_strengths"]
         bulk_init = (init.m - float(np.dot(t, s)), init.q - float(np.dot(s, s)), init.sigma)
@@ -750,35 +774,3 @@ def spiked_prediction(alpha, problem, eigenvalues, *, n_nodes=8192, tol=1e-5, ma
                     noise_to_spike=float(res.noise_to_spike)),
         law=DiscreteLaw(bulk), finite_eigenvalues=spectrum, problem=problem)
 
-
-def spiked_irreducible_error(result, *, n_points=8192, n_replicates=8, seed=0):
-    """The irreducible error ``e0 = e_test(S0)`` of a result of the spiked route, in its own
-    channel (the spikes' projections explicit, as for the test error).
-
-    For ``β = β0`` without noise it is 0; otherwise the spike's non-Gaussian projection
-    enters it as it enters the test error (:func:`null_predictor_error` for ``S = 0``).
-
-    Parameters
-    ----------
-    result : StateEvolutionResult
-        From :func:`spiked_prediction` (``params`` with ``target_spike_strengths``).
-    n_points, n_replicates, seed
-        As in :func:`spiked_test_error`.
-
-    Returns
-    -------
-    float
-    """
-    params = getattr(result, "params", None) or {}
-    if "target_spike_strengths" not in params:
-        raise ValueError("result must come from the spiked state evolution (params with "
-                         "'target_spike_strengths'): use "
-                         "skattn.theory.powerlaw.irreducible_error for the Gaussian channel.")
-    t = np.asarray(params["target_spike_strengths"], dtype=float)
-    channel = channel_for(params["attention"], int(params["n_tokens"]), params["beta"],
-                          params["target_beta"])
-    bulk_Q0 = float(result.Q0) - float(t @ t)
-    return float(spiked_test_error(channel, target_strengths=t, student_strengths=t,
-                                   m=bulk_Q0, q=bulk_Q0, bulk_Q0=bulk_Q0,
-                                   noise=float(params["noise"]), n_points=n_points,
-                                   n_replicates=n_replicates, seed=seed).value)

@@ -10,14 +10,12 @@ and ``converged=False`` comes with a message.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from .._validation import (MAX_ALPHA, channel_memory_bytes, check_choice, check_memory,
                            check_scalar_range)
 from .channels import GaussianNodes, output_side, test_error
-from .fixed_point import lambda_continuation, robust_fixed_point
+from .fixed_point import robust_fixed_point, solve_or_continue
 from .problem import (
     PARAMETRIZATIONS,
     UNSET,
@@ -30,7 +28,7 @@ from .problem import (
     warn_outside_domain,
 )
 from .result import StateEvolutionResult
-from .spiked import routes_to_spiked, spiked_prediction
+from .spiked import routes_to_spiked, spiked_prediction, spiked_route_covers
 
 __all__ = ["StateEvolutionResult", "StateEvolutionProblem", "solve_state_evolution",
            "state_evolution_curve", "resolve_target_law"]
@@ -442,12 +440,16 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     random_state = 0 if random_state is None else int(random_state)
     check_memory(channel_memory_bytes(problem.n_tokens, n_nodes),
                  f"n_tokens={problem.n_tokens} with n_nodes={n_nodes} quadrature nodes")
-    if not isinstance(exact_gram, (bool, np.bool_)):
-        raise TypeError(f"exact_gram must be a bool, got {exact_gram!r}.")
+    for name, flag in (("exact_gram", exact_gram), ("spiked", spiked)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a bool, got {flag!r}.")
     check_choice(sigma_hat_form, "sigma_hat_form", ("auto", "stein", "pointwise"))
     if sigma_hat_form == "auto":
         sigma_hat_form = "pointwise" if problem.attention == "linear" else "stein"
-    if spiked and problem.n_features is not None:
+    # the model part of the rule first: the target's eigenvalues only where it can apply
+    if spiked and problem.n_features is not None and spiked_route_covers(
+            problem.attention, problem.parametrization, problem.task, problem.n_tokens,
+            problem.width_ratio, problem.token_kurtosis):
         eigenvalues = problem.target_law(random_state)[1]
         if routes_to_spiked(problem, eigenvalues):
             def solve_spiked(reg_lambda, start):
@@ -456,14 +458,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                     n_nodes=n_nodes, tol=tol, max_iter=max_iter, damping=damping,
                     init=start, random_state=random_state)
 
-            result = solve_spiked(problem.reg_lambda, init)
-            if not result.converged and init is None:
-                with warnings.catch_warnings():   # the first solve has warned
-                    warnings.simplefilter("ignore")
-                    continued = lambda_continuation(solve_spiked, problem.reg_lambda)
-                if continued is not None:
-                    continued.n_iter += result.n_iter
-                    result = continued
+            result = solve_or_continue(solve_spiked, problem.reg_lambda, init)
             warn_finite_size(problem)
             return result
     options = dict(init=init, n_nodes=n_nodes, n_coarse_nodes=n_coarse_nodes, tol=tol,
@@ -488,24 +483,17 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
 
 def _solve_or_continue(alpha, alpha_fixed_point, problem, options):
     """:func:`_solve`; where a cold start finds no fixed point, continuation in λ
-    (:func:`~skattn.theory.fixed_point.lambda_continuation`)."""
-    first = _solve(alpha, alpha_fixed_point, problem, **options)
-    result, _, collapsed, _ = first
-    if result.converged or collapsed or options["init"] is not None:
-        return first
-    last = []
+    (:func:`~skattn.theory.fixed_point.solve_or_continue`). Returns :func:`_solve`'s tuple."""
+    solved = []
 
     def solve(reg_lambda, init):
-        with warnings.catch_warnings():   # the first solve has warned about the domain
-            warnings.simplefilter("ignore")
-            last.append(_solve(alpha, alpha_fixed_point, problem.replace(reg_lambda=reg_lambda),
-                               **{**options, "init": init}))
-        return last[-1][0]
+        point = problem if reg_lambda == problem.reg_lambda else \
+            problem.replace(reg_lambda=reg_lambda)
+        solved.append(_solve(alpha, alpha_fixed_point, point, **{**options, "init": init}))
+        return solved[-1][0]
 
-    if lambda_continuation(solve, problem.reg_lambda) is None:
-        return first
-    last[-1][0].n_iter += result.n_iter      # the failed cold start counts too
-    return last[-1]
+    result = solve_or_continue(solve, problem.reg_lambda, options["init"])
+    return next(out for out in reversed(solved) if out[0] is result)
 
 
 def _solve(alpha, alpha_fixed_point, problem, *, init, n_nodes, n_coarse_nodes, tol, max_iter,

@@ -55,6 +55,7 @@ from .decomposition import (
     error_coefficients,
     error_decomposition,
     irreducible_error,
+    spiked_irreducible_error,
 )
 from .emergence import emergence_alpha
 from .learning_curves import LearningCurve, theory_learning_curve
@@ -71,6 +72,7 @@ __all__ = [
     "error_decomposition",
     "error_coefficients",
     "irreducible_error",
+    "spiked_irreducible_error",
     "LearningCurve",
     "theory_learning_curve",
     "REGIMES",

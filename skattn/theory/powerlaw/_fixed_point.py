@@ -80,10 +80,10 @@ def _interval_index(intervals, x):
 def _check_not_spiked(result):
     """The mode-by-mode theory reads every target mode off one Gaussian bulk; a result of the
     spiked state evolution keeps its top modes out of that bulk (docs/spiked.rst)."""
-    params = getattr(result, "params", None) or {}
-    if "n_spikes" in params:
+    from ..spiked import is_spiked_result
+    if is_spiked_result(result):
         raise ValueError(
-            f"result comes from the spiked state evolution ({params['n_spikes']} explicit "
-            "mode(s), not in result.law), and the mode-by-mode decomposition needs the "
+            f"result comes from the spiked state evolution ({result.params['n_spikes']} "
+            "explicit mode(s), not in result.law), and the mode-by-mode decomposition needs the "
             "Gaussian bulk picture of every mode: solve with spiked=False (outside the "
             "Gaussian channel's domain on this target, hence a DomainWarning).")

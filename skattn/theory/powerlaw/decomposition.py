@@ -10,6 +10,7 @@ import numpy as np
 from ..._validation import check_choice, check_scalar_range
 from ..channels import GaussianNodes, channel_for, test_error
 from ..spectral import free_convolution
+from ..spiked import is_spiked_result, spiked_test_error
 from ._fixed_point import (
     _check_not_spiked,
     _check_result,
@@ -20,7 +21,7 @@ from ._fixed_point import (
 )
 from .recovery import SpectralRecovery, recovered_modes
 
-__all__ = ["irreducible_error", "error_coefficients", "ErrorDecomposition",
+__all__ = ["irreducible_error", "spiked_irreducible_error", "error_coefficients", "ErrorDecomposition",
            "error_decomposition"]
 
 
@@ -321,3 +322,38 @@ def error_decomposition(result, target_eigenvalues=None, *, max_cluster=1, n_nod
         alpha=float(result.alpha), over=float(over), under=float(under), approx=float(approx),
         mismatch=(Q0 - m) ** 2 / Q0, s_error=float(over + under + approx), e0=e0, c1=c1,
         c2=c2, m=m, excess=float(excess), n_recovered=rec.n_recovered, recovery=rec)
+
+
+def spiked_irreducible_error(result, *, n_points=8192, n_replicates=8, seed=0):
+    """The irreducible error ``e0 = e_test(S0)`` of a result of the spiked route, in its own
+    channel (the spikes' projections explicit, as for the test error).
+
+    For ``β = β0`` without noise it is 0; otherwise the spike's non-Gaussian projection
+    enters it as it enters the test error (:func:`~skattn.theory.spiked.null_predictor_error` for ``S = 0``); for a result of
+    the Gaussian channel see :func:`irreducible_error`.
+
+    Parameters
+    ----------
+    result : StateEvolutionResult
+        From :func:`~skattn.theory.spiked.spiked_prediction`
+        (:func:`~skattn.theory.spiked.is_spiked_result`).
+    n_points, n_replicates, seed
+        As in :func:`~skattn.theory.spiked.spiked_test_error`.
+
+    Returns
+    -------
+    float
+    """
+    if not is_spiked_result(result):
+        raise ValueError("result must come from the spiked state evolution (params with "
+                         "'n_spikes'): use "
+                         "irreducible_error for the Gaussian channel.")
+    params = result.params
+    t = np.asarray(params["target_spike_strengths"], dtype=float)
+    channel = channel_for(params["attention"], int(params["n_tokens"]), params["beta"],
+                          params["target_beta"])
+    bulk_Q0 = float(result.Q0) - float(t @ t)
+    return float(spiked_test_error(channel, target_strengths=t, student_strengths=t,
+                                   m=bulk_Q0, q=bulk_Q0, bulk_Q0=bulk_Q0,
+                                   noise=float(params["noise"]), n_points=n_points,
+                                   n_replicates=n_replicates, seed=seed).value)

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..._validation import check_finite_array, check_scalar_range
 from ._solving import _resolve_theory_target, _solve_robust
-from .decomposition import error_coefficients
+from ..spiked import is_spiked_result
+from .decomposition import error_coefficients, spiked_irreducible_error
 
 __all__ = ["LearningCurve", "theory_learning_curve"]
 
@@ -98,8 +99,7 @@ def theory_learning_curve(n_samples, *, target, n_tokens, reg_lambda, n_features
         r = _solve_robust(ns[i] / d ** 2, prev, kw)
         results[i] = r
         prev = r if r.converged else prev
-    if "n_spikes" in results[0].params:   # the spiked route (softmax on a spiky target)
-        from ..spiked import spiked_irreducible_error
+    if is_spiked_result(results[0]):   # the spiked route (softmax on a spiky target)
         e0, c1 = spiked_irreducible_error(results[0]), np.nan
     else:
         e0, c1, _ = error_coefficients(results[0])
