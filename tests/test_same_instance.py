@@ -110,10 +110,12 @@ def test_finite_d_on_the_law_quantiles_equals_the_continuum(case, noise):
     # the finite-d SE runs at α d/(d + 1) for linear attention (docs/theory.rst §4 "Finite d")
     alpha = StateEvolutionProblem(WishartTarget(0.5), n_features=60, **case).effective_alpha(0.3)
     cont = solve_state_evolution(alpha, target=WishartTarget(0.5), noise=noise, **case)
-    # the Gaussian fixed point: the finite-d prior side is what is compared here (softmax
-    # seq2lab at finite d is otherwise routed to the exact-Gram channel, a finite-d effect)
+    # the Gaussian fixed point: the finite-d prior side is what is compared here (at finite
+    # d softmax T = 2 and linear T = 1 seq2lab are otherwise routed to the leverage mixture,
+    # softmax T ≤ 3 to the exact-Gram channel: finite-d effects)
     fin = solve_state_evolution(0.3, target=SpectrumTarget(np.clip(eig, 0, None)),
-                                n_features=60, noise=noise, exact_gram=False, **case)
+                                n_features=60, noise=noise, exact_gram=False, leverage=False,
+                                **case)
     assert cont.converged and fin.converged
     assert fin.test_error == pytest.approx(cont.test_error, rel=5e-3)
     assert fin.finite_eigenvalues.shape == (60,)
@@ -123,8 +125,10 @@ def test_finite_d_on_the_law_quantiles_equals_the_continuum(case, noise):
 @pytest.mark.parametrize("case", CASES, ids=["linear", "softmax"])
 def test_finite_d_converges_to_the_continuum(case, noise):
     cont = solve_state_evolution(0.3, target=WishartTarget(0.5), noise=noise, **case)
+    # the Gaussian finite-d state evolution (the leverage mixture adds a finite-d effect
+    # of about 1/d on top: docs/domain.rst "Leverage mixture")
     fins = [solve_state_evolution(0.3, target=WishartTarget(0.5), n_features=400,
-                                  noise=noise, random_state=seed, **case)
+                                  noise=noise, random_state=seed, leverage=False, **case)
             for seed in range(3)]
     assert all(f.converged for f in fins)
     # each draw's own S0 moves the error by up to ±1.6 % at d = 400 (its Q0 by ±1.2 %):
@@ -138,8 +142,10 @@ def test_finite_d_converges_to_the_continuum(case, noise):
 
 def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
     """Factored softmax T = 2 at finite d ≤ 160 and λ < 0.01 warns (FiniteSizeWarning, a
-    DomainWarning that does not mark the configuration as outside the theory's domain);
-    the continuum, λ ≥ 0.01, larger d, T = 3, linear and direct attention do not."""
+    DomainWarning that does not mark the configuration as outside the theory's domain)
+    where the leverage mixture does not model the effect (``leverage=False``); the default
+    (the mixture), the continuum, λ ≥ 0.01, larger d, T = 3, linear and direct attention
+    do not."""
     import warnings
 
     from skattn.finite_size import domain_reasons
@@ -150,9 +156,15 @@ def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
     teacher = AttentionIndexedModel(40, n_tokens=2, target=WishartTarget(0.5), noise=0.1,
                                     random_state=0)
     with pytest.warns(FiniteSizeWarning, match="reg_lambda=0.001") as caught:
-        res = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, n_nodes=1024)
+        res = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, n_nodes=1024,
+                                    leverage=False)
     assert res.converged
     assert domain_reasons("; ".join(str(w.message) for w in caught)) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FiniteSizeWarning)
+        modelled = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, n_nodes=1024)
+    assert "leverage mixture" in modelled.message
+    assert modelled.test_error > res.test_error
     base = StateEvolutionProblem(WishartTarget(0.5), n_tokens=2, reg_lambda=1e-3,
                                  n_features=100)
     with pytest.warns(FiniteSizeWarning):

@@ -36,6 +36,7 @@ from .seq2seq_softmax import solve_seq2seq_softmax_state_evolution
 from .spiked import SpikedStateEvolutionResult, solve_spiked_state_evolution
 from .state_evolution import StateEvolutionResult, solve_state_evolution, state_evolution_curve
 from .token_leverage import TokenStateEvolutionResult, solve_token_state_evolution
+from .leverage_mixture import LeverageStateEvolutionResult, solve_leverage_state_evolution
 from .thresholds import (
     bayes_optimal_threshold,
     interpolation_threshold,
@@ -59,4 +60,5 @@ __all__ = [
     "solve_seq2seq_state_evolution", "Seq2seqStateEvolutionResult",
     "solve_seq2seq_softmax_state_evolution",
     "solve_token_state_evolution", "TokenStateEvolutionResult",
+    "solve_leverage_state_evolution", "LeverageStateEvolutionResult",
 ]

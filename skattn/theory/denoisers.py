@@ -21,7 +21,8 @@ from .laws import DiscreteLaw, SpectralLaw
 from .spectral import free_convolution
 from .spectral.capped import CappedReluIntegrals, capped_relu_integrals
 
-__all__ = ["PriorState", "FactoredDenoiser", "DirectDenoiser", "goe_matrix"]
+__all__ = ["PriorState", "FactoredDenoiser", "DirectDenoiser", "goe_matrix",
+           "relu_divided_differences"]
 
 #: Panel tolerance of the free convolution inside the fixed-point iteration (its default is
 #: 1e-10). The Gauss–Kronrod result is far more accurate than the tolerance: on a 32-point
@@ -48,6 +49,34 @@ class PriorState:
     #: where the rank cap binds, ``μ_δ((ε, ∞))``: the fraction of positive eigenvalues Ŝ
     #: would have without the cap (compare with the width ratio κ)
     positive_fraction: float = np.nan
+
+def relu_divided_differences(eigenvalues):
+    """Daleckii–Krein weights of ``f = ReLU`` on a spectrum: the Jacobian of a spectral threshold.
+
+    ``γ_ij = (f(ν_i) − f(ν_j))/(ν_i − ν_j)``, with ``f′(ν_i)`` (1 if ``ν_i > 0``, else 0) on
+    the diagonal and between equal eigenvalues. In the eigenbasis of ``M``, the derivative of
+    ``ReLU(M)`` along a symmetric E is ``γ ∘ E`` (entrywise).
+
+    Parameters
+    ----------
+    eigenvalues : ndarray of shape (d,)
+        The spectrum ν, the threshold already subtracted.
+
+    Returns
+    -------
+    ndarray of shape (d, d)
+        Symmetric, entries in [0, 1].
+    """
+    nu = np.asarray(eigenvalues, dtype=float)
+    f = np.maximum(nu, 0.0)
+    active = (nu > 0).astype(float)
+    gap = nu[:, None] - nu[None, :]
+    close = np.abs(gap) <= 1e-12 * (1.0 + np.abs(nu[:, None]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gamma = np.where(close, active[:, None], (f[:, None] - f[None, :]) / gap)
+    np.fill_diagonal(gamma, active)
+    return gamma
+
 
 def goe_matrix(n_features, random_state=None):
     """GOE(d): symmetric, off-diagonal variance 1/d, diagonal variance 2/d (semicircle on [−2, 2])."""

@@ -575,7 +575,7 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
     if init is None:
         # the seq2lab fixed point: the start, and the identity-weights map's own fixed point
         init = solve_state_evolution(alpha, problem.replace(task="seq2lab"), n_nodes=n_nodes,
-                                     tol=tol, random_state=random_state)
+                                     tol=tol, random_state=random_state, leverage=False)
     elif not all(np.isfinite(getattr(init, k, np.nan)) for k in ("m", "q", "sigma", "trace")):
         raise TypeError(f"init must be a state-evolution result with finite m, q, sigma and "
                         f"trace, got {type(init).__name__}.")

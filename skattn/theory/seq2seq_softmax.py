@@ -427,7 +427,7 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
         problem, n_nodes, tol, max_iter, damping, random_state)
     if init is None:
         init = solve_state_evolution(alpha, problem.replace(task="seq2lab"),
-                                     random_state=random_state)
+                                     random_state=random_state, leverage=False)
     if not all(np.isfinite(getattr(init, k, np.nan)) for k in ("m", "q", "sigma", "trace")):
         raise TypeError(f"init must be a state-evolution result with finite m, q, sigma and "
                         f"trace, got {type(init).__name__}.")

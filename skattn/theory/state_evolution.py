@@ -279,7 +279,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
                           n_features=UNSET, token_kurtosis=UNSET, n_nodes=8192, tol=1e-7,
                           max_iter=600, damping=0.5, init=None, sigma_hat_form="auto",
                           random_state=0, n_coarse_nodes=_COARSE_NODES, exact_gram=True,
-                          spiked=True):
+                          spiked=True, leverage=True):
     """Solve the state evolution of factored (or direct) ERM at one point.
 
     The model is given either as a :class:`~skattn.theory.StateEvolutionProblem` or by its
@@ -368,6 +368,18 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         9–10 % low (β ≠ β0 either way: within 2.4 %, Gaussian 10 % low); T = 3 and 4 within
         0.1 % (Gaussian: 4.7 % and 0.5 % low). False returns the Gaussian fixed point and
         its DomainWarning.
+    leverage : bool, default=True
+        At finite ``40 ≤ d ≤ 400``, solve factored seq2lab, softmax with T = 2 or linear
+        with T = 1, with no binding rank cap and Gaussian tokens by the leverage mixture: the
+        output side averaged over the spread of the per-sample leverage of the token
+        directions (:func:`skattn.theory.leverage_mixture.routes_to_leverage`,
+        docs/theory.rst §4 "Leverage mixture"). Measured at d = 100 against trained models:
+        within 3 % on the measured configurations but one (−3.8 ± 1.9 %, linear without
+        noise below α_perf), where the former predictions were up to 6 % (softmax, next to
+        the interpolation threshold at small λ) and 11 % (linear, recovery phase) low.
+        About 3–5 s at d = 100 (a Monte Carlo law of the leverage, seeded by
+        ``random_state``). False keeps the exact-Gram (softmax) or Gaussian (linear)
+        prediction, and the softmax FiniteSizeWarning.
 
     Returns
     -------
@@ -389,15 +401,18 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         binding rank constraint at small d (see
         :func:`skattn.theory.problem.warn_outside_domain`).
     FiniteSizeWarning
-        For factored softmax with T = 2 at finite ``d ≤ 160`` and ``reg_lambda < 0.01``,
-        where trained models were measured several per cent above the same-instance
-        prediction (see :func:`skattn.theory.problem.warn_finite_size`).
+        For factored softmax with T = 2 at finite ``d ≤ 160`` and ``reg_lambda < 0.01``
+        where the leverage mixture is not used (``leverage=False``, or outside its rule):
+        there trained models were measured several per cent above the Gaussian and
+        exact-Gram predictions (see :func:`skattn.theory.problem.warn_finite_size`).
 
     See Also
     --------
+    skattn.theory.solve_leverage_state_evolution : the leverage mixture of ``leverage=True``
+        beside its Gaussian counterpart, also for softmax T = 3 and linear T = 2, 3.
     skattn.theory.solve_token_state_evolution : for factored linear attention with one
-        token at finite d, the prediction with the rank-one tokens' per-sample leverage
-        (trained models at d = 100: within 2.3 %, where this Gaussian one is 3–6 % low).
+        token at finite d, the joint Monte Carlo model of the rank-one tokens' leverage
+        (trained models at d = 100: within 2.3 % at λ ≥ 0.02, 6 % above them at λ = 1e-3).
 
     Notes
     -----
@@ -440,7 +455,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     random_state = 0 if random_state is None else int(random_state)
     check_memory(channel_memory_bytes(problem.n_tokens, n_nodes),
                  f"n_tokens={problem.n_tokens} with n_nodes={n_nodes} quadrature nodes")
-    for name, flag in (("exact_gram", exact_gram), ("spiked", spiked)):
+    for name, flag in (("exact_gram", exact_gram), ("spiked", spiked), ("leverage", leverage)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be a bool, got {flag!r}.")
     check_choice(sigma_hat_form, "sigma_hat_form", ("auto", "stein", "pointwise"))
@@ -472,7 +487,11 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         # behind α_eff (measured: keep α there; docs/theory.rst §4 "Finite d")
         result, rank_capped, collapsed, eigenvalues = _solve_or_continue(
             alpha, alpha, problem, options)
-    from . import seq2seq       # lazily: it builds on this module (docs/theory.rst §4)
+    # lazily: both build on this module (docs/theory.rst §4)
+    from . import leverage_mixture, seq2seq
+    if leverage and not collapsed and leverage_mixture.routes_to_leverage(
+            problem, rank_capped, eigenvalues):
+        return leverage_mixture.leverage_prediction(result, tol=tol, random_state=random_state)
     loss = seq2seq.routes_to_exact_gram(problem, rank_capped, eigenvalues)
     if exact_gram and loss is not None and not collapsed:
         result = seq2seq.exact_gram_prediction(result, loss=loss, n_nodes=n_nodes, tol=tol,

@@ -1,0 +1,500 @@
+"""Finite-d state evolution with a leverage mixture: softmax attention on token data
+(docs/theory.rst §4, "Leverage mixture").
+
+In the cavity (leave-one-out) form of the fixed point each sample μ enters the output
+channel through its own leverage: the K × K matrix ``L_μ = ⟨A_μk, 𝒥[A_μl]⟩`` of its sensing
+matrices (docs/theory.rst §3) under the Jacobian 𝒥 of the spectral denoiser. The Gaussian
+state evolution replaces it by ``Σ I_K``: exact for a Gaussian design, where ``L_μ``
+concentrates. Token data do not concentrate at finite d: the sensing matrices are quadratic
+in the tokens, and ``L_μ`` is a quartic form in them whose relative spread is about 0.15 at
+d = 100 (T = 2, token directions). Trained softmax models at small λ sit 4–6 % above the Gaussian prediction
+there, and models trained on a Gaussian design with the same teacher do not
+(docs/domain.rst).
+
+This module keeps one scalar of ``L_μ``, its trace on the directions the loss sees
+(``K_eff = K − 1`` for softmax: not the common shift of all logits), as a per-sample
+multiplier ``q_μ`` of Σ (mean 1), and solves the state evolution whose output side is the
+average of the Gaussian channel over ``q``:
+
+    m̂ = E_q[q m̂(Σq)],   q̂ = E_q[q q̂(Σq)],   Σ̂ = E_q[q Σ̂(Σq)].
+
+The weights ``q`` (a sample's leverage) keep the degrees-of-freedom identity of penalised
+least squares, ``Σ_μ V_μ/(1 + V_μ) = div Ŝ``, that the model with unit weights breaks (the
+linear T = 1 measurements of docs/domain.rst, "Token leverage"). The law of ``q`` is that of
+the token *directions*: each token is rescaled to norm √d before the quartic form is taken.
+The per-token scale is a per-sample factor that the exact-Gram channel models exactly and
+that moves the prediction by under 1 % (docs/theory.rst §4, "Finite d"); counted here it
+would be taken as independent of the residual, which it is not.
+
+The leverage law depends only on the eigenvalues of the denoiser's input
+``M = m̂ S0 + √q̂ Z − 2λ̃ I`` (tokens are isotropic, so their coordinates in the eigenbasis
+of M are again standard normal): it is drawn once, at the Gaussian fixed point, and
+refreshed once at the mixture's own fixed point.
+
+Pure numpy/scipy (no torch).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+
+import numpy as np
+
+from .._validation import check_random_state_arg, check_scalar_range
+from .channels import GaussianNodes, output_side, test_error
+from .coords import pair_indices
+from .denoisers import relu_divided_differences
+from .fixed_point import robust_fixed_point
+from .problem import (GAUSSIAN_EQUIVALENCE_MAX_SHARE, DomainWarning, FiniteSizeWarning,
+                      StateEvolutionProblem, is_teacher, top_mode_share)
+from .state_evolution import _FixedPointMap, solve_state_evolution
+
+__all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "routes_to_leverage",
+           "leverage_prediction", "solve_leverage_state_evolution"]
+
+#: token counts, by attention, whose predictions were measured against trained models
+#: (docs/domain.rst, "Leverage mixture")
+LEVERAGE_N_TOKENS = {"softmax": (2, 3), "linear": (1, 2, 3)}
+#: token counts of factored seq2lab that solve_state_evolution routes to the mixture, by
+#: attention (softmax T = 3 keeps the exact-Gram channel: there the mixture stays within 2 %
+#: of trained models but the exact Gram is closer; linear T = 2, 3 keep the Gaussian state
+#: evolution, which the mixture moves by under 0.5 %; docs/domain.rst, "Leverage mixture")
+LEVERAGE_ROUTED_N_TOKENS = {"softmax": (2,), "linear": (1,)}
+#: below this d the leverage spread passes ~0.25 (T = 2) and is no longer a small correction
+LEVERAGE_MIN_D = 40
+#: above this d the correction is under 1 % (it falls like 1/d: +3.9 % at d = 100 at the
+#: largest measured, next to the interpolation threshold at λ = 1e-3)
+LEVERAGE_MAX_D = 400
+
+
+@dataclass
+class LeverageStateEvolutionResult:
+    """Fixed point of the leverage-mixture state evolution (factored softmax, seq2lab).
+
+    Attributes
+    ----------
+    alpha, reg_lambda, noise : float
+        The problem (``n = α d²`` samples, weight decay λ, label-noise variance Δ).
+    n_features, n_tokens : int
+        d and T.
+    test_error : float
+        Predicted ``E Σ_ab (ŷ_ab − y_ab)²`` on fresh noisy samples.
+    m, q, sigma : float
+        The overlaps ``Tr(S0 Ŝ)/d``, ``Tr Ŝ²/d`` and Σ at the fixed point.
+    gaussian_test_error : float
+        The Gaussian finite-d state evolution (``q_μ = 1``) on the same nodes.
+    leverage_correction : float
+        ``test_error / gaussian_test_error − 1``: the effect of the leverage spread.
+    leverage_spread : float
+        Relative standard deviation of ``q_μ`` at the fixed point.
+    converged : bool
+    n_iter : int
+        Evaluations of the fixed-point map, all solves together.
+    message : str
+    residual : float
+        ``max |map(x) − x|`` at the returned point, in the solver's coordinates.
+    """
+
+    alpha: float
+    reg_lambda: float
+    noise: float
+    n_features: int
+    n_tokens: int
+    test_error: float
+    m: float
+    q: float
+    sigma: float
+    gaussian_test_error: float
+    leverage_correction: float
+    leverage_spread: float
+    converged: bool
+    n_iter: int
+    message: str
+    residual: float
+
+
+def _leverage_matrices(gamma, tokens):
+    """``L_μ[k, l] = Σ_ij γ_ij Ã_k,ij Ã_l,ij`` for the sensing matrices of docs/theory.rst §3.
+
+    ``tokens`` has shape ``(n, T, d)`` in the eigenbasis of γ. With
+    ``Ã_k = c_k (sym(x_a x_bᵀ) − δ_ab I)`` (``c_k = 1/√(2d)`` on the diagonal, ``1/√d``
+    off it) the sum is, for γ symmetric,
+    ``½[B(x_a∘x_c, x_b∘x_e) + B(x_a∘x_e, x_b∘x_c)] − δ_ce g·(x_a∘x_b) − δ_ab g·(x_c∘x_e)
+    + δ_ab δ_ce Σ g`` with ``B(u, v) = uᵀγv`` and ``g = diag γ``: O(K² d²) per token.
+    """
+    n, T, d = tokens.shape
+    pairs = pair_indices(T)
+    K = len(pairs)
+    g = np.diag(gamma)
+    # products x_a ∘ x_b for every a ≤ b, and their images under γ
+    prod = {}
+    for a in range(T):
+        for b in range(a, T):
+            prod[a, b] = prod[b, a] = tokens[:, a] * tokens[:, b]
+    image = {key: prod[key] @ gamma for key in prod if key[0] <= key[1]}
+
+    def bilinear(p, r):
+        key = p if p[0] <= p[1] else (p[1], p[0])
+        return np.einsum("ni,ni->n", image[key], prod[r])
+
+    scale = np.array([1.0 / np.sqrt(2 * d) if a == b else 1.0 / np.sqrt(d) for a, b in pairs])
+    L = np.empty((n, K, K))
+    for k, (a, b) in enumerate(pairs):
+        for l_, (c, e) in enumerate(pairs[k:], start=k):
+            value = 0.5 * (bilinear((a, c), (b, e)) + bilinear((a, e), (b, c)))
+            if c == e:
+                value = value - prod[a, b] @ g
+            if a == b:
+                value = value - prod[c, e] @ g
+            if a == b and c == e:
+                value = value + g.sum()
+            L[:, k, l_] = L[:, l_, k] = scale[k] * scale[l_] * value
+    return L
+
+
+def leverage_multipliers(eigenvalues, n_tokens, attention="softmax", n_samples=4000,
+                         random_state=0):
+    """Per-sample leverage multipliers ``q_μ`` (mean 1) of token data.
+
+    Parameters
+    ----------
+    eigenvalues : array-like of shape (d,)
+        Eigenvalues of the denoiser's input ``M`` (the threshold already subtracted: the
+        active ones are positive).
+    n_tokens : int
+        T ≥ 1.
+    attention : {"softmax", "linear"}, default="softmax"
+        Softmax losses do not see the common shift of all logits; its direction is
+        projected out of the trace.
+    n_samples : int, default=4000
+        Tokens drawn (each rescaled to norm √d; module docstring).
+    random_state : int, RandomState instance or None, default=0
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+        ``tr(P L_μ P)`` over its mean, P the projector on the directions the loss sees.
+    """
+    nu = np.asarray(eigenvalues, dtype=float)
+    if nu.ndim != 1 or nu.size < 2 or not np.all(np.isfinite(nu)):
+        raise ValueError(f"eigenvalues must be a finite 1-d array of length ≥ 2, got shape "
+                         f"{nu.shape}.")
+    if not np.any(nu > 0):
+        raise ValueError("eigenvalues has no positive (active) entry: the denoiser's output "
+                         "is 0 and every leverage vanishes.")
+    n_tokens = check_scalar_range(n_tokens, "n_tokens", low=1, integer=True)
+    n_samples = check_scalar_range(n_samples, "n_samples", low=2, integer=True)
+    rng = check_random_state_arg(random_state)
+    d = nu.size
+    gamma = relu_divided_differences(nu)
+    tokens = rng.standard_normal((n_samples, n_tokens, d))
+    tokens *= np.sqrt(d) / np.linalg.norm(tokens, axis=2, keepdims=True)
+    L = _leverage_matrices(gamma, tokens)
+    trace = np.einsum("nkk->n", L)
+    if attention == "softmax" and n_tokens > 1:
+        # u-coordinates of the common shift h_ab → h_ab + c: 1/√2 on the diagonal, 1 off it
+        shift = np.array([1.0 / np.sqrt(2.0) if a == b else 1.0
+                          for a, b in pair_indices(n_tokens)])
+        shift /= np.linalg.norm(shift)
+        trace = trace - np.einsum("k,nkl,l->n", shift, L, shift)
+    return trace / trace.mean()
+
+
+class _MixtureMap(_FixedPointMap):
+    """The state-evolution map with the output side averaged over the leverage law."""
+
+    def set_leverage(self, multipliers, n_bins):
+        """Quantile bins of ``q``: their means are the nodes, their shares the weights."""
+        parts = np.array_split(np.sort(np.asarray(multipliers, dtype=float)), n_bins)
+        self.levels = np.array([p.mean() for p in parts])
+        shares = np.array([p.size for p in parts], dtype=float)
+        self.shares = shares / shares.sum()
+        # leverage weights q (module docstring), normalised: Σ_j w_j = E q = 1
+        self.level_weights = self.shares * self.levels / np.sum(self.shares * self.levels)
+
+    def _hats(self, m, q, sigma, t=None):
+        outs = [output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise,
+                            sigma=sigma * level, alpha=self.alpha, nodes=self.nodes,
+                            sigma_hat_form=self.sigma_hat_form)
+                for level in self.levels]
+
+        def mean(name, weights):
+            return float(sum(w * getattr(o, name) for w, o in zip(weights, outs)))
+
+        w = self.level_weights
+        # the conjugates carry the leverage weights; the training error and the certified
+        # share are plain averages over the samples
+        return SimpleNamespace(
+            m_hat=mean("m_hat", w), q_hat=mean("q_hat", w), sigma_hat=mean("sigma_hat", w),
+            train_error=mean("train_error", self.shares),
+            certified_fraction=mean("certified_fraction", self.shares), t_hat=None)
+
+
+def _input_eigenvalues(eig0, prior_hats, reg_trace, rng):
+    """Eigenvalues of ``M = m̂ S0 + √q̂ Z − 2λ̃ I`` for one GOE draw Z (rotation invariance:
+    only the eigenvalues of S0 enter)."""
+    m_hat, q_hat = prior_hats
+    d = eig0.size
+    g = rng.standard_normal((d, d))
+    Z = (g + g.T) / np.sqrt(2 * d)
+    return np.linalg.eigvalsh(m_hat * np.diag(eig0) + np.sqrt(q_hat) * Z) - 2.0 * reg_trace
+
+
+@dataclass
+class _MixtureSolve:
+    """A solved leverage mixture: the map at its fixed point and the law behind it."""
+
+    fixed_point_map: _MixtureMap
+    x: np.ndarray
+    norm: float
+    converged: bool
+    n_iter: int
+    multipliers: np.ndarray
+    eig0: np.ndarray
+    Q0: float
+
+
+def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed, tol,
+                   max_iter, x0=None, gaussian=False):
+    """The mixture's fixed point, started from the Gaussian result ``start``.
+
+    The leverage law is drawn at the start's conjugates, the mixture solved, the law redrawn
+    at the mixture's conjugates and solved again (module docstring). ``gaussian=True``:
+    ``q ≡ 1``, the Gaussian finite-d state evolution on the same nodes, in one solve.
+    """
+    law, eig0 = problem.target_law(seed)
+    Q0 = float(np.mean(eig0 ** 2))
+    channel = problem.channel()
+    nodes = GaussianNodes(2 * channel.K, n_points=n_nodes, seed=seed)
+    sigma_hat_form = "stein" if problem.attention == "softmax" else "pointwise"
+    draws = np.random.default_rng(seed)
+    hats = (start.m_hat, start.q_hat)
+    x = None
+    n_iter = 0
+    for _ in range(1 if gaussian else 2):
+        multipliers = np.ones(2) if gaussian else leverage_multipliers(
+            _input_eigenvalues(eig0, hats, problem.reg_trace, draws), problem.n_tokens,
+            problem.attention, n_samples=n_tokens_mc, random_state=draws)
+        fixed_point_map = _MixtureMap(problem.effective_alpha(alpha), channel,
+                                      problem.denoiser(law, eig0, seed), Q0, problem.noise,
+                                      nodes, sigma_hat_form)
+        fixed_point_map.set_leverage(multipliers, 1 if gaussian else n_bins)
+        if x is None:
+            x = fixed_point_map.to_x(start.m, start.q, start.sigma) if x0 is None else x0
+        x, norm, ok = robust_fixed_point(fixed_point_map, x, tol=tol, max_iter=max_iter,
+                                         damping=0.5)
+        n_iter += fixed_point_map.n_calls
+        out, _ = fixed_point_map.step(*fixed_point_map.from_x(x))
+        hats = (out.m_hat, out.q_hat)
+    return _MixtureSolve(fixed_point_map, x, float(norm), bool(ok), n_iter, multipliers,
+                         eig0, Q0)
+
+
+def routes_to_leverage(problem, rank_capped=False, eigenvalues=None):
+    """Whether :func:`~skattn.theory.solve_state_evolution` uses the leverage mixture.
+
+    Factored seq2lab, softmax with T = 2 or linear with T = 1, at finite
+    ``LEVERAGE_MIN_D ≤ d ≤ LEVERAGE_MAX_D``, no binding rank cap (a width whose cap does not
+    bind is the full-width problem at ``√κ λ``, docs/theory.rst §2), Gaussian tokens and a
+    target inside the Gaussian-equivalence domain (spiky softmax ones have the spiked state
+    evolution). The rule is that which routed the exact Gram, applied to the measurements of
+    docs/domain.rst ("Leverage mixture"): the mean absolute gap of trained models falls and
+    no configuration's gap grows by more than two standard errors.
+
+    Parameters
+    ----------
+    problem : StateEvolutionProblem
+    rank_capped : bool, default=False
+        Whether a rank cap binds at the Gaussian fixed point.
+    eigenvalues : ndarray of shape (d,) or None, default=None
+        The target's eigenvalues at d (None: not checked for spikes).
+
+    Returns
+    -------
+    bool
+    """
+    d = problem.n_features
+    spiky = eigenvalues is not None and top_mode_share(eigenvalues) > \
+        GAUSSIAN_EQUIVALENCE_MAX_SHARE
+    return bool(d is not None and LEVERAGE_MIN_D <= d <= LEVERAGE_MAX_D
+                and problem.task == "seq2lab" and problem.parametrization == "factored"
+                and problem.n_tokens in LEVERAGE_ROUTED_N_TOKENS.get(problem.attention, ())
+                and problem.token_kurtosis == 0.0 and not rank_capped and not spiky)
+
+
+def leverage_prediction(gaussian, *, n_bins=16, n_tokens_mc=4000, n_nodes=4096, tol=1e-7,
+                        max_iter=300, random_state=0):
+    """The leverage-mixture prediction of :func:`~skattn.theory.solve_state_evolution`.
+
+    Parameters
+    ----------
+    gaussian : StateEvolutionResult
+        The finite-d Gaussian fixed point (``result.problem`` set), the start.
+    n_bins, n_tokens_mc, n_nodes, tol, max_iter :
+        As in :func:`solve_leverage_state_evolution`.
+    random_state : int, default=0
+
+    Returns
+    -------
+    StateEvolutionResult
+        With the mixture's overlaps, conjugates, errors, objective and learned spectrum;
+        ``params`` also holds ``leverage_spread`` and ``gaussian_test_error``.
+    """
+    problem = getattr(gaussian, "problem", None)
+    if problem is None or problem.n_features is None:
+        raise TypeError("gaussian must be a finite-d StateEvolutionResult with its problem, "
+                        f"got {type(gaussian).__name__}.")
+    solve = _solve_mixture(problem, gaussian.alpha, gaussian, n_bins=n_bins,
+                           n_tokens_mc=n_tokens_mc, n_nodes=n_nodes, seed=int(random_state),
+                           tol=tol, max_iter=max_iter)
+    fixed_point_map = solve.fixed_point_map
+    m, q, sigma = fixed_point_map.from_x(solve.x)
+    out, prior = fixed_point_map.step(m, q, sigma, certify=True)
+    error = float(test_error(fixed_point_map.channel, m=m, q=q, Q0=solve.Q0,
+                             noise=problem.noise, nodes=fixed_point_map.nodes))
+    objective = gaussian.alpha * out.train_error + problem.reg_trace * prior.trace
+    spectrum = prior.eigenvalues
+    if hasattr(fixed_point_map.denoiser, "learned_spectrum"):
+        spectrum = fixed_point_map.denoiser.learned_spectrum(prior)
+    converged = solve.converged and bool(np.all(np.isfinite([m, q, sigma, error, objective])))
+    message = ("converged" if converged else
+               f"fixed-point residual {solve.norm:.2e} above tol={tol:.1e}") + \
+        " (leverage mixture, skattn.theory.leverage_mixture)"
+    return replace(
+        gaussian, m=m, q=q, sigma=sigma, m_hat=out.m_hat, q_hat=out.q_hat,
+        sigma_hat=out.sigma_hat, test_error=error, train_error=out.train_error,
+        train_objective=objective, eta=prior.eta, delta=prior.delta, epsilon=prior.epsilon,
+        converged=converged, residual=solve.norm, n_iter=gaussian.n_iter + solve.n_iter,
+        finite_eigenvalues=spectrum, message=message,
+        certified_fraction=out.certified_fraction,
+        params={**gaussian.params, "trace": prior.trace,
+                "leverage_spread": float(np.std(solve.multipliers)),
+                "gaussian_test_error": gaussian.test_error})
+
+
+def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, beta=1.0,
+                                   n_bins=16, n_tokens_mc=4000, n_nodes=4096,
+                                   random_state=0, tol=1e-7, max_iter=300):
+    """Same-instance prediction with the leverage mixture, beside its Gaussian counterpart.
+
+    For factored seq2lab, softmax with T = 2 and linear with T = 1, this is the prediction
+    that :func:`~skattn.theory.solve_state_evolution` returns for ``target=teacher``
+    (``routes_to_leverage``); here it comes with the Gaussian finite-d prediction on the
+    same nodes and their ratio. Softmax T = 3 and linear T = 2, 3 are measured but not
+    routed (docs/domain.rst, "Leverage mixture").
+
+    Parameters
+    ----------
+    alpha : float
+        Samples per d²: ``n = α d²``; in (0, 100].
+    target : AttentionIndexedModel
+        The teacher (duck-typed: ``S0_``, ``n_tokens``, ``noise``, ``attention``,
+        ``n_features``, ``beta``): softmax attention with T ∈ {2, 3} or linear attention with
+        T ∈ {1, 2, 3}, one head, Gaussian tokens. Its own S0, T, β0 and label noise are
+        used.
+    reg_lambda : float
+        Weight decay λ of the factored estimator; > 0.
+    width_ratio : float, default=1.0
+        κ = p/d of the student, ≥ 1 (a rank cap is not modelled here).
+    beta : float, default=1.0
+        Inverse temperature β of the student.
+    n_bins : int, default=16
+        Quantile bins of the leverage law (nodes of the average over ``q``); ≥ 2.
+    n_tokens_mc : int, default=4000
+        Tokens drawn for the leverage law; ≥ 100.
+    n_nodes : int, default=4096
+        Gaussian (Sobol) nodes of the output side; ≥ 64.
+    random_state : int, default=0
+        Seed of the nodes, the GOE draws and the tokens.
+    tol : float, default=1e-7
+        Convergence of the fixed point.
+    max_iter : int, default=300
+        Evaluations of the map per solve.
+
+    Returns
+    -------
+    LeverageStateEvolutionResult
+
+    Warns
+    -----
+    DomainWarning
+        If d < ``LEVERAGE_MIN_D`` (the leverage spread is then no longer a small
+        correction), and the Gaussian start's own domain warnings (a spiky target, say).
+
+    Raises
+    ------
+    TypeError
+        If ``target`` is not a teacher.
+    ValueError
+        If the teacher's attention, T, heads or tokens are outside the list above, or an
+        argument is out of range.
+    """
+    if not is_teacher(target):
+        raise TypeError("target must be a teacher (an AttentionIndexedModel, with S0_, "
+                        f"n_tokens, noise, attention, n_features), got {type(target).__name__}.")
+    allowed = LEVERAGE_N_TOKENS.get(getattr(target, "attention", None), ())
+    if int(target.n_tokens) not in allowed:
+        raise ValueError("target must have attention='softmax' with n_tokens in "
+                         f"{LEVERAGE_N_TOKENS['softmax']} or attention='linear' with n_tokens "
+                         f"in {LEVERAGE_N_TOKENS['linear']} (where the leverage mixture was "
+                         f"measured), got attention={target.attention!r}, "
+                         f"n_tokens={target.n_tokens}.")
+    if getattr(target, "n_heads", 1) != 1 or getattr(target, "token_covariance", None) \
+            is not None or getattr(target, "token_distribution", "gaussian") != "gaussian":
+        raise ValueError("target must have one head and isotropic Gaussian tokens "
+                         "(n_heads=1, token_covariance=None, token_distribution='gaussian').")
+    alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False, high=100)
+    reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0, low_inclusive=False)
+    width_ratio = check_scalar_range(width_ratio, "width_ratio", low=1)
+    n_bins = check_scalar_range(n_bins, "n_bins", low=2, integer=True)
+    n_tokens_mc = check_scalar_range(n_tokens_mc, "n_tokens_mc", low=100, integer=True)
+    n_nodes = check_scalar_range(n_nodes, "n_nodes", low=64, integer=True)
+    tol = check_scalar_range(tol, "tol", low=0, low_inclusive=False)
+    max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
+    d = int(target.n_features)
+    if d < LEVERAGE_MIN_D:
+        warnings.warn(f"n_features={d} is below {LEVERAGE_MIN_D}: the leverage spread is no "
+                      "longer a small correction there (docs/domain.rst).", DomainWarning,
+                      stacklevel=2)
+    rng = check_random_state_arg(random_state)
+    seed = int(rng.randint(0, 2 ** 31 - 1))
+
+    problem = StateEvolutionProblem.from_teacher(target, reg_lambda=reg_lambda,
+                                                 width_ratio=width_ratio, beta=beta)
+    with warnings.catch_warnings():
+        # the Gaussian start's FiniteSizeWarning is the excess modelled here (its other
+        # DomainWarnings, a spiky target say, apply to this prediction too)
+        warnings.simplefilter("ignore", FiniteSizeWarning)
+        start = solve_state_evolution(alpha, problem, exact_gram=False, spiked=False,
+                                      leverage=False, random_state=seed)
+    options = dict(n_bins=n_bins, n_tokens_mc=n_tokens_mc, n_nodes=n_nodes, seed=seed,
+                   tol=tol, max_iter=max_iter)
+    # the Gaussian counterpart on the same nodes: the mixture with q ≡ 1
+    gaussian = _solve_mixture(problem, alpha, start, gaussian=True, **options)
+    mixture = _solve_mixture(problem, alpha, start, x0=gaussian.x, **options)
+    m, q, sigma = mixture.fixed_point_map.from_x(mixture.x)
+    m_g, q_g, _ = gaussian.fixed_point_map.from_x(gaussian.x)
+    channel = mixture.fixed_point_map.channel
+    test_nodes = GaussianNodes(2 * channel.K, n_points=max(n_nodes, 2 ** 15), seed=seed)
+    error = float(test_error(channel, m=m, q=q, Q0=mixture.Q0, noise=problem.noise,
+                             nodes=test_nodes))
+    gaussian_error = float(test_error(channel, m=m_g, q=q_g, Q0=mixture.Q0,
+                                      noise=problem.noise, nodes=test_nodes))
+    converged = bool(mixture.converged and gaussian.converged)
+    residual = float(max(mixture.norm, gaussian.norm))
+    message = "converged" if converged else (
+        f"not converged: residual {residual:.2e} > tol {tol:.1e} after {max_iter} "
+        "evaluations per solve; raise max_iter")
+    if not np.isfinite(error):
+        raise FloatingPointError("the leverage-mixture fixed point has a non-finite test "
+                                 f"error ({message}).")
+    return LeverageStateEvolutionResult(
+        alpha=alpha, reg_lambda=reg_lambda, noise=problem.noise, n_features=d,
+        n_tokens=problem.n_tokens, test_error=error, m=m, q=q, sigma=sigma,
+        gaussian_test_error=gaussian_error,
+        leverage_correction=error / gaussian_error - 1.0,
+        leverage_spread=float(np.std(mixture.multipliers)), converged=converged,
+        n_iter=mixture.n_iter + gaussian.n_iter,
+        message=message, residual=residual)

@@ -1,0 +1,202 @@
+"""The leverage-mixture state evolution (factored softmax on token data; docs/theory.rst §4).
+
+Its agreement with trained models is measured by benchmarks/leverage_mixture.py
+(docs/domain.rst, "Leverage mixture"); these tests check the pieces: the quartic forms
+against the explicit matrices, the leverage law's exact cases, the Gaussian limit of the
+solver, the sign of the correction, and the errors.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skattn.theory.coords import pair_indices
+from skattn.data import AttentionIndexedModel, WishartTarget
+from skattn.theory import (DomainWarning, solve_leverage_state_evolution,
+                           solve_state_evolution)
+from skattn.theory.denoisers import relu_divided_differences
+from skattn.theory.leverage_mixture import _leverage_matrices, leverage_multipliers
+
+
+def _sensing(tokens, d):
+    """The K sensing matrices of docs/theory.rst §3, built explicitly."""
+    out = []
+    for a, b in pair_indices(tokens.shape[0]):
+        if a == b:
+            out.append((np.outer(tokens[a], tokens[a]) - np.eye(d)) / np.sqrt(2 * d))
+        else:
+            out.append((np.outer(tokens[a], tokens[b]) + np.outer(tokens[b], tokens[a]))
+                       / (2 * np.sqrt(d)))
+    return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(T=st.integers(1, 3), d=st.integers(2, 7), seed=st.integers(0, 2 ** 16))
+def test_leverage_matrix_is_the_explicit_quartic_form(T, d, seed):
+    """``L[k, l] = Σ_ij γ_ij A_k,ij A_l,ij`` with the matrices written out."""
+    rng = np.random.default_rng(seed)
+    nu = rng.normal(size=d)
+    nu[0] = abs(nu[0]) + 0.1                  # at least one active eigenvalue
+    gamma = relu_divided_differences(nu)
+    tokens = rng.normal(size=(3, T, d))
+    L = _leverage_matrices(gamma, tokens)
+    for n in range(tokens.shape[0]):
+        A = _sensing(tokens[n], d)
+        explicit = np.array([[np.sum(gamma * Ak * Al) for Al in A] for Ak in A])
+        np.testing.assert_allclose(L[n], explicit, rtol=1e-10, atol=1e-12)
+
+
+def test_divided_differences_of_relu():
+    nu = np.array([-1.0, 0.5, 2.0])
+    gamma = relu_divided_differences(nu)
+    np.testing.assert_allclose(np.diag(gamma), [0, 1, 1])
+    assert gamma[0, 1] == pytest.approx(0.5 / 1.5)      # (0.5 − 0) / (0.5 + 1)
+    assert gamma[1, 2] == pytest.approx(1.0)            # both active: slope 1
+    np.testing.assert_allclose(gamma, gamma.T)
+
+
+def test_one_token_leverage_is_constant_when_the_jacobian_is_the_identity():
+    """All eigenvalues active: 𝒥 is the identity, the leverage of a token of norm √d is
+    ``‖(x xᵀ − I)‖²_F/(2d) = (d − 1)/2`` for every token, so q ≡ 1; with half of them
+    inactive it spreads."""
+    d = 30
+    q = leverage_multipliers(np.linspace(1.0, 2.0, d), 1, "linear", n_samples=500)
+    np.testing.assert_allclose(q, 1.0, atol=1e-10)
+    q_half = leverage_multipliers(np.linspace(-1.0, 1.0, d), 1, "linear", n_samples=2000)
+    assert q_half.mean() == pytest.approx(1.0)
+    assert 0.05 < q_half.std() < 1.0
+    assert np.all(q_half > 0)
+
+
+def test_leverage_spread_shrinks_with_d():
+    """The quartic form concentrates: its relative spread falls about like 1/√d."""
+    spreads = [leverage_multipliers(np.linspace(-1.0, 1.0, d), 2, n_samples=3000,
+                                    random_state=1).std() for d in (25, 100)]
+    assert spreads[1] < 0.7 * spreads[0]
+
+
+def test_leverage_multipliers_errors():
+    with pytest.raises(ValueError, match="eigenvalues"):
+        leverage_multipliers(np.array([1.0]), 2)
+    with pytest.raises(ValueError, match="positive"):
+        leverage_multipliers(-np.ones(5), 2)
+    with pytest.raises(ValueError, match="eigenvalues"):
+        leverage_multipliers(np.array([1.0, np.nan, 2.0]), 2)
+    with pytest.raises(ValueError, match="n_tokens"):
+        leverage_multipliers(np.ones(5), 0)
+
+
+def _teacher(d, T=2, attention="softmax", noise=0.1, **kw):
+    return AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(0.5), noise=noise,
+                                 attention=attention, random_state=3, **kw)
+
+
+@pytest.fixture(scope="module")
+def small_lambda60():
+    return solve_leverage_state_evolution(0.15, target=_teacher(60), reg_lambda=1e-3,
+                                          n_tokens_mc=1500, n_nodes=2048)
+
+
+def test_gaussian_part_is_the_finite_d_state_evolution(small_lambda60):
+    """With ``q ≡ 1`` the equations are the same-instance Gaussian SE (other nodes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DomainWarning)
+        reference = solve_state_evolution(0.15, target=_teacher(60), reg_lambda=1e-3,
+                                          exact_gram=False, spiked=False, leverage=False)
+    assert small_lambda60.converged, small_lambda60.message
+    assert small_lambda60.gaussian_test_error == pytest.approx(reference.test_error,
+                                                               rel=0.01)
+
+
+def test_leverage_spread_raises_the_error_next_to_interpolation(small_lambda60):
+    """At λ = 1e-3 next to α_interp the spread of the leverage raises the prediction (the
+    direction of the measured excess of trained models), by a few per cent at d = 60."""
+    r = small_lambda60
+    assert r.test_error > r.gaussian_test_error
+    assert 0.01 < r.leverage_correction < 0.15
+    assert 0.05 < r.leverage_spread < 0.5
+    assert np.isfinite([r.m, r.q, r.sigma]).all() and r.q > 0
+
+
+def test_correction_fades_with_weight_decay():
+    """A larger λ keeps the fit away from interpolation: the correction is smaller."""
+    kw = dict(target=_teacher(60), n_tokens_mc=1500, n_nodes=2048)
+    small = solve_leverage_state_evolution(0.17, reg_lambda=1e-3, **kw)
+    large = solve_leverage_state_evolution(0.17, reg_lambda=0.1, **kw)
+    assert large.leverage_correction < 0.5 * small.leverage_correction
+
+
+def test_errors_name_the_argument():
+    with pytest.raises(TypeError, match="target"):
+        solve_leverage_state_evolution(0.2, target="teacher", reg_lambda=0.01)
+    for T, attention in ((4, "softmax"), (4, "linear")):
+        with pytest.raises(ValueError, match="n_tokens=4"):
+            solve_leverage_state_evolution(0.2, target=_teacher(40, T=T, attention=attention),
+                                           reg_lambda=0.01)
+    for kw, name in ((dict(alpha=0.0), "alpha"), (dict(reg_lambda=0.0), "reg_lambda"),
+                     (dict(width_ratio=0.5), "width_ratio"), (dict(n_bins=1), "n_bins"),
+                     (dict(n_tokens_mc=10), "n_tokens_mc")):
+        args = {**dict(alpha=0.2, target=_teacher(40), reg_lambda=0.01), **kw}
+        with pytest.raises(ValueError, match=name):
+            solve_leverage_state_evolution(args.pop("alpha"), **args)
+
+
+def test_small_d_warns():
+    with pytest.warns(DomainWarning, match="n_features=20"):
+        solve_leverage_state_evolution(0.3, target=_teacher(20), reg_lambda=0.1,
+                                       n_tokens_mc=300, n_nodes=1024)
+
+
+def test_route_rule():
+    from skattn.theory import StateEvolutionProblem
+    from skattn.theory.leverage_mixture import routes_to_leverage
+
+    def problem(**kw):
+        base = dict(n_tokens=2, reg_lambda=1e-3, target=WishartTarget(0.5), n_features=100)
+        return StateEvolutionProblem(**{**base, **kw})
+
+    wishart = np.linspace(0.1, 2.0, 100)
+    assert routes_to_leverage(problem(), eigenvalues=wishart)
+    assert not routes_to_leverage(problem(n_tokens=3))    # T = 3 keeps the exact Gram
+    assert routes_to_leverage(problem(attention="linear", n_tokens=1))
+    assert not routes_to_leverage(problem(), rank_capped=True)
+    assert routes_to_leverage(problem(width_ratio=0.5))    # a cap that does not bind
+    spiky = np.r_[np.full(99, 0.1), 10.0]
+    assert not routes_to_leverage(problem(), eigenvalues=spiky)
+    for kw in (dict(n_features=30), dict(n_features=500), dict(n_features=None),
+               dict(n_tokens=4), dict(task="seq2seq"),
+               dict(attention="linear", n_tokens=2), dict(parametrization="direct"),
+               dict(token_kurtosis=-2.0)):
+        assert not routes_to_leverage(problem(**kw)), kw
+
+
+def test_solve_state_evolution_routes_softmax_to_the_mixture():
+    """The default same-instance prediction of factored softmax seq2lab is the mixture:
+    above the exact-Gram one at small λ, without the FiniteSizeWarning that one raises,
+    with a consistent objective and spectrum; ``leverage=False`` restores the old route."""
+    teacher = _teacher(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DomainWarning)
+        routed = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3)
+    assert routed.converged, routed.message
+    assert "leverage mixture" in routed.message
+    assert routed.test_error > routed.params["gaussian_test_error"]
+    assert routed.params["leverage_spread"] > 0.05
+    # L/d² = α e_train + λ̃ Tr Ŝ/d, and the spectrum is that of Ŝ at the mixture's point
+    assert routed.train_objective == pytest.approx(
+        0.15 * routed.train_error + 1e-3 * routed.params["trace"], rel=1e-10)
+    eig = np.asarray(routed.finite_eigenvalues)
+    assert eig.shape == (60,)
+    assert np.mean(eig) == pytest.approx(routed.params["trace"], rel=0.02)
+    assert np.mean(eig ** 2) == pytest.approx(routed.q, rel=0.02)
+    with pytest.warns(DomainWarning, match="finite-size effect"):
+        former = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, leverage=False)
+    assert "exact-Gram" in former.message
+    assert routed.test_error > former.test_error
+    explicit = solve_leverage_state_evolution(0.15, target=teacher, reg_lambda=1e-3)
+    assert explicit.test_error == pytest.approx(routed.test_error, rel=0.01)
+    with pytest.raises(TypeError, match="leverage"):
+        solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, leverage="yes")
