@@ -87,6 +87,8 @@ def test_leverage_multipliers_errors():
         leverage_multipliers(np.array([1.0, np.nan, 2.0]), 2)
     with pytest.raises(ValueError, match="n_tokens"):
         leverage_multipliers(np.ones(5), 0)
+    with pytest.raises(ValueError, match="attention"):
+        leverage_multipliers(np.ones(5), 2, attention="relu")
 
 
 def _teacher(d, T=2, attention="softmax", noise=0.1, **kw):
@@ -162,6 +164,11 @@ def test_route_rule():
     assert routes_to_leverage(problem(), eigenvalues=wishart)
     assert not routes_to_leverage(problem(n_tokens=3))    # T = 3 keeps the exact Gram
     assert routes_to_leverage(problem(attention="linear", n_tokens=1))
+    # noiseless linear attention: from the perfect-recovery threshold on (0.42 here)
+    linear = problem(attention="linear", n_tokens=1)
+    assert not routes_to_leverage(linear, alpha=0.3)
+    assert routes_to_leverage(linear, alpha=0.6)
+    assert routes_to_leverage(linear.replace(noise=0.1), alpha=0.3)
     assert not routes_to_leverage(problem(), rank_capped=True)
     assert routes_to_leverage(problem(width_ratio=0.5))    # a cap that does not bind
     spiky = np.r_[np.full(99, 0.1), 10.0]

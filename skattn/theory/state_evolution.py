@@ -370,13 +370,14 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         its DomainWarning.
     leverage : bool, default=True
         At finite ``40 ≤ d ≤ 400``, solve factored seq2lab, softmax with T = 2 or linear
-        with T = 1, with no binding rank cap and Gaussian tokens by the leverage mixture: the
-        output side averaged over the spread of the per-sample leverage of the token
-        directions (:func:`skattn.theory.leverage_mixture.routes_to_leverage`,
-        docs/theory.rst §4 "Leverage mixture"). Measured at d = 100 against trained models:
-        within 3 % on the measured configurations but one (−3.8 ± 1.9 %, linear without
-        noise below α_perf), where the former predictions were up to 6 % (softmax, next to
-        the interpolation threshold at small λ) and 11 % (linear, recovery phase) low.
+        with T = 1 (noiseless: from α_perf on), with no binding rank cap and Gaussian
+        tokens by the leverage mixture: the output side averaged over the spread of the
+        per-sample leverage of the token directions
+        (:func:`skattn.theory.leverage_mixture.routes_to_leverage`, docs/theory.rst §4
+        "Leverage mixture"). Measured at d = 100 against trained models: within 3 % on
+        every configuration it applies to, where the former predictions were up to 6 %
+        (softmax, next to the interpolation threshold at small λ) and 11 % (linear,
+        recovery phase) low.
         About 3–5 s at d = 100 (a Monte Carlo law of the leverage, seeded by
         ``random_state``). False keeps the exact-Gram (softmax) or Gaussian (linear)
         prediction, and the softmax FiniteSizeWarning.
@@ -490,7 +491,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     # lazily: both build on this module (docs/theory.rst §4)
     from . import leverage_mixture, seq2seq
     if leverage and not collapsed and leverage_mixture.routes_to_leverage(
-            problem, rank_capped, eigenvalues):
+            problem, rank_capped, eigenvalues, alpha=alpha):
         return leverage_mixture.leverage_prediction(result, tol=tol, random_state=random_state)
     loss = seq2seq.routes_to_exact_gram(problem, rank_capped, eigenvalues)
     if exact_gram and loss is not None and not collapsed:
