@@ -379,7 +379,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
         (softmax, next to the interpolation threshold at small λ) and 11 % (linear,
         recovery phase) low.
         About 3–5 s at d = 100 (a Monte Carlo law of the leverage, seeded by
-        ``random_state``). False keeps the exact-Gram (softmax) or Gaussian (linear)
+        ``random_state``: the prediction moves by about 0.3 % between seeds). False keeps the exact-Gram (softmax) or Gaussian (linear)
         prediction, and the softmax FiniteSizeWarning.
 
     Returns
