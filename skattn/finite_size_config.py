@@ -138,7 +138,7 @@ class FSSConfig:
         if self.attention != "softmax" or self.target["family"] != "powerlaw":
             return False
         from .theory.laws import power_law_eigenvalues
-        from .theory.problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, top_mode_share
+        from .theory.problem import is_spiky
         from .theory.spiked import spiked_route_covers
         if spiked_route_covers(self.attention, "factored" if self.estimator == "tied"
                                else self.estimator, self.task, self.n_tokens,
@@ -146,7 +146,7 @@ class FSSConfig:
             return False    # predicted by the spiked state evolution (docs/spiked.rst)
 
         eig = power_law_eigenvalues(self.target["gamma"], 10_000, self.target.get("cutoff"))
-        return top_mode_share(eig) > GAUSSIAN_EQUIVALENCE_MAX_SHARE
+        return is_spiky(eig)
 
     @property
     def has_continuum(self):

@@ -413,3 +413,15 @@ def test_spiked_route_falls_back_to_continuation_in_lambda(monkeypatch):
     assert calls[0] == (5e-3, True) and calls[1] == (pytest.approx(0.05), True)
     assert res.params["reg_lambda"] == 5e-3
     assert res.test_error == pytest.approx(direct.test_error, rel=1e-4)
+
+
+@settings(max_examples=50, deadline=None)
+@given(eig=st.lists(st.floats(0.0, 10.0), min_size=2, max_size=30).filter(
+    lambda e: sum(x * x for x in e) > 1e-6))
+def test_spike_count_and_is_spiky_are_one_rule(eig):
+    """The spiked route (a positive spike count) and the other routes (is_spiky) read the
+    same Gaussian-equivalence rule."""
+    from skattn.theory.problem import is_spiky
+    from skattn.theory.spiked import spike_count
+
+    assert (spike_count(np.array(eig)) > 0) == is_spiky(np.array(eig))

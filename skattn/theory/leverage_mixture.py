@@ -52,8 +52,8 @@ from .channels import GaussianNodes, output_side, test_error
 from .coords import pair_indices
 from .denoisers import relu_divided_differences
 from .fixed_point import robust_fixed_point
-from .problem import (GAUSSIAN_EQUIVALENCE_MAX_SHARE, DomainWarning, FiniteSizeWarning,
-                      StateEvolutionProblem, is_teacher, top_mode_share)
+from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem, is_spiky,
+                      is_teacher)
 from .state_evolution import _FixedPointMap, solve_state_evolution
 
 __all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "routes_to_leverage",
@@ -328,8 +328,7 @@ def routes_to_leverage(problem, rank_capped=False, eigenvalues=None, alpha=None)
     bool
     """
     d = problem.n_features
-    spiky = eigenvalues is not None and top_mode_share(eigenvalues) > \
-        GAUSSIAN_EQUIVALENCE_MAX_SHARE
+    spiky = eigenvalues is not None and is_spiky(eigenvalues)
     if not (d is not None and LEVERAGE_MIN_D <= d <= LEVERAGE_MAX_D
             and problem.task == "seq2lab" and problem.parametrization == "factored"
             and problem.n_tokens in LEVERAGE_ROUTED_N_TOKENS.get(problem.attention, ())

@@ -23,7 +23,7 @@ from .denoisers import DirectDenoiser, FactoredDenoiser
 from .laws import DiscreteLaw, SpectralLaw
 
 __all__ = ["StateEvolutionProblem", "DomainWarning", "FiniteSizeWarning", "resolve_target_law",
-           "top_mode_share", "GAUSSIAN_EQUIVALENCE_MAX_SHARE", "RANK_CONSTRAINT_MIN_D",
+           "top_mode_share", "is_spiky", "GAUSSIAN_EQUIVALENCE_MAX_SHARE", "RANK_CONSTRAINT_MIN_D",
            "STRONG_RANK_CAP_SHARE", "FINITE_SIZE_MIN_LAMBDA", "FINITE_SIZE_MAX_D",
            "warn_finite_size", "token_excess_kurtosis"]
 
@@ -167,6 +167,24 @@ def top_mode_share(eigenvalues):
         raise ValueError("eigenvalues must be a non-empty 1-D array of finite values, not all "
                          "zero.")
     return float(np.max(sq) / total)
+
+
+def is_spiky(eigenvalues):
+    """Whether a spectrum leaves the Gaussian-equivalence domain of docs/domain.rst.
+
+    The one rule behind the spiked, exact-Gram and leverage routes and the power-law
+    learning curves: the top mode carries more than :data:`GAUSSIAN_EQUIVALENCE_MAX_SHARE`
+    of ``Tr S0²`` (:func:`top_mode_share`).
+
+    Parameters
+    ----------
+    eigenvalues : array-like of shape (d,)
+
+    Returns
+    -------
+    bool
+    """
+    return top_mode_share(eigenvalues) > GAUSSIAN_EQUIVALENCE_MAX_SHARE
 
 
 def is_teacher(obj):

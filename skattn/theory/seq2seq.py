@@ -44,8 +44,7 @@ from scipy.stats import chi2
 from .._validation import check_choice, check_scalar_range
 from .channels import GaussianNodes
 from .coords import _maps, h_from_u, u_from_h
-from .problem import (GAUSSIAN_EQUIVALENCE_MAX_SHARE, UNSET, resolve_problem,
-                      top_mode_share)
+from .problem import UNSET, is_spiky, resolve_problem
 from .fixed_point import robust_fixed_point
 from .state_evolution import solve_state_evolution
 
@@ -670,8 +669,7 @@ def routes_to_exact_gram(problem, rank_capped=False, eigenvalues=None):
     """
     if routes_to_seq2seq(problem, rank_capped):
         return "seq2seq"
-    spiky = eigenvalues is not None and top_mode_share(eigenvalues) > \
-        GAUSSIAN_EQUIVALENCE_MAX_SHARE
+    spiky = eigenvalues is not None and is_spiky(eigenvalues)
     if (problem.task == "seq2lab" and problem.attention == "softmax"
             and problem.parametrization == "factored" and problem.n_features is not None
             and problem.token_kurtosis == 0.0 and problem.n_tokens <= EXACT_GRAM_SEQ2LAB_MAX_T

@@ -46,11 +46,11 @@ def _finite_d_if_spiky(kwargs, spiked):
     (``spiked`` True) or warns that the Gaussian channel does not apply. The deterministic
     equivalent treats each eigenvalue as a d→∞ eigenspace, for which the Gaussian channel
     holds, and would be 9–10 % low for T = 2 without a warning (docs/spiked.rst)."""
-    from ..problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, top_mode_share
+    from ..problem import is_spiky
     law = kwargs.get("target")
     if (kwargs.get("attention", "softmax") == "softmax" and isinstance(law, DiscreteLaw)
             and kwargs.get("n_features") is None
-            and top_mode_share(law.eigenvalues) > GAUSSIAN_EQUIVALENCE_MAX_SHARE):
+            and is_spiky(law.eigenvalues)):
         return {"spiked": spiked, **kwargs, "n_features": law.n_atoms}
     return kwargs
 
