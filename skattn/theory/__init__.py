@@ -6,7 +6,9 @@
 - :mod:`~skattn.theory.channels` — output side (softmax / linear channels, prox);
 - :mod:`~skattn.theory.denoisers` — prior side (factored spectral threshold, direct ridge);
 - :mod:`~skattn.theory.problem` — a validated state-evolution problem (the model, no α);
-- :mod:`~skattn.theory.state_evolution` — the solver and its result;
+- :mod:`~skattn.theory.core` — the Gaussian core: fixed-point map, iteration, options;
+- :mod:`~skattn.theory.corrections` — the finite-size corrections and their ordered table;
+- :mod:`~skattn.theory.state_evolution` — the solver (core → table → one result), explain;
 - :mod:`~skattn.theory.thresholds`, :mod:`~skattn.theory.bayes`,
   :mod:`~skattn.theory.optimal` — thresholds, Bayes-optimal baseline, optimal λ;
 - :mod:`~skattn.theory.powerlaw` — spectral recovery, emergence, error decomposition;
@@ -31,12 +33,10 @@ from .powerlaw import (
 )
 from .problem import DomainWarning, FiniteSizeWarning, StateEvolutionProblem
 from .spectral import ConvolvedLaw, free_convolution, semicircle_law
-from .seq2seq import Seq2seqStateEvolutionResult, solve_seq2seq_state_evolution
-from .seq2seq_softmax import solve_seq2seq_softmax_state_evolution
-from .spiked import SpikedStateEvolutionResult, solve_spiked_state_evolution
-from .state_evolution import StateEvolutionResult, solve_state_evolution, state_evolution_curve
-from .token_leverage import TokenStateEvolutionResult, solve_token_state_evolution
-from .leverage_mixture import LeverageStateEvolutionResult, solve_leverage_state_evolution
+from .core import SolverOptions
+from .corrections import CORRECTION_NAMES, CorrectionDecision
+from .state_evolution import (DecisionTable, StateEvolutionResult, explain,
+                              solve_state_evolution, state_evolution_curve)
 from .thresholds import (
     bayes_optimal_threshold,
     interpolation_threshold,
@@ -47,7 +47,8 @@ from .thresholds import (
 # coefficients of the error decomposition, target-law resolution) stay in their submodules.
 __all__ = [
     "StateEvolutionProblem", "StateEvolutionResult", "DomainWarning", "FiniteSizeWarning",
-    "solve_state_evolution",
+    "solve_state_evolution", "SolverOptions", "explain", "DecisionTable",
+    "CorrectionDecision", "CORRECTION_NAMES",
     "state_evolution_curve", "PhaseDiagram", "solve_phase_diagram",
     "interpolation_threshold", "perfect_recovery_threshold", "bayes_optimal_threshold",
     "bayes_optimal", "BayesOptimalResult", "optimal_reg_lambda",
@@ -56,9 +57,4 @@ __all__ = [
     "recovered_modes", "SpectralRecovery", "isolation_thresholds", "emergence_alpha",
     "error_decomposition", "ErrorDecomposition", "irreducible_error",
     "theory_learning_curve", "LearningCurve",
-    "solve_spiked_state_evolution", "SpikedStateEvolutionResult",
-    "solve_seq2seq_state_evolution", "Seq2seqStateEvolutionResult",
-    "solve_seq2seq_softmax_state_evolution",
-    "solve_token_state_evolution", "TokenStateEvolutionResult",
-    "solve_leverage_state_evolution", "LeverageStateEvolutionResult",
 ]

@@ -51,10 +51,11 @@ from .._validation import check_choice, check_random_state_arg, check_scalar_ran
 from .channels import GaussianNodes, output_side, test_error
 from .coords import pair_indices
 from .denoisers import relu_divided_differences
-from .fixed_point import robust_fixed_point
+from .core import solve_core
+from .core.fixed_point_map import FixedPointMap
+from .core.iteration import robust_fixed_point
 from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem, is_spiky,
                       is_teacher)
-from .state_evolution import _FixedPointMap, solve_state_evolution
 
 __all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "routes_to_leverage",
            "leverage_prediction", "solve_leverage_state_evolution"]
@@ -208,7 +209,7 @@ def leverage_multipliers(eigenvalues, n_tokens, attention="softmax", n_samples=4
     return trace / trace.mean()
 
 
-class _MixtureMap(_FixedPointMap):
+class _MixtureMap(FixedPointMap):
     """The state-evolution map with the output side averaged over the leverage law."""
 
     def set_leverage(self, multipliers, n_bins):
@@ -485,8 +486,7 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
         # the Gaussian start's FiniteSizeWarning is the excess modelled here (its other
         # DomainWarnings, a spiky target say, apply to this prediction too)
         warnings.simplefilter("ignore", FiniteSizeWarning)
-        start = solve_state_evolution(alpha, problem, exact_gram=False, spiked=False,
-                                      leverage=False, random_state=seed)
+        start = solve_core(alpha, problem, dict(random_state=seed)).result
     options = dict(n_bins=n_bins, n_tokens_mc=n_tokens_mc, n_nodes=n_nodes, seed=seed,
                    tol=tol, max_iter=max_iter)
     # the Gaussian counterpart on the same nodes: the mixture with q ≡ 1

@@ -116,12 +116,14 @@ FINITE_SIZE_MIN_LAMBDA = 0.01
 FINITE_SIZE_MAX_D = 160
 
 
-def warn_finite_size(problem, stacklevel=3):
+def warn_finite_size(problem, modelled=False, stacklevel=3):
     """Warn (:class:`FiniteSizeWarning`) where a finite-d prediction misses a measured effect.
 
     Parameters
     ----------
     problem : StateEvolutionProblem
+    modelled : bool, default=False
+        Whether the leverage correction carries the prediction (then no warning).
     stacklevel : int, default=3
 
     Returns
@@ -130,7 +132,7 @@ def warn_finite_size(problem, stacklevel=3):
         Whether it warned.
     """
     d = problem.n_features
-    if not (d is not None and d <= FINITE_SIZE_MAX_D and problem.attention == "softmax"
+    if modelled or not (d is not None and d <= FINITE_SIZE_MAX_D and problem.attention == "softmax"
             and problem.parametrization == "factored" and problem.n_tokens == 2
             and problem.reg_lambda < FINITE_SIZE_MIN_LAMBDA):
         return False
@@ -141,8 +143,8 @@ def warn_finite_size(problem, stacklevel=3):
         "token structure it does not model: +1.4 to +6.1 % at d = 100 (λ = 1e-3, T = 2, "
         "largest at the interpolation threshold), +4.6 % at d = 160 and +1.3 % at d = 250 "
         "next to it (T = 3: within 3 %); "
-        "the leverage mixture (solve_state_evolution's default, leverage=True, where its "
-        "rule applies) models it: within 3 % there at d = 60 and 100; "
+        "the leverage correction (correction='auto' where its domain applies, or "
+        "correction='leverage') models it: within 3 % there at d = 60 and 100; "
         "the continuum prediction is not affected (docs/domain.rst).", FiniteSizeWarning,
         stacklevel=stacklevel)
     return True
@@ -657,7 +659,7 @@ def resolve_problem(problem, caller, **model):
 
 
 def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fraction=np.nan,
-                        stacklevel=3):
+                        spiky_modelled=False, stacklevel=3):
     """Warn (:class:`DomainWarning`) when a prediction leaves the validated domain.
 
     Parameters
@@ -671,6 +673,9 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
     positive_fraction : float, default=nan
         Where it binds, the fraction of positive eigenvalues Ŝ would have without the cap
         (:attr:`PriorState.positive_fraction <skattn.theory.denoisers.PriorState>`).
+    spiky_modelled : bool, default=False
+        Whether the prediction treats a spiky softmax target fully (the spiked correction
+        at full weight), or the target is below the spiky ramp: then no spiky warning.
     stacklevel : int, default=3
         Passed to :func:`warnings.warn` (3: the caller of the solver).
 
@@ -680,7 +685,7 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
         The reasons warned about (empty inside the domain).
     """
     reasons = []
-    if problem.attention == "softmax" and eigenvalues is not None:
+    if problem.attention == "softmax" and eigenvalues is not None and not spiky_modelled:
         share = top_mode_share(eigenvalues)
         if share > GAUSSIAN_EQUIVALENCE_MAX_SHARE:
             reasons.append(
@@ -690,7 +695,7 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
                 "(measured: the S = 0 predictor's error is 14% below the SE at a 75% share); "
                 "the spiked state evolution keeps the top modes as explicit variables, and "
                 "solve_state_evolution uses it at finite d for factored softmax seq2lab with "
-                "T <= 4 unless spiked=False (docs/spiked.rst)")
+                "T <= 4 unless correction='none' (docs/spiked.rst)")
     if (problem.attention == "linear" and problem.parametrization == "factored"
             and eigenvalues is not None):
         share = top_mode_share(eigenvalues)

@@ -28,6 +28,21 @@ class StateEvolutionResult:
     ``problem`` is the :class:`~skattn.theory.StateEvolutionProblem` solved (``params``
     repeats its scalars, with ``trace = Tr Ŝ/d``). ``certified_fraction`` is the fraction
     of quadrature nodes whose prox minimiser was certified global at the final iteration.
+
+    Which finite-size correction produced the numbers (docs/user_guide.rst "Finite-size
+    corrections"): ``correction`` is its name (``"none"``: the Gaussian core alone),
+    ``correction_weight`` the weight it carries against the rest of the table (1: fully
+    applied; between 0 and 1: faded out towards its domain edge), ``correction_reason`` why,
+    and ``decisions`` the whole decision table (:class:`~skattn.theory.CorrectionDecision`,
+    one per correction, as :func:`skattn.theory.explain` shows it). ``extras`` holds what a
+    correction adds beyond the common fields:
+
+    - ``"core_test_error"``: the Gaussian core's test error (any correction);
+    - ``"leverage_spread"``: the relative spread of the per-sample leverage (``leverage``);
+    - ``"m_hat_identity"``, ``"seq2lab_s_error"``: the identity conjugate and the start's
+      ``‖Ŝ − S0‖²_F/d`` (``exact_gram``);
+    - ``"n_spikes"``, ``"spike_strengths"``, ``"target_spike_strengths"``: the explicit
+      top modes (``spiked``; ``spike_strengths`` also stays in ``params``).
     """
 
     alpha: float
@@ -54,6 +69,11 @@ class StateEvolutionResult:
     finite_eigenvalues: np.ndarray | None = field(default=None, repr=False)
     problem: StateEvolutionProblem | None = field(default=None, repr=False)
     certified_fraction: float = np.nan
+    correction: str = "none"
+    correction_weight: float = 0.0
+    correction_reason: str = ""
+    extras: dict = field(default_factory=dict)
+    decisions: tuple = field(default=(), repr=False)
 
     # ---- derived quantities -------------------------------------------------------------
     @property
@@ -124,4 +144,6 @@ class StateEvolutionResult:
             if isinstance(v, (bool, int, float, str, np.floating, np.integer, np.bool_)):
                 out[f.name] = v.item() if hasattr(v, "item") else v
         out.update({k: v for k, v in self.params.items() if np.isscalar(v)})
+        out.update({k: v for k, v in self.extras.items()
+                    if np.isscalar(v) and k not in out})
         return out

@@ -45,8 +45,8 @@ from .._validation import check_choice, check_scalar_range
 from .channels import GaussianNodes
 from .coords import _maps, h_from_u, u_from_h
 from .problem import UNSET, is_spiky, resolve_problem
-from .fixed_point import robust_fixed_point
-from .state_evolution import solve_state_evolution
+from .core import solve_core
+from .core.iteration import robust_fixed_point
 
 __all__ = ["seq2seq_metric_factor", "Seq2seqOutputSide", "seq2seq_output_side",
            "frame_covariance", "bartlett_output_side",
@@ -573,8 +573,8 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
         problem, n_nodes, tol, max_iter, damping, random_state)
     if init is None:
         # the seq2lab fixed point: the start, and the identity-weights map's own fixed point
-        init = solve_state_evolution(alpha, problem.replace(task="seq2lab"), n_nodes=n_nodes,
-                                     tol=tol, random_state=random_state, leverage=False)
+        init = solve_core(alpha, problem.replace(task="seq2lab"),
+                          dict(n_nodes=n_nodes, tol=tol, random_state=random_state)).result
     elif not all(np.isfinite(getattr(init, k, np.nan)) for k in ("m", "q", "sigma", "trace")):
         raise TypeError(f"init must be a state-evolution result with finite m, q, sigma and "
                         f"trace, got {type(init).__name__}.")

@@ -56,8 +56,8 @@ from .coords import _maps, u_from_h
 from .problem import UNSET, resolve_problem
 from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _check_finite_d_solve,
                       _Seq2seqMap, frame_covariance)
-from .fixed_point import robust_fixed_point
-from .state_evolution import solve_state_evolution
+from .core import solve_core
+from .core.iteration import robust_fixed_point
 
 __all__ = ["BartlettSoftmaxOutputSide", "bartlett_softmax_output_side",
            "bartlett_softmax_envelope", "bartlett_softmax_test_errors",
@@ -426,8 +426,8 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
     n_nodes, tol, max_iter, damping, random_state = _check_finite_d_solve(
         problem, n_nodes, tol, max_iter, damping, random_state)
     if init is None:
-        init = solve_state_evolution(alpha, problem.replace(task="seq2lab"),
-                                     random_state=random_state, leverage=False)
+        init = solve_core(alpha, problem.replace(task="seq2lab"),
+                          dict(random_state=random_state)).result
     if not all(np.isfinite(getattr(init, k, np.nan)) for k in ("m", "q", "sigma", "trace")):
         raise TypeError(f"init must be a state-evolution result with finite m, q, sigma and "
                         f"trace, got {type(init).__name__}.")

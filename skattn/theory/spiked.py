@@ -43,7 +43,7 @@ from .result import StateEvolutionResult
 #: state evolution was measured within 1.8 % of trained models; above it, 2–12 % too low
 #: (power law γ = 1.25, T = 2 softmax, d = 60–250; docs/spiked.rst, "Learning curve").
 SPIKE_NOISE_MAX_RATIO = 0.05
-from .fixed_point import anderson
+from .core.iteration import anderson
 
 __all__ = [
     "SpikedSplit",

@@ -19,7 +19,7 @@ The prior side is the finite-d spectral denoiser ``Ŝ = (S0 + τ W/√2 − θ I
 ``θ = λ d/(4 V̂)`` and W a GOE matrix (off-diagonal variance 1/2), averaged over draws of W;
 ``V = div Ŝ/(d V̂)``, the divergence over the ``d(d + 1)/2`` free entries (Daleckii–Krein).
 Both averages use fixed draws (common random numbers), so the map is deterministic and the
-damped Anderson iteration of :mod:`~skattn.theory.fixed_point` applies.
+damped Anderson iteration of :mod:`~skattn.theory.core.iteration` applies.
 
 With ``V_μ = V``, ``ν_μ = 1`` and ``e_μ²`` replaced by its mean the same equations are
 the finite-d Gaussian state evolution; :func:`solve_token_state_evolution` solves both, on
@@ -36,7 +36,7 @@ import numpy as np
 
 from .._validation import check_random_state_arg, check_scalar_range
 from .denoisers import relu_divided_differences
-from .fixed_point import robust_fixed_point
+from .core.iteration import robust_fixed_point
 from .problem import DomainWarning, StateEvolutionProblem, is_teacher
 
 __all__ = ["TokenStateEvolutionResult", "solve_token_state_evolution"]

@@ -85,5 +85,5 @@ def _check_not_spiked(result):
         raise ValueError(
             f"result comes from the spiked state evolution ({result.params['n_spikes']} "
             "explicit mode(s), not in result.law), and the mode-by-mode decomposition needs the "
-            "Gaussian bulk picture of every mode: solve with spiked=False (outside the "
+            "Gaussian bulk picture of every mode: solve with correction='none' (outside the "
             "Gaussian channel's domain on this target, hence a DomainWarning).")

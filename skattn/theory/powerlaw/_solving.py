@@ -51,7 +51,8 @@ def _finite_d_if_spiky(kwargs, spiked):
     if (kwargs.get("attention", "softmax") == "softmax" and isinstance(law, DiscreteLaw)
             and kwargs.get("n_features") is None
             and is_spiky(law.eigenvalues)):
-        return {"spiked": spiked, **kwargs, "n_features": law.n_atoms}
+        return {"correction": "auto" if spiked else "none", **kwargs,
+                "n_features": law.n_atoms}
     return kwargs
 
 
@@ -65,12 +66,16 @@ def _solve_robust(alpha, init, kwargs, spiked=True):
     fixed point exists. Softmax on a spiky spectrum is solved at finite d
     (:func:`_finite_d_if_spiky`), with the spiked route where ``spiked``.
     """
+    from ..problem import split_model_keywords
     from ..state_evolution import solve_state_evolution
     kwargs = _finite_d_if_spiky(kwargs, spiked)
 
     def attempt(start, kw):
+        model, options = split_model_keywords(kw)
+        correction = options.pop("correction", "auto")
         try:
-            return solve_state_evolution(alpha, init=start, **kw)
+            return solve_state_evolution(alpha, correction=correction,
+                                         options={**options, "init": start}, **model)
         except (ValueError, FloatingPointError, ZeroDivisionError):
             return None
 

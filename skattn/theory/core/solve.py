@@ -1,0 +1,228 @@
+"""The Gaussian core of the state evolution: one fixed point, no finite-size correction.
+
+:func:`solve_core` solves a validated problem at one α: the fixed-point map on the
+quadrature nodes, coarse to fine, continuation in λ where a cold start finds no fixed point,
+and the collapse to S = 0 under a large trace penalty (docs/theory.rst §4 "The Gaussian
+core"). At finite d it solves at ``α_eff = α d/(d+1)`` (the degrees of freedom of a symmetric
+matrix), and at the nominal α where a rank cap binds (the estimator then has rank p, not
+d(d+1)/2 degrees of freedom). Every finite-size correction starts from this solution
+(:mod:`skattn.theory.corrections`); nothing here knows about them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..._validation import channel_memory_bytes, check_memory
+from ..channels import GaussianNodes, test_error
+from ..problem import StateEvolutionProblem
+from ..result import StateEvolutionResult
+from .fixed_point_map import (COARSE_CALLS, COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
+                              FixedPointMap, coarse_size, get_field, iterate, starts)
+from .iteration import solve_or_continue
+from .options import SolverOptions, resolve_options
+
+__all__ = ["CoreSolution", "solve_core"]
+
+
+@dataclass
+class CoreSolution:
+    """The core's fixed point and what the correction table needs to know about it.
+
+    Attributes
+    ----------
+    result : StateEvolutionResult
+        The Gaussian fixed point (``correction == "none"``).
+    rank_capped : bool
+        Whether a rank cap binds at the fixed point.
+    collapsed : bool
+        Whether it collapsed to S = 0 (then no correction applies).
+    eigenvalues : ndarray of shape (d,) or None
+        The target's eigenvalues at d (None in the continuum).
+    positive_fraction : float
+        Where the cap binds, the fraction of positive eigenvalues without it (else nan).
+    """
+
+    result: StateEvolutionResult
+    rank_capped: bool
+    collapsed: bool
+    eigenvalues: np.ndarray | None
+    positive_fraction: float = np.nan
+
+
+def solve_core(alpha, problem, options=None):
+    """The Gaussian state-evolution fixed point of ``problem`` at ``alpha``.
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio α = n/d² (validated by the caller).
+    problem : StateEvolutionProblem
+    options : SolverOptions or dict or None, default=None
+
+    Returns
+    -------
+    CoreSolution
+    """
+    if not isinstance(problem, StateEvolutionProblem):
+        raise TypeError(f"problem must be a StateEvolutionProblem, got "
+                        f"{type(problem).__name__}.")
+    options = options if isinstance(options, SolverOptions) else resolve_options(options)
+    check_memory(channel_memory_bytes(problem.n_tokens, options.n_nodes),
+                 f"n_tokens={problem.n_tokens} with n_nodes={options.n_nodes} quadrature "
+                 "nodes")
+    solution = _solve_or_continue(alpha, problem.effective_alpha(alpha), problem, options)
+    if solution.rank_capped and problem.alpha_factor != 1.0:
+        # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
+        # behind α_eff, so the nominal α is kept (docs/theory.rst §4 "The Gaussian core")
+        solution = _solve_or_continue(alpha, alpha, problem, options)
+    return solution
+
+
+def _solve_or_continue(alpha, alpha_fixed_point, problem, options):
+    """:func:`_solve`; where a cold start finds no fixed point, continuation in λ
+    (:func:`~skattn.theory.core.iteration.solve_or_continue`)."""
+    solved = []
+
+    def solve(reg_lambda, init):
+        point = problem if reg_lambda == problem.reg_lambda else \
+            problem.replace(reg_lambda=reg_lambda)
+        solved.append(_solve(alpha, alpha_fixed_point, point, options.replace(init=init)))
+        return solved[-1].result
+
+    result = solve_or_continue(solve, problem.reg_lambda, options.init)
+    return next(out for out in reversed(solved) if out.result is result)
+
+
+def _solve(alpha, alpha_fixed_point, problem, options):
+    """The fixed point of a validated problem, solved at ``alpha_fixed_point``.
+
+    Returns a :class:`CoreSolution` (the objective at the nominal ``alpha``).
+    """
+    init, n_nodes, tol, max_iter = options.init, options.n_nodes, options.tol, options.max_iter
+    damping, random_state = options.damping, options.random_state
+    sigma_hat_form = options.sigma_hat_form_for(problem.attention)
+    law, eig0 = problem.target_law(random_state)
+    Q0 = float(np.mean(eig0 ** 2)) if eig0 is not None else law.second_moment()
+    channel = problem.channel()
+    denoiser = problem.denoiser(law, eig0, random_state)
+    nodes = GaussianNodes(2 * channel.K, n_points=n_nodes, seed=random_state)
+    noise = problem.noise
+    kurtosis = problem.token_kurtosis
+    t0 = float(np.mean(eig0)) if eig0 is not None else law.moment(1)  # Tr S0/d
+
+    def make_map(node_set):
+        return FixedPointMap(alpha_fixed_point, channel, denoiser, Q0, noise, node_set,
+                              sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
+
+    fixed_point_map = make_map(nodes)
+    # with κ4 ≠ 0 the state carries t = Tr S/d; a start without one takes t ≈ (m/Q0) t0,
+    # the trace of the projection of S on S0
+    with_t = fixed_point_map.with_trace
+    def full(m, q, sigma, t=None):  # noqa: E306
+        if not with_t:
+            return (m, q, sigma)
+        return (m, q, sigma, (m / Q0) * t0 if t is None else t)
+
+    def first_step(fp_map):
+        # one state-evolution step from the zero estimator (m = q = 0, Σ → 0⁺): the default
+        # start, and the test of the collapsed fixed point S = 0 under a large trace penalty
+        return fp_map.step(*full(0.0, 0.0, 1e-10, 0.0))
+
+    n_coarse = coarse_size(n_nodes, options.n_coarse_nodes, problem.attention, init is not None)
+    other_calls = 0      # evaluations on the coarse nodes and in a failed handover
+    converged = False
+    if n_coarse:
+        # coarse to fine: most iterations on a prefix of the Sobol nodes (a balanced Sobol
+        # set itself), then the same equations on all nodes from there; the reported fixed
+        # point is the fine one, so only the path changes (tests/test_speed_accuracy.py)
+        coarse_map = make_map(nodes.subset(n_coarse))
+        _, coarse_prior0 = first_step(coarse_map)
+        x_c, norm_c, _ = iterate(coarse_map, channel,
+                                  starts(coarse_map, init, coarse_prior0, Q0, full),
+                                  tol=max(tol, COARSE_TOL),
+                                  max_iter=min(max_iter, COARSE_CALLS), damping=damping,
+                                  polish=False)
+        other_calls = coarse_map.n_calls
+        if norm_c < COARSE_HANDOVER:
+            x, res_norm, converged = iterate(fixed_point_map, channel, [x_c], tol=tol,
+                                              max_iter=min(max_iter, HANDOVER_CALLS),
+                                              damping=damping)
+        if not converged:
+            # the path without the coarse stage, exactly: fresh nodes (same points) leave
+            # the prox memory of the handover behind
+            other_calls += fixed_point_map.n_calls
+            fixed_point_map = make_map(nodes.subset(n_nodes))
+    step0 = None
+    if not converged:
+        # a usable warm start needs no step from the zero estimator (one evaluation of ~10
+        # per point on a curve): it is taken only as a fallback start or to test collapse
+        warm_usable = isinstance(init, tuple) or (
+            isinstance(init, StateEvolutionResult) and init.q > 0 and init.sigma > 0)
+        if not warm_usable:
+            step0 = first_step(fixed_point_map)
+        x, res_norm, converged = iterate(
+            fixed_point_map, channel,
+            starts(fixed_point_map, init, None if step0 is None else step0[1], Q0, full),
+            tol=tol, max_iter=max_iter, damping=damping)
+        if not converged and step0 is None:
+            step0 = first_step(fixed_point_map)
+    collapsed = False
+    if not converged and step0[1].q == 0.0:
+        # a large trace penalty removes every direction: S = 0 (m = q = 0) is the fixed
+        # point, which the log-variables cannot reach
+        collapsed, converged, res_norm = True, True, 0.0
+    n_calls = fixed_point_map.n_calls + other_calls
+    message = ("converged" if converged else
+               f"fixed-point residual {res_norm:.2e} above tol={tol:.1e} after "
+               f"{n_calls} evaluations; try continuation (warm start from a "
+               "nearby point), more n_nodes or a larger tol")
+
+    if collapsed:
+        m, q, sigma = 0.0, 0.0, 0.0
+        state = full(m, q, sigma, 0.0)
+        out, prior = step0
+        message = ("converged: collapsed to S = 0 (the trace penalty removes every "
+                   "direction)")
+    else:
+        state = fixed_point_map.from_x(x)
+        m, q, sigma = state[:3]
+        calls = fixed_point_map.n_calls
+        out, prior = fixed_point_map.step(*state, certify=True)
+        n_calls += fixed_point_map.n_calls - calls
+    m_hat, q_hat, sigma_hat = (get_field(out, k) for k in ("m_hat", "q_hat", "sigma_hat"))
+    train_error = get_field(out, "train_error")
+    e_test = test_error(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes,
+                        **fixed_point_map._kurtosis_keywords(state[-1]))
+    trace = prior.trace
+    if problem.parametrization == "factored":
+        objective = alpha * train_error + problem.reg_trace * trace
+    else:  # λ‖V‖²_F = λ d ‖S‖²_F → per d²: λ q
+        objective = alpha * train_error + problem.reg_lambda * q
+    finite_eigenvalues = prior.eigenvalues
+    if problem.n_features is not None and hasattr(denoiser, "learned_spectrum"):
+        finite_eigenvalues = denoiser.learned_spectrum(prior)
+    values = [m, q, sigma, m_hat, q_hat, sigma_hat, e_test, train_error, objective]
+    if not np.all(np.isfinite(values)):
+        converged = False
+        message = "non-finite values at the fixed point: " + message
+    result = StateEvolutionResult(
+        alpha=alpha, m=m, q=q, sigma=sigma, m_hat=m_hat, q_hat=q_hat, sigma_hat=sigma_hat,
+        Q0=Q0, test_error=e_test, train_error=train_error, train_objective=objective,
+        eta=prior.eta, delta=prior.delta, epsilon=prior.epsilon, converged=bool(converged),
+        n_iter=n_calls, message=message, residual=res_norm,
+        parametrization=problem.parametrization,
+        params=dict(n_tokens=problem.n_tokens, reg_lambda=problem.reg_lambda,
+                    width_ratio=problem.width_ratio, beta=problem.beta,
+                    target_beta=problem.target_beta, noise=problem.noise,
+                    attention=problem.attention, n_features=problem.n_features, trace=trace,
+                    # only for non-Gaussian tokens, so that tables of Gaussian runs keep
+                    # their columns
+                    **({"token_kurtosis": kurtosis, "t_hat": out.t_hat,
+                        "target_trace": t0} if with_t else {})),
+        law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
+        certified_fraction=float(get_field(out, "certified_fraction")))
+    return CoreSolution(result, bool(getattr(prior, "rank_capped", False)), collapsed, eig0,
+                        float(getattr(prior, "positive_fraction", np.nan)))

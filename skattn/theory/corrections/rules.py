@@ -1,0 +1,78 @@
+"""The domain rules the corrections share: where each fades in and out.
+
+Every edge is a smooth ramp (:func:`~skattn.theory.corrections.base.smooth_ramp`), never a
+step, so the prediction is continuous in d, α, κ4, κ and the top-mode share. The validation
+report (docs/validation.rst "Finite-size corrections") holds the measurements behind them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..problem import top_mode_share
+from .base import Applicability, smooth_ramp
+
+__all__ = ["SPIKY_SHARE_EDGES", "KURTOSIS_FADE", "spiky_weight", "kurtosis_anchor",
+           "full_width_anchor", "common_domain"]
+
+#: The spiked correction fades in as the top mode's share of ‖S0‖²_F grows from the first to
+#: the second value; the Gaussian-equivalence corrections fade out across the same ramp.
+SPIKY_SHARE_EDGES = (0.30, 0.40)
+#: Corrections computed for Gaussian tokens fade out as |κ4| grows from 0 to this value; in
+#: between they are computed at κ4 = 0 and carried over as a difference to the core.
+KURTOSIS_FADE = 0.25
+
+
+def spiky_weight(eigenvalues):
+    """The weight of the spiked treatment for a target with these eigenvalues (0 for a
+    Gaussian-equivalent one, 1 for a spiky one) and the share it is judged by."""
+    if eigenvalues is None:
+        return 0.0, 0.0
+    share = top_mode_share(eigenvalues)
+    return smooth_ramp(share, *SPIKY_SHARE_EDGES), share
+
+
+def kurtosis_anchor(problem):
+    """``(weight, anchor, reason)`` of the token-kurtosis fade: a correction made for
+    Gaussian tokens applies fully at κ4 = 0 and fades out by |κ4| = :data:`KURTOSIS_FADE`,
+    computed at the Gaussian-token anchor in between."""
+    kurtosis = problem.token_kurtosis
+    if kurtosis == 0:
+        return 1.0, None, ""
+    weight = 1.0 - smooth_ramp(abs(kurtosis), 0.0, KURTOSIS_FADE)
+    reason = (f"token_kurtosis={kurtosis:g}: computed for Gaussian tokens and faded out by "
+              f"|κ4| = {KURTOSIS_FADE:g}")
+    return weight, problem.replace(token_kurtosis=0.0), reason
+
+
+def full_width_anchor(problem, core):
+    """The full-width problem at ``√κ λ`` where a rank cap ``κ < 1`` does not bind (the same
+    minimiser, docs/theory.rst §2), or the problem itself; None where the cap binds."""
+    if problem.width_ratio >= 1:
+        return problem
+    if core.rank_capped:
+        return None
+    return problem.replace(width_ratio=1.0, reg_lambda=problem.reg_trace)
+
+
+def common_domain(problem, core, *, tasks=("seq2lab",), rank_cap_ok=False):
+    """The checks every finite-d correction shares: finite d, factored, one of ``tasks``, no
+    binding rank cap (unless ``rank_cap_ok``). An :class:`Applicability` that says no, or
+    None where they pass."""
+    if problem.n_features is None:
+        return Applicability.no("continuum (n_features=None): no finite-size correction")
+    if problem.parametrization != "factored":
+        return Applicability.no("direct parametrization: the core is exact there")
+    if problem.task not in tasks:
+        return Applicability.no(f"task={problem.task!r} (this correction: "
+                                f"{' or '.join(tasks)})")
+    if core.rank_capped and not rank_cap_ok:
+        return Applicability.no(f"a rank cap binds (width_ratio={problem.width_ratio:g})")
+    return None
+
+
+def combine(*parts):
+    """Multiply ``(weight, reason)`` parts; the reasons of parts below 1 are joined."""
+    weight = float(np.prod([w for w, _ in parts]))
+    reasons = [r for w, r in parts if r and w < 1]
+    return weight, "; ".join(reasons)

@@ -1,0 +1,65 @@
+"""The spiked correction: a spiky target's top modes as explicit non-Gaussian variables
+(:mod:`skattn.theory.spiked`, docs/spiked.rst)."""
+
+from __future__ import annotations
+
+from ..core.iteration import solve_or_continue
+from ..spiked import SPIKED_ROUTED_N_TOKENS, spiked_prediction
+from .base import Applicability, Correction
+from .rules import (SPIKY_SHARE_EDGES, combine, common_domain, full_width_anchor,
+                    kurtosis_anchor, spiky_weight)
+
+__all__ = ["SpikedCorrection"]
+
+
+class SpikedCorrection(Correction):
+    """Factored softmax seq2lab at finite d on a spiky target (T in
+    :data:`~skattn.theory.spiked.SPIKED_ROUTED_N_TOKENS`): the top modes that break Gaussian
+    equivalence are kept as explicit variables, the bulk stays Gaussian. It fades in as the
+    top mode's share of ‖S0‖²_F crosses :data:`~.rules.SPIKY_SHARE_EDGES`."""
+
+    name = "spiked"
+    models = ("a spiky target's top modes as explicit non-Gaussian variables (softmax "
+              "pre-activations are not Gaussian along them)")
+
+    def decide(self, alpha, problem, core):
+        no = common_domain(problem, core)
+        if no is not None:
+            return no
+        if problem.attention != "softmax":
+            return Applicability.no("linear attention: its channel needs only second moments")
+        if problem.n_tokens not in SPIKED_ROUTED_N_TOKENS:
+            return Applicability.no(f"n_tokens={problem.n_tokens} (validated for "
+                                    f"{list(SPIKED_ROUTED_N_TOKENS)})")
+        spiky, share = spiky_weight(core.eigenvalues)
+        if spiky == 0:
+            return Applicability.no(f"the top mode carries {share:.0%} of ||S0||_F^2 (spiked "
+                                    f"from {SPIKY_SHARE_EDGES[0]:.0%})")
+        anchor = full_width_anchor(problem, core)
+        kurtosis_weight, kurtosis_problem, kurtosis_reason = kurtosis_anchor(anchor)
+        if kurtosis_problem is not None:
+            anchor = kurtosis_problem
+        weight, faded = combine(
+            (spiky, f"top-mode share {share:.0%} inside the ramp "
+                    f"{SPIKY_SHARE_EDGES[0]:.0%}-{SPIKY_SHARE_EDGES[1]:.0%}"),
+            (kurtosis_weight, kurtosis_reason))
+        reason = f"spiky target (top mode {share:.0%} of ||S0||_F^2)"
+        return Applicability(weight, reason + (f"; faded: {faded}" if faded else ""),
+                             None if anchor is problem else anchor)
+
+    def apply(self, alpha, problem, core, options):
+        eigenvalues = core.eigenvalues
+
+        def solve(reg_lambda, start):
+            return spiked_prediction(
+                alpha, problem.replace(reg_lambda=reg_lambda), eigenvalues,
+                n_nodes=options.n_nodes, tol=options.tol,
+                max_iter=options.max_iter, damping=options.damping, init=start,
+                random_state=options.random_state)
+
+        result = solve_or_continue(solve, problem.reg_lambda, options.init)
+        for key in ("n_spikes", "spike_strengths", "target_spike_strengths",
+                    "test_error_standard_error"):
+            if key in result.params:
+                result.extras[key] = result.params[key]
+        return result
