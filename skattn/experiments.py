@@ -40,7 +40,7 @@ MODEL_PARAMETERS = ("n_features", "n_tokens", "reg_lambda", "target", "kappa0", 
 THEORY_RESULT_COLUMNS = ("test_error", "train_error", "train_objective", "s_error",
                          "atom_mass", "m", "q", "sigma", "m_hat", "q_hat", "sigma_hat", "Q0",
                          "eta", "delta", "epsilon", "converged", "n_iter", "residual",
-                         "message")
+                         "message", "correction")
 
 TARGETS = ("wishart", "powerlaw")
 ESTIMATORS = ("tied", "direct", "amp")
@@ -156,10 +156,11 @@ def _check_alpha(alpha):
     check_scalar(alpha, "alpha", numbers.Real, min_val=0, include_boundaries="neither")
 
 
-def _solver_options(n_nodes, tol, max_iter):
+def _solver_options(n_nodes, tol, max_iter, correction="auto"):
     # None: the solver's defaults
-    return {"n_nodes": n_nodes, **{k: v for k, v in (("tol", tol), ("max_iter", max_iter))
-                                   if v is not None}}
+    return {"correction": correction, "options": {
+        "n_nodes": n_nodes, **{k: v for k, v in (("tol", tol), ("max_iter", max_iter))
+                               if v is not None}}}
 
 
 # ----------------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def _result_values(res, missing):
 
 
 def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs=None,
-                verbose=0):
+                verbose=0, correction="auto"):
     """State evolution on every (parameter group × α); α curves are warm-started.
 
     Parameters
@@ -195,6 +196,8 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
         Parallel chunks of each α curve (joblib).
     verbose : int, default=0
         > 0 shows a progress bar.
+    correction : str, default="auto"
+        The finite-size correction (:func:`skattn.theory.solve_state_evolution`).
 
     Returns
     -------
@@ -213,7 +216,7 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     for a in alphas:
         _check_alpha(a)
     plans = [(params, row_problem(params)) for params in groups]
-    options = _solver_options(n_nodes, tol, max_iter)
+    options = _solver_options(n_nodes, tol, max_iter, correction)
     rows = []
     for params, problem in plans:
         results = state_evolution_curve(alphas, problem, n_jobs=n_jobs, verbose=verbose,
@@ -223,7 +226,8 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     return rows
 
 
-def theory_sweep_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None):
+def theory_sweep_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None,
+                      correction="auto"):
     """The explicit rows of a resumable state-evolution sweep, each point checked.
 
     Parameters
@@ -234,6 +238,8 @@ def theory_sweep_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None):
         Sample ratios (in the order given).
     n_nodes, tol, max_iter
         Solver settings, stored in every row.
+    correction : str, default="auto"
+        The finite-size correction, stored in every row.
 
     Returns
     -------
@@ -251,7 +257,7 @@ def theory_sweep_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None):
         for a in alphas:
             _check_alpha(a)
             rows.append({"alpha": a, **params, "n_nodes": n_nodes, "tol": tol,
-                         "max_iter": max_iter})
+                         "max_iter": max_iter, "correction": correction})
     return rows
 
 
@@ -267,7 +273,7 @@ def theory_point(alpha, n_nodes, tol, max_iter, **params):
     n_nodes, tol, max_iter
         Solver settings (``tol``, ``max_iter`` None: the solver's defaults).
     **params
-        One parameter row.
+        One parameter row (and optionally ``correction``, default "auto").
 
     Returns
     -------
@@ -276,8 +282,9 @@ def theory_point(alpha, n_nodes, tol, max_iter, **params):
     """
     from .theory import solve_state_evolution
 
+    correction = params.pop("correction", "auto")
     res = solve_state_evolution(alpha, row_problem(params),
-                                **_solver_options(n_nodes, tol, max_iter))
+                                **_solver_options(n_nodes, tol, max_iter, correction))
     return _result_values(res, None)
 
 
@@ -552,7 +559,7 @@ def _add_predictions(rows, n_nodes):
 # ----------------------------------------------------------------------------------------
 
 def phase_diagram(params, alphas, reg_lambdas, *, n_nodes=8192, tol=None, max_iter=None,
-                  n_jobs=1, verbose=0):
+                  n_jobs=1, verbose=0, correction="auto"):
     """State-evolution phase diagram of one parameter row over ``alphas × reg_lambdas``.
 
     Parameters
@@ -567,6 +574,8 @@ def phase_diagram(params, alphas, reg_lambdas, *, n_nodes=8192, tol=None, max_it
         Workers over the λ rows (1: in this process; else joblib).
     verbose : int, default=0
         > 0 shows a progress bar.
+    correction : str, default="auto"
+        The finite-size correction (:func:`skattn.theory.solve_state_evolution`).
 
     Returns
     -------
@@ -584,7 +593,8 @@ def phase_diagram(params, alphas, reg_lambdas, *, n_nodes=8192, tol=None, max_it
     problem = row_problem({**params, "reg_lambda": 0.0})
     return solve_phase_diagram(alphas, reg_lambdas, problem, n_jobs=n_jobs,
                                backend="sequential" if n_jobs == 1 else "joblib",
-                               verbose=verbose, **_solver_options(n_nodes, tol, max_iter))
+                               verbose=verbose,
+                               **_solver_options(n_nodes, tol, max_iter, correction))
 
 
 PHASE_DIAGRAM_COLUMNS = ("alpha", "reg_lambda", "test_error", "train_error",

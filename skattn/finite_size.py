@@ -33,6 +33,7 @@ import numpy as np
 
 from ._validation import check_choice, check_scalar_range
 from .finite_size_config import FSSConfig
+from .theory.corrections import check_correction
 from .finite_size_fits import (
     EXPONENTS,
     MIN_D,
@@ -373,7 +374,8 @@ def _seed_int(*parts):
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
 
 
-def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None):
+def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None,
+             correction="auto"):
     """One sweep row: ``kind="simulation"`` (train at (d, seed)) or ``"continuum_se"``."""
     cfg = FSSConfig.from_dict(json.loads(config))
     if kind == "continuum_se":
@@ -410,7 +412,7 @@ def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None
            "converged": bool(est.converged_), "fit_seconds": time.perf_counter() - t0,
            "n_samples": n}
     if same_instance_se:
-        out.update(same_instance_se_row(cfg, teacher))
+        out.update(same_instance_se_row(cfg, teacher, correction=correction))
         out.update(token_leverage_row(cfg, teacher, random_state=_seed_int(seed, d, 4)))
     return out
 
@@ -434,7 +436,7 @@ def domain_reasons(messages):
     return list(dict.fromkeys(r.strip() for r in found))
 
 
-def same_instance_se_row(config, teacher):
+def same_instance_se_row(config, teacher, correction="auto"):
     """The same-instance finite-d SE of one teacher, as sweep-row columns.
 
     Solves ``solve_state_evolution(..., target=teacher)``: the teacher's own S0 at its d
@@ -446,11 +448,13 @@ def same_instance_se_row(config, teacher):
     config : FSSConfig
     teacher : AttentionIndexedModel
         Drawn with the configuration's T, β0, Δ and attention.
+    correction : str, default="auto"
+        The finite-size correction (:func:`skattn.theory.solve_state_evolution`).
 
     Returns
     -------
     dict
-        ``se_same_instance_test_error``, ``se_same_instance_train_objective``,
+        ``se_same_instance_correction`` (the correction used), ``se_same_instance_test_error``, ``se_same_instance_train_objective``,
         ``se_same_instance_converged``, ``se_same_instance_message``,
         ``se_same_instance_domain`` (the DomainWarning reasons, "" inside the domain) and
         ``se_same_instance_seconds``; the errors are NaN when the solve did not converge.
@@ -460,21 +464,22 @@ def same_instance_se_row(config, teacher):
     from .theory import DomainWarning, solve_state_evolution
 
     t0 = time.perf_counter()
-    domain = ""
+    domain, used = "", "none"
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", DomainWarning)
-            res = solve_state_evolution(target=teacher, **config.se_kwargs())
+            res = solve_state_evolution(target=teacher, correction=correction,
+                                        **config.se_kwargs())
         domain = "; ".join(str(w.message) for w in caught
                            if issubclass(w.category, DomainWarning))
-        ok, msg = bool(res.converged), str(res.message)
+        ok, msg, used = bool(res.converged), str(res.message), res.correction
         te, obj = (float(res.test_error), float(res.train_objective)) if ok else (np.nan,
                                                                                   np.nan)
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
         ok, msg, te, obj = False, f"{type(exc).__name__}: {exc}", np.nan, np.nan
     return {"se_same_instance_test_error": te, "se_same_instance_train_objective": obj,
             "se_same_instance_converged": ok, "se_same_instance_message": msg[:200],
-            "se_same_instance_domain": domain[:300],
+            "se_same_instance_domain": domain[:300], "se_same_instance_correction": used,
             "se_same_instance_seconds": time.perf_counter() - t0}
 
 
@@ -488,7 +493,7 @@ def token_leverage_row(config, teacher, random_state=0):
 
     For factored linear attention with one token (seq2lab; a width whose rank cap does not
     bind is the full-width problem at ``√κ λ``) and ``d ≤ TOKEN_LEVERAGE_MAX_D``, inside the
-    validated domain of :func:`skattn.theory.solve_token_state_evolution` (docs/theory.rst
+    validated domain of :func:`skattn.theory.token_leverage.solve_token_state_evolution` (docs/theory.rst
     §4, "Token leverage"); elsewhere, including where that solver would warn (a binding
     cap among its reasons), no columns.
 
@@ -507,7 +512,8 @@ def token_leverage_row(config, teacher, random_state=0):
     """
     import warnings
 
-    from .theory import DomainWarning, solve_token_state_evolution
+    from .theory import DomainWarning
+    from .theory.token_leverage import solve_token_state_evolution
 
     if not (config.attention == "linear" and config.n_tokens == 1 and config.task == "seq2lab"
             and config.estimator == "tied" and teacher.n_features <= TOKEN_LEVERAGE_MAX_D):
@@ -551,11 +557,13 @@ def _continuum_row(cfg):
             "se_converged": ok, "se_rank_active": active, "se_positive_fraction": positive}
 
 
-def _rows_for(cfg, d, n_seeds, n_test, same_instance_se):
+def _rows_for(cfg, d, n_seeds, n_test, same_instance_se, correction="auto"):
     cj = cfg.to_json()
+    # "auto" rows keep the keys of stores written before the correction table existed
+    extra = {} if correction == "auto" else {"correction": correction}
     rows = [{"kind": "continuum_se", "config": cj}]
     rows += [{"kind": "simulation", "config": cj, "d": int(di), "seed": int(s),
-              "n_test": int(n_test), "same_instance_se": bool(same_instance_se)}
+              "n_test": int(n_test), "same_instance_se": bool(same_instance_se), **extra}
              for di in d for s in range(n_seeds)]
     return rows
 
@@ -600,7 +608,8 @@ def _analyse(cfg, sweep_rows, d, level, rtol, *, n_run=0, n_skipped=0, wall=0.0,
 
 def finite_size_scaling(config, d=(60, 100, 160, 250), n_seeds=3, *, output=None,
                         backend="sequential", n_jobs=1, n_test=4000, same_instance_se=True,
-                        level=0.95, rtol=0.01, scheduler_address=None, verbose=0):
+                        level=0.95, rtol=0.01, scheduler_address=None, verbose=0,
+                        correction="auto"):
     """Train one configuration at several d, extrapolate d → ∞ and compare with the SE.
 
     Parameters
@@ -632,6 +641,10 @@ def finite_size_scaling(config, d=(60, 100, 160, 250), n_seeds=3, *, output=None
     scheduler_address : str or None
         With ``backend="dask"``, a running scheduler.
     verbose : int, default=0
+    correction : str, default="auto"
+        The finite-size correction of the same-instance predictions
+        (:func:`skattn.theory.solve_state_evolution`; "auto" or a name of
+        :data:`skattn.theory.CORRECTION_NAMES`).
 
     Returns
     -------
@@ -657,7 +670,8 @@ def finite_size_scaling(config, d=(60, 100, 160, 250), n_seeds=3, *, output=None
         output = f"{tmp.name}/fss.csv"
     t0 = time.perf_counter()
     try:
-        res = run_sweep(_fss_row, _rows_for(cfg, d, n_seeds, n_test, same_instance_se),
+        res = run_sweep(_fss_row, _rows_for(cfg, d, n_seeds, n_test, same_instance_se,
+                                            check_correction(correction)),
                         output=output, backend=backend, n_jobs=n_jobs,
                         scheduler_address=scheduler_address, verbose=verbose)
         return _analyse(cfg, res.rows, d, level, rtol, n_run=res.n_run,

@@ -17,6 +17,7 @@ import argparse
 import sys
 
 from ..experiments import PHASE_DIAGRAM_COLUMNS
+from ..theory import CORRECTION_NAMES
 from .arguments import (EXIT_ERROR, EXIT_USAGE, PROG, CLIError, Parser, add_model_params,
                         add_output_options, add_solver_options, choice_list, desc, dimension,
                         int_list, nonzero_int, positive_int, split)
@@ -219,6 +220,9 @@ def build_parser():
                    help="parallel fits (default: 1)")
     g.add_argument("--no-same-instance-se", action="store_true",
                    help="skip the per-teacher finite-d state evolution")
+    g.add_argument("--correction", choices=CORRECTION_NAMES, default="auto",
+                   help="finite-size correction of the per-teacher state evolution "
+                        "(choices: %(choices)s; default: %(default)s)")
     g.add_argument("--figure", default=None, metavar="PNG",
                    help="draw both quantities against d into this PNG file")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..experiments import parameter_grid
 from ..reporting import FORMATS, to_jsonable
+from ..theory import CORRECTION_NAMES
 
 PROG = "skattn"
 EXIT_USAGE = 2
@@ -285,3 +286,7 @@ def add_solver_options(p):
     g.add_argument("--max-iter", type=positive_int, default=None,
                    help="maximum evaluations of the fixed-point map per point (default: "
                         "the solver's)")
+    g.add_argument("--correction", choices=CORRECTION_NAMES, default="auto",
+                   help="finite-size correction at finite --n-features: 'auto' applies the "
+                        "correction table, 'none' the Gaussian core, a name forces that "
+                        "correction (choices: %(choices)s; default: %(default)s)")

@@ -27,12 +27,13 @@ def cmd_theory(args):
         # a curve of several points shows its progress unless --quiet
         show = not args.quiet and (args.verbose or len(groups) * len(set(args.alpha)) > 1)
         rows = theory_rows(groups, args.alpha, n_nodes=args.n_nodes, tol=args.tol,
-                           max_iter=args.max_iter, n_jobs=args.n_jobs, verbose=int(show))
+                           max_iter=args.max_iter, n_jobs=args.n_jobs, verbose=int(show),
+                           correction=args.correction)
     except (ValueError, TypeError) as exc:
         raise user_error(exc) from None
     columns = choose_columns(rows, all_columns, args,
                               ["alpha", "test_error", "train_error", "train_objective",
-                               "atom_mass", "converged"], names)
+                               "atom_mass", "converged", "correction"], names)
     write(format_rows(rows, columns, args.format), args.output)
     bad = sum(not r["converged"] for r in rows)
     if bad:
@@ -149,7 +150,7 @@ def cmd_sweep(args):
     groups = param_grid(args, theory_param_names())
     try:
         rows = theory_sweep_rows(groups, args.alpha, n_nodes=args.n_nodes, tol=args.tol,
-                                 max_iter=args.max_iter)
+                                 max_iter=args.max_iter, correction=args.correction)
     except (ValueError, TypeError) as exc:
         raise user_error(exc) from None
     try:
@@ -175,7 +176,7 @@ def cmd_phase_diagram(args):
     try:
         diagram = phase_diagram(groups[0], args.alpha, args.reg_lambda, n_nodes=args.n_nodes,
                                 tol=args.tol, max_iter=args.max_iter, n_jobs=args.n_jobs,
-                                verbose=not args.quiet)
+                                verbose=not args.quiet, correction=args.correction)
     except (ValueError, TypeError) as exc:
         raise user_error(exc) from None
     rows = phase_diagram_rows(diagram)
@@ -244,7 +245,7 @@ def cmd_finite_size(args):
                                      output=args.output, backend=args.backend,
                                      n_jobs=args.n_jobs, n_test=args.n_test,
                                      same_instance_se=not args.no_same_instance_se,
-                                     verbose=not args.quiet)
+                                     verbose=not args.quiet, correction=args.correction)
     except (ValueError, TypeError) as exc:
         raise user_error(exc) from None
     write(format_rows(result.table_rows(), FINITE_SIZE_COLUMNS, args.format), args.output_table)

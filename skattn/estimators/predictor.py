@@ -16,6 +16,7 @@ from ..amp import amp, seq2seq_to_attention
 from ..data.targets import Target
 from ..data.teacher import AttentionIndexedModel
 from ..theory.channels import channel_for
+from ..theory.corrections import CORRECTION_NAMES
 from ..theory.problem import StateEvolutionProblem, split_model_keywords
 from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
 from ._mixin import DEVICE_STRING, WIDTH_CONSTRAINT, AttentionRegressorMixin, resolve_width
@@ -70,6 +71,10 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         AMP damping (weight of the new iterate).
     n_nodes : int, default=8192
         Quadrature nodes of the state evolution.
+    correction : str, default="auto"
+        The finite-size correction of the state evolution (``"auto"``: the correction table;
+        ``"none"``: the Gaussian core; or a correction's name to force it; see
+        :func:`skattn.theory.explain` and docs/user_guide.rst "Finite-size corrections").
     device : {"auto", "numpy", "cpu", "cuda", "cuda:<index>"}, default="auto"
         Where AMP's products over all samples and its eigendecompositions run: "numpy",
         or torch (float64) on a device; "auto": CUDA when available, else numpy, as the
@@ -91,6 +96,8 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         AMP iterations run (``amp_result_.n_iter``).
     state_ : StateEvolutionResult or None
         Solved at ``α = n/d²`` when ``target`` is given.
+    correction_ : str or None
+        The correction ``state_`` used (``state_.correction``; None without ``target``).
     predicted_test_error_, predicted_train_error_, predicted_train_objective_ : float
         From ``state_``; a ValueError naming ``target`` when it was None at fit.
     predicted_spectrum_ : dict
@@ -122,6 +129,7 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         "tol": [Interval("real", 0, closed="neither")],
         "damping": [Interval("real", 0, 1, closed="right")],
         "n_nodes": [Interval("int", 16)],
+        "correction": [Options(*CORRECTION_NAMES)],
         "device": [Predicate(lambda value: value == "numpy" or DEVICE_STRING.accepts(value),
                              "a str among 'auto', 'numpy', 'cpu', 'cuda' or 'cuda:<index>'")],
     }
@@ -130,7 +138,7 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
                  attention="softmax",
                  task="auto", n_tokens=None, target=None, target_beta=1.0, noise=0.0,
                  n_features=None, max_iter=500, tol=1e-8, damping=0.5, n_nodes=8192,
-                 device="auto", random_state=None, verbose=0):
+                 correction="auto", device="auto", random_state=None, verbose=0):
         super().__init__(reg_lambda=reg_lambda, beta=beta, attention=attention, task=task,
                          n_tokens=n_tokens, max_iter=max_iter, tol=tol, device=device,
                          random_state=random_state, verbose=verbose)
@@ -142,6 +150,7 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         self.n_features = n_features
         self.damping = damping
         self.n_nodes = n_nodes
+        self.correction = correction
 
     # ----------------------------------------------------------------- helpers
     def _width_ratio(self, d):
@@ -180,8 +189,10 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
                 width_ratio=width_ratio, beta=self.beta, target_beta=self.target_beta,
                 noise=self.noise, attention=self.attention, n_features=self.n_features,
                 parametrization=self.parametrization)
+        correction = options.pop("correction", self.correction)
         options = {"n_nodes": self.n_nodes, "random_state": self._seed(), **options}
-        return problem.replace(**model), options
+        return problem.replace(**model), {"correction": correction,
+                                          "options": options}
 
     # ------------------------------------------------------------------- fit
     @atomic_fit()  # a failed fit leaves the estimator as it was
@@ -235,10 +246,10 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
                      f"n_samples={n} (AMP with n_tokens={T}, n_features={d}, rank {rank})")
         if self.target is not None:  # the state evolution's checks, before AMP runs
             problem, options = self._se_problem(T, width_ratio)
-            check_memory(channel_memory_bytes(T, options["n_nodes"]),
-                         f"n_nodes={options['n_nodes']} (with n_tokens={T})")
-            law, eig0 = problem.target_law(options["random_state"])
-            problem.denoiser(law, eig0, options["random_state"])
+            check_memory(channel_memory_bytes(T, options["options"]["n_nodes"]),
+                         f"n_nodes={options['options']['n_nodes']} (with n_tokens={T})")
+            law, eig0 = problem.target_law(options["options"]["random_state"])
+            problem.denoiser(law, eig0, options["options"]["random_state"])
         A = y3 if task == "seq2lab" else seq2seq_to_attention(X3, y3)
         channel = channel_for(self.attention, T, self.beta, self.beta)
         reg = self.reg_lambda if direct else np.sqrt(width_ratio) * self.reg_lambda
@@ -256,10 +267,12 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
             warnings.warn(f"AsymptoticPredictor: AMP did not converge ({result.message}); "
                           "lower damping or raise max_iter.", ConvergenceWarning)
         self.state_ = None
+        self.correction_ = None
         self._predicted_spectrum = None
         if self.target is not None:
             state = solve_state_evolution(n / d ** 2, problem, **options)
             self.state_ = state
+            self.correction_ = state.correction
             self._predicted_spectrum = {
                 "atom_mass": state.atom_mass,
                 "support": state.spectrum_support(),

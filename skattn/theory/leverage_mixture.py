@@ -32,7 +32,7 @@ The leverage law depends only on the eigenvalues of the denoiser's input
 of M are again standard normal): it is drawn once, at the Gaussian fixed point, and
 refreshed once at the mixture's own fixed point.
 
-:func:`~skattn.theory.solve_state_evolution` uses it where :func:`routes_to_leverage` says
+:func:`~skattn.theory.solve_state_evolution` uses it where the leverage correction says
 (:func:`leverage_prediction`); :func:`solve_leverage_state_evolution` gives it beside the
 Gaussian prediction on the same nodes.
 
@@ -54,25 +54,17 @@ from .denoisers import relu_divided_differences
 from .core import solve_core
 from .core.fixed_point_map import FixedPointMap
 from .core.iteration import robust_fixed_point
-from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem, is_spiky,
+from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem,
                       is_teacher)
 
-__all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "routes_to_leverage",
-           "leverage_prediction", "solve_leverage_state_evolution"]
+__all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "leverage_prediction",
+           "solve_leverage_state_evolution"]
 
 #: token counts, by attention, whose predictions were measured against trained models
 #: (docs/domain.rst, "Leverage mixture")
 LEVERAGE_N_TOKENS = {"softmax": (2, 3), "linear": (1, 2, 3)}
-#: token counts of factored seq2lab that solve_state_evolution routes to the mixture, by
-#: attention (softmax T = 3 keeps the exact-Gram channel: there the mixture stays within 2 %
-#: of trained models but the exact Gram is closer; linear T = 2, 3 keep the Gaussian state
-#: evolution, which the mixture moves by under 0.5 %; docs/domain.rst, "Leverage mixture")
-LEVERAGE_ROUTED_N_TOKENS = {"softmax": (2,), "linear": (1,)}
 #: below this d the leverage spread passes ~0.25 (T = 2) and is no longer a small correction
 LEVERAGE_MIN_D = 40
-#: above this d the correction is under 1 % (it falls like 1/d: +3.9 % at d = 100 at the
-#: largest measured, next to the interpolation threshold at λ = 1e-3)
-LEVERAGE_MAX_D = 400
 
 
 @dataclass
@@ -299,50 +291,6 @@ def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed,
                          eig0, Q0)
 
 
-def routes_to_leverage(problem, rank_capped=False, eigenvalues=None, alpha=None):
-    """Whether :func:`~skattn.theory.solve_state_evolution` uses the leverage mixture.
-
-    Factored seq2lab, softmax with T = 2 or linear with T = 1, at finite
-    ``LEVERAGE_MIN_D ≤ d ≤ LEVERAGE_MAX_D``, no binding rank cap (a width whose cap does not
-    bind is the full-width problem at ``√κ λ``, docs/theory.rst §2), Gaussian tokens and a
-    target inside the Gaussian-equivalence domain (spiky softmax ones have the spiked state
-    evolution); for noiseless linear attention only from the perfect-recovery threshold on
-    (below it the mixture over-corrects: −2.7 ± 1.1 % at 0.71 α_perf on Wishart(0.5),
-    −5.9 ± 3.4 % at 0.92 α_perf on Wishart(0.3), where the Gaussian prediction is within
-    3 %). The rule is that which routed the exact Gram, applied to the measurements of
-    docs/domain.rst ("Leverage mixture"): the mean absolute gap of trained models falls and
-    no configuration's gap grows by more than two standard errors.
-
-    Parameters
-    ----------
-    problem : StateEvolutionProblem
-    rank_capped : bool, default=False
-        Whether a rank cap binds at the Gaussian fixed point.
-    eigenvalues : ndarray of shape (d,) or None, default=None
-        The target's eigenvalues at d (None: not checked for spikes).
-    alpha : float or None, default=None
-        The sample ratio, for the perfect-recovery rule of noiseless linear attention (None:
-        not checked).
-
-    Returns
-    -------
-    bool
-    """
-    d = problem.n_features
-    spiky = eigenvalues is not None and is_spiky(eigenvalues)
-    if not (d is not None and LEVERAGE_MIN_D <= d <= LEVERAGE_MAX_D
-            and problem.task == "seq2lab" and problem.parametrization == "factored"
-            and problem.n_tokens in LEVERAGE_ROUTED_N_TOKENS.get(problem.attention, ())
-            and problem.token_kurtosis == 0.0 and not rank_capped and not spiky):
-        return False
-    if problem.attention == "linear" and problem.noise == 0 and alpha is not None:
-        from .thresholds import perfect_recovery_threshold
-        alpha_perf = perfect_recovery_threshold(target=problem.target, n_tokens=1,
-                                                attention="linear", n_features=d)
-        return bool(alpha >= alpha_perf)
-    return True
-
-
 def leverage_prediction(gaussian, *, n_bins=16, n_tokens_mc=4000, n_nodes=4096, tol=1e-7,
                         max_iter=300, random_state=0):
     """The leverage-mixture prediction of :func:`~skattn.theory.solve_state_evolution`.
@@ -400,7 +348,7 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
 
     For factored seq2lab, softmax with T = 2 and linear with T = 1, this is the prediction
     that :func:`~skattn.theory.solve_state_evolution` returns for ``target=teacher``
-    (``routes_to_leverage``); here it comes with the Gaussian finite-d prediction on the
+    (the leverage correction, :mod:`skattn.theory.corrections.leverage`); here it comes with the Gaussian finite-d prediction on the
     same nodes and their ratio. Softmax T = 3 and linear T = 2, 3 are measured but not
     routed (docs/domain.rst, "Leverage mixture").
 

@@ -15,6 +15,7 @@ from scipy import optimize
 
 from .._validation import check_choice, check_scalar_range
 from .problem import UNSET, resolve_problem, split_model_keywords
+from .core import resolve_options
 from .state_evolution import solve_state_evolution
 
 __all__ = ["optimal_reg_lambda"]
@@ -54,7 +55,8 @@ def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e
     **kwargs
         Passed to :func:`~skattn.theory.solve_state_evolution`: without a problem,
         ``n_tokens`` and ``target`` (required), ``noise``, ``attention``, ``beta``,
-        ``width_ratio``, …; solver options (``n_nodes``, ``tol``, …) in any case.
+        ``width_ratio``, …; ``correction`` and ``options`` (or the solver options
+        ``n_nodes``, ``tol``, … as keywords) in any case.
 
     Returns
     -------
@@ -82,6 +84,8 @@ def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e
         raise TypeError("optimal_reg_lambda() got an unexpected keyword argument "
                         "'reg_lambda'.")
     model, options = split_model_keywords(kwargs)
+    correction = options.pop("correction", "auto")
+    options = resolve_options(options.pop("options", None), **options)
     problem = resolve_problem(problem, "optimal_reg_lambda", parametrization=parametrization,
                               **model)
     check_choice(quantity, "quantity", ("test_error", "s_error"))
@@ -107,9 +111,10 @@ def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e
             if near is not None:
                 start = solved[near]
         point = problem.replace(reg_lambda=10.0 ** loglam)
-        res = solve_state_evolution(alpha, point, init=start, **options)
+        res = solve_state_evolution(alpha, point, correction=correction,
+                                    options=options.replace(init=start))
         if not res.converged and start is not None:  # warm start failed: try cold
-            cold = solve_state_evolution(alpha, point, **options)
+            cold = solve_state_evolution(alpha, point, correction=correction, options=options)
             if cold.converged or cold.residual < res.residual:
                 res = cold
         solved[loglam] = res

@@ -96,8 +96,8 @@ class FiniteSizeWarning(DomainWarning):
     same-instance prediction, by an effect that decays with d (docs/domain.rst). Raised
     for factored softmax attention with T = 2 at a small weight decay
     (:data:`FINITE_SIZE_MIN_LAMBDA`) up to :data:`FINITE_SIZE_MAX_D`, where the leverage
-    mixture that models the effect is not used (``leverage=False`` or outside its rule,
-    :func:`skattn.theory.leverage_mixture.routes_to_leverage`). A subclass of
+    correction that models the effect does not carry the prediction (``correction`` other
+    than "auto" or "leverage", or outside its domain: :func:`skattn.theory.explain`). A subclass of
     :class:`DomainWarning`, so filters on that catch it too.
     """
 

@@ -44,14 +44,14 @@ from scipy.stats import chi2
 from .._validation import check_choice, check_scalar_range
 from .channels import GaussianNodes
 from .coords import _maps, h_from_u, u_from_h
-from .problem import UNSET, is_spiky, resolve_problem
+from .problem import UNSET, resolve_problem
 from .core import solve_core
 from .core.iteration import robust_fixed_point
 
 __all__ = ["seq2seq_metric_factor", "Seq2seqOutputSide", "seq2seq_output_side",
            "frame_covariance", "bartlett_output_side",
            "Seq2seqStateEvolutionResult", "solve_seq2seq_state_evolution",
-           "routes_to_seq2seq", "routes_to_exact_gram", "seq2seq_prediction",
+           "seq2seq_prediction",
            "exact_gram_prediction"]
 
 WEIGHTS = ("gaussian", "identity")
@@ -614,70 +614,6 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
 # -- the prediction routed from solve_state_evolution --------------------------------------
 
 
-def routes_to_seq2seq(problem, rank_capped=False):
-    """Whether :func:`~skattn.theory.solve_state_evolution` predicts ``problem`` here.
-
-    Factored attention, task seq2seq, at finite d, Gaussian tokens: linear attention, or
-    softmax attention (:mod:`skattn.theory.seq2seq_softmax`) unless a rank cap binds at
-    the seq2lab fixed point. A width whose cap does not bind has the full-width minimiser
-    at ``λ̃ = √κ λ``, so it gets the same prediction.
-
-    Parameters
-    ----------
-    problem : StateEvolutionProblem
-    rank_capped : bool, default=False
-        Whether the rank cap binds at the seq2lab fixed point.
-
-    Returns
-    -------
-    bool
-    """
-    return (problem.task == "seq2seq" and problem.parametrization == "factored"
-            and problem.n_features is not None and problem.token_kurtosis == 0.0
-            and (problem.attention == "linear" or not rank_capped))
-
-
-#: Softmax seq2lab at finite d is routed to the exact-Gram channel up to this T (measured
-#: at T = 2 and 3; docs/theory.rst §4 "Finite d").
-EXACT_GRAM_SEQ2LAB_MAX_T = 3
-
-
-def routes_to_exact_gram(problem, rank_capped=False, eigenvalues=None):
-    """The loss :func:`~skattn.theory.solve_state_evolution` solves with the exact-Gram channel.
-
-    seq2seq where :func:`routes_to_seq2seq` says so; factored *softmax* seq2lab at finite d,
-    Gaussian tokens, T ≤ 3, no binding rank cap and inside the Gaussian-equivalence domain
-    (no mode with more than ``GAUSSIAN_EQUIVALENCE_MAX_SHARE`` of ``‖S0‖²_F``). The softmax
-    rule was fixed before its measurement (docs/theory.rst §4 "Finite d"): over the 16
-    softmax seq2lab configurations of the validation grid at d = 100 (six teachers each) the
-    mean gap of trained models fell from +1.5 % to +0.3 % and none moved away by more than
-    two standard errors. Linear seq2lab keeps the
-    Gaussian state evolution at α_eff (the exact-Gram one was worse with label noise).
-
-    Parameters
-    ----------
-    problem : StateEvolutionProblem
-    rank_capped : bool, default=False
-        Whether the rank cap binds at the seq2lab fixed point.
-    eigenvalues : ndarray of shape (d,) or None, default=None
-        The target's eigenvalues at d (None: not checked for spikes).
-
-    Returns
-    -------
-    {"seq2seq", "seq2lab"} or None
-        The loss of the exact-Gram solve, or None for the seq2lab state evolution itself.
-    """
-    if routes_to_seq2seq(problem, rank_capped):
-        return "seq2seq"
-    spiky = eigenvalues is not None and is_spiky(eigenvalues)
-    if (problem.task == "seq2lab" and problem.attention == "softmax"
-            and problem.parametrization == "factored" and problem.n_features is not None
-            and problem.token_kurtosis == 0.0 and problem.n_tokens <= EXACT_GRAM_SEQ2LAB_MAX_T
-            and not rank_capped and not spiky):
-        return "seq2lab"
-    return None
-
-
 def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
     """The seq2seq prediction of :func:`~skattn.theory.solve_state_evolution`.
 
@@ -713,7 +649,7 @@ def exact_gram_prediction(seq2lab, *, loss="seq2seq", n_nodes=8192, tol=1e-7, ra
         no binding rank cap; ``result.problem`` set; its task may be either).
     loss : {"seq2seq", "seq2lab"}, default="seq2seq"
         The training loss; "seq2lab" for softmax attention only (linear seq2lab keeps the
-        Gaussian state evolution, :func:`routes_to_exact_gram`).
+        Gaussian core, :class:`~skattn.theory.corrections.exact_gram.ExactGramCorrection`).
     n_nodes : int, default=8192
     tol : float, default=1e-7
     random_state : int, default=0

@@ -59,7 +59,6 @@ __all__ = [
     "solve_spiked_state_evolution",
     "SPIKE_NOISE_MAX_RATIO",
     "SPIKED_ROUTED_N_TOKENS",
-    "routes_to_spiked",
     "spiked_route_covers",
     "spiked_prediction",
     "is_spiked_result",
@@ -630,34 +629,10 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
 SPIKED_ROUTED_N_TOKENS = (2, 3, 4)
 
 
-def routes_to_spiked(problem, eigenvalues):
-    """Whether :func:`~skattn.theory.solve_state_evolution` solves ``problem`` with explicit
-    spikes.
-
-    It does for a finite-d spectrum (``eigenvalues`` not None) with a mode that breaks
-    Gaussian equivalence (:func:`spike_count` > 0), under factored softmax seq2lab
-    attention at a validated T (:data:`SPIKED_ROUTED_N_TOKENS`), full width (κ ≥ 1) and
-    Gaussian tokens.
-
-    Parameters
-    ----------
-    problem : StateEvolutionProblem
-    eigenvalues : ndarray of shape (d,) or None
-
-    Returns
-    -------
-    bool
-    """
-    return bool(eigenvalues is not None
-                and spiked_route_covers(problem.attention, problem.parametrization,
-                                        problem.task, problem.n_tokens, problem.width_ratio,
-                                        problem.token_kurtosis)
-                and spike_count(eigenvalues) > 0)
-
-
 def spiked_route_covers(attention, parametrization, task, n_tokens, width_ratio,
                         token_kurtosis=0.0):
-    """The model part of :func:`routes_to_spiked`: factored softmax seq2lab at a validated
+    """The model part of the spiked correction
+    (:class:`~skattn.theory.corrections.spiked.SpikedCorrection`): factored softmax seq2lab at a validated
     T (:data:`SPIKED_ROUTED_N_TOKENS`), full width (κ ≥ 1) and Gaussian tokens.
 
     Parameters
@@ -710,7 +685,7 @@ def spiked_prediction(alpha, problem, eigenvalues, *, n_nodes=8192, tol=1e-5, ma
     ----------
     alpha : float
     problem : StateEvolutionProblem
-        With :func:`routes_to_spiked` true.
+        Inside the spiked correction's domain.
     eigenvalues : ndarray of shape (d,)
     n_nodes, tol, max_iter, damping, random_state
         As in :func:`solve_spiked_state_evolution` (``n_points``, ``seed``).

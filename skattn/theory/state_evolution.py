@@ -20,7 +20,7 @@ from .corrections import apply_table, check_correction, decide
 from .corrections.rules import SPIKY_SHARE_EDGES
 from .problem import (
     MODEL_KEYWORDS,
-    PARAMETRIZATIONS,
+    PARAMETRIZATIONS,  # noqa: F401  (re-exported for old imports)
     UNSET,
     StateEvolutionProblem,
     resolve_problem,
