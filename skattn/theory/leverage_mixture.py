@@ -29,8 +29,9 @@ would be taken as independent of the residual, which it is not.
 
 The leverage law depends only on the eigenvalues of the denoiser's input
 ``M = m̂ S0 + √q̂ Z − 2λ̃ I`` (tokens are isotropic, so their coordinates in the eigenbasis
-of M are again standard normal): it is drawn once, at the Gaussian fixed point, and
-refreshed once at the mixture's own fixed point.
+of M are again standard normal): it is drawn once, at the Gaussian fixed point, with
+common random numbers across d (each token coordinate and each column of the GOE draw from
+its own stream), and averaged by a Gauss quadrature of its sample (4 nodes).
 
 :func:`~skattn.theory.solve_state_evolution` uses it where the leverage correction says
 (:func:`leverage_prediction`); :func:`solve_leverage_state_evolution` gives it beside the
@@ -58,6 +59,7 @@ from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem,
                       is_teacher)
 
 __all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "leverage_prediction",
+           "empirical_gauss_quadrature",
            "solve_leverage_state_evolution"]
 
 #: token counts, by attention, whose predictions were measured against trained models
@@ -168,7 +170,10 @@ def leverage_multipliers(eigenvalues, n_tokens, attention="softmax", n_samples=4
         projected out of the trace.
     n_samples : int, default=4000
         Tokens drawn (each rescaled to norm √d; module docstring).
-    random_state : int, RandomState instance or None, default=0
+    random_state : int or None, default=0
+        Seed of the token draws. Token coordinate j (paired with the j-th largest
+        eigenvalue) comes from its own stream, so problems that differ only in d share
+        their draws (common random numbers: the law moves smoothly with d).
 
     Returns
     -------
@@ -185,10 +190,11 @@ def leverage_multipliers(eigenvalues, n_tokens, attention="softmax", n_samples=4
     n_tokens = check_scalar_range(n_tokens, "n_tokens", low=1, integer=True)
     n_samples = check_scalar_range(n_samples, "n_samples", low=2, integer=True)
     check_choice(attention, "attention", ("softmax", "linear"))
-    rng = check_random_state_arg(random_state)
+    seed = _seed_of(random_state)
     d = nu.size
+    nu = np.sort(nu)[::-1]
     gamma = relu_divided_differences(nu)
-    tokens = rng.standard_normal((n_samples, n_tokens, d))
+    tokens = coordinate_normals(seed, 1, (n_samples, n_tokens), d)
     tokens *= np.sqrt(d) / np.linalg.norm(tokens, axis=2, keepdims=True)
     L = _leverage_matrices(gamma, tokens)
     trace = np.einsum("nkk->n", L)
@@ -201,15 +207,56 @@ def leverage_multipliers(eigenvalues, n_tokens, attention="softmax", n_samples=4
     return trace / trace.mean()
 
 
+def empirical_gauss_quadrature(samples, n_points):
+    """Nodes and weights of the ``n_points``-point Gauss quadrature of the empirical law of
+    ``samples`` (Stieltjes' procedure on the discrete measure, then Golub–Welsch).
+
+    Parameters
+    ----------
+    samples : ndarray of shape (n,)
+        At least ``n_points`` distinct values.
+    n_points : int
+
+    Returns
+    -------
+    nodes, weights : ndarray of shape (n_points,)
+        ``Σ_j w_j f(x_j) = mean(f(samples))`` for every polynomial f of degree
+        ``≤ 2 n_points − 1``; the weights are positive and sum to 1.
+    """
+    x = np.asarray(samples, dtype=float)
+    centre, scale = x.mean(), x.std()
+    if not (scale > 0) or np.unique(x).size < n_points:
+        raise ValueError(f"samples must hold at least n_points={n_points} distinct values.")
+    z = (x - centre) / scale
+    w = np.full(z.size, 1.0 / z.size)
+    a, b = np.zeros(n_points), np.zeros(n_points)
+    p_prev, p = np.zeros_like(z), np.ones_like(z)
+    norm_prev = 1.0
+    for k in range(n_points):
+        norm = float(np.sum(w * p * p))
+        a[k] = float(np.sum(w * z * p * p)) / norm
+        if k > 0:
+            b[k] = norm / norm_prev
+        p_prev, p = p, (z - a[k]) * p - (b[k] if k > 0 else 0.0) * p_prev
+        norm_prev = norm
+    jacobi = np.diag(a) + np.diag(np.sqrt(b[1:]), 1) + np.diag(np.sqrt(b[1:]), -1)
+    nodes, vectors = np.linalg.eigh(jacobi)
+    weights = vectors[0] ** 2
+    return centre + scale * nodes, weights / weights.sum()
+
+
 class _MixtureMap(FixedPointMap):
     """The state-evolution map with the output side averaged over the leverage law."""
 
     def set_leverage(self, multipliers, n_bins):
-        """Quantile bins of ``q``: their means are the nodes, their shares the weights."""
-        parts = np.array_split(np.sort(np.asarray(multipliers, dtype=float)), n_bins)
-        self.levels = np.array([p.mean() for p in parts])
-        shares = np.array([p.size for p in parts], dtype=float)
-        self.shares = shares / shares.sum()
+        """The average over the law of ``q``: an ``n_bins``-point Gauss quadrature of the
+        drawn sample (:func:`empirical_gauss_quadrature`; exact for polynomials in q up to
+        degree ``2 n_bins − 1``)."""
+        q = np.asarray(multipliers, dtype=float)
+        if n_bins == 1 or np.ptp(q) == 0:
+            self.levels, self.shares = np.array([q.mean()]), np.ones(1)
+        else:
+            self.levels, self.shares = empirical_gauss_quadrature(q, n_bins)
         # leverage weights q (module docstring), normalised: Σ_j w_j = E q = 1
         self.level_weights = self.shares * self.levels / np.sum(self.shares * self.levels)
 
@@ -231,14 +278,48 @@ class _MixtureMap(FixedPointMap):
             certified_fraction=mean("certified_fraction", self.shares), t_hat=None)
 
 
-def _input_eigenvalues(eig0, prior_hats, reg_trace, rng):
+def _input_eigenvalues(eig0, prior_hats, reg_trace, seed):
     """Eigenvalues of ``M = m̂ S0 + √q̂ Z − 2λ̃ I`` for one GOE draw Z (rotation invariance:
-    only the eigenvalues of S0 enter)."""
+    only the eigenvalues of S0 enter). S0's eigenvalues are placed largest first and Z's
+    columns come from their own streams, so the draw at d is the leading block of the draw
+    at d + 1 (common random numbers across d)."""
     m_hat, q_hat = prior_hats
     d = eig0.size
-    g = rng.standard_normal((d, d))
+    g = coordinate_normals(seed, 0, (d,), d)
     Z = (g + g.T) / np.sqrt(2 * d)
-    return np.linalg.eigvalsh(m_hat * np.diag(eig0) + np.sqrt(q_hat) * Z) - 2.0 * reg_trace
+    diag = np.diag(np.sort(eig0)[::-1])
+    return np.linalg.eigvalsh(m_hat * diag + np.sqrt(q_hat) * Z) - 2.0 * reg_trace
+
+
+def coordinate_normals(seed, stream, shape, d):
+    """Standard normals of shape ``(*shape, d)`` whose coordinate j is drawn from its own
+    stream ``(seed, stream, j)``: the first d coordinates do not depend on d.
+
+    Parameters
+    ----------
+    seed, stream : int
+    shape : tuple of int
+    d : int
+
+    Returns
+    -------
+    ndarray of shape (*shape, d)
+    """
+    out = np.empty(tuple(shape) + (d,))
+    for j in range(d):
+        out[..., j] = np.random.default_rng([seed, stream, j]).standard_normal(shape)
+    return out
+
+
+def _seed_of(random_state):
+    if random_state is None:
+        return 0
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be a non-negative int, got {random_state}.")
+        return int(random_state)
+    # a RandomState/Generator instance: one integer drawn from it
+    return int(check_random_state_arg(random_state).randint(0, 2 ** 31 - 1))
 
 
 @dataclass
@@ -259,8 +340,8 @@ def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed,
                    max_iter, x0=None, gaussian=False):
     """The mixture's fixed point, started from the Gaussian result ``start``.
 
-    The leverage law is drawn at the start's conjugates, the mixture solved, the law redrawn
-    at the mixture's conjugates and solved again (module docstring). ``gaussian=True``:
+    The leverage law is drawn at the start's conjugates and the mixture solved (module
+    docstring). ``gaussian=True``:
     ``q ≡ 1``, the Gaussian finite-d state evolution on the same nodes, in one solve.
     """
     law, eig0 = problem.target_law(seed)
@@ -268,30 +349,24 @@ def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed,
     channel = problem.channel()
     nodes = GaussianNodes(2 * channel.K, n_points=n_nodes, seed=seed)
     sigma_hat_form = "stein" if problem.attention == "softmax" else "pointwise"
-    draws = np.random.default_rng(seed)
-    hats = (start.m_hat, start.q_hat)
-    x = None
-    n_iter = 0
-    for _ in range(1 if gaussian else 2):
-        multipliers = np.ones(2) if gaussian else leverage_multipliers(
-            _input_eigenvalues(eig0, hats, problem.reg_trace, draws), problem.n_tokens,
-            problem.attention, n_samples=n_tokens_mc, random_state=draws)
-        fixed_point_map = _MixtureMap(problem.effective_alpha(alpha), channel,
-                                      problem.denoiser(law, eig0, seed), Q0, problem.noise,
-                                      nodes, sigma_hat_form)
-        fixed_point_map.set_leverage(multipliers, 1 if gaussian else n_bins)
-        if x is None:
-            x = fixed_point_map.to_x(start.m, start.q, start.sigma) if x0 is None else x0
-        x, norm, ok = robust_fixed_point(fixed_point_map, x, tol=tol, max_iter=max_iter,
-                                         damping=0.5)
-        n_iter += fixed_point_map.n_calls
-        out, _ = fixed_point_map.step(*fixed_point_map.from_x(x))
-        hats = (out.m_hat, out.q_hat)
+    # the law at the start's conjugates (redrawing it at the mixture's own fixed point is a
+    # second-order change of a small correction)
+    multipliers = np.ones(2) if gaussian else leverage_multipliers(
+        _input_eigenvalues(eig0, (start.m_hat, start.q_hat), problem.reg_trace, seed),
+        problem.n_tokens, problem.attention, n_samples=n_tokens_mc, random_state=seed)
+    fixed_point_map = _MixtureMap(problem.effective_alpha(alpha), channel,
+                                  problem.denoiser(law, eig0, seed), Q0, problem.noise,
+                                  nodes, sigma_hat_form)
+    fixed_point_map.set_leverage(multipliers, 1 if gaussian else n_bins)
+    x = fixed_point_map.to_x(start.m, start.q, start.sigma) if x0 is None else x0
+    x, norm, ok = robust_fixed_point(fixed_point_map, x, tol=tol, max_iter=max_iter,
+                                     damping=0.5)
+    n_iter = fixed_point_map.n_calls
     return _MixtureSolve(fixed_point_map, x, float(norm), bool(ok), n_iter, multipliers,
                          eig0, Q0)
 
 
-def leverage_prediction(gaussian, *, n_bins=16, n_tokens_mc=4000, n_nodes=4096, tol=1e-7,
+def leverage_prediction(gaussian, *, n_bins=4, n_tokens_mc=4000, n_nodes=4096, tol=1e-7,
                         max_iter=300, random_state=0):
     """The leverage-mixture prediction of :func:`~skattn.theory.solve_state_evolution`.
 
@@ -342,7 +417,7 @@ def leverage_prediction(gaussian, *, n_bins=16, n_tokens_mc=4000, n_nodes=4096, 
 
 
 def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, beta=1.0,
-                                   n_bins=16, n_tokens_mc=4000, n_nodes=4096,
+                                   n_bins=4, n_tokens_mc=4000, n_nodes=4096,
                                    random_state=0, tol=1e-7, max_iter=300):
     """Same-instance prediction with the leverage mixture, beside its Gaussian counterpart.
 
@@ -367,8 +442,9 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
         κ = p/d of the student, ≥ 1 (a rank cap is not modelled here).
     beta : float, default=1.0
         Inverse temperature β of the student.
-    n_bins : int, default=16
-        Quantile bins of the leverage law (nodes of the average over ``q``); ≥ 2.
+    n_bins : int, default=4
+        Gauss-quadrature nodes of the average over the leverage law (exact for
+        polynomials in q up to degree ``2 n_bins − 1``); ≥ 2.
     n_tokens_mc : int, default=4000
         Tokens drawn for the leverage law; ≥ 100.
     n_nodes : int, default=4096

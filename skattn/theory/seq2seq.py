@@ -35,7 +35,7 @@ Pure numpy/scipy (no torch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import ndtr
@@ -50,9 +50,7 @@ from .core.iteration import robust_fixed_point
 
 __all__ = ["seq2seq_metric_factor", "Seq2seqOutputSide", "seq2seq_output_side",
            "frame_covariance", "bartlett_output_side",
-           "Seq2seqStateEvolutionResult", "solve_seq2seq_state_evolution",
-           "seq2seq_prediction",
-           "exact_gram_prediction"]
+           "Seq2seqStateEvolutionResult", "solve_seq2seq_state_evolution"]
 
 WEIGHTS = ("gaussian", "identity")
 MODELS = ("bartlett", "gaussian")
@@ -610,87 +608,3 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
         eta=prior.eta, delta=prior.delta, epsilon=prior.epsilon,
         spectrum=denoiser.learned_spectrum(prior))
 
-
-# -- the prediction routed from solve_state_evolution --------------------------------------
-
-
-def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
-    """The seq2seq prediction of :func:`~skattn.theory.solve_state_evolution`.
-
-    :func:`exact_gram_prediction` with the seq2seq loss.
-
-    Parameters
-    ----------
-    seq2lab, n_nodes, tol, random_state
-        As in :func:`exact_gram_prediction`.
-
-    Returns
-    -------
-    StateEvolutionResult
-    """
-    return exact_gram_prediction(seq2lab, loss="seq2seq", n_nodes=n_nodes, tol=tol,
-                                 random_state=random_state)
-
-
-def exact_gram_prediction(seq2lab, *, loss="seq2seq", n_nodes=8192, tol=1e-7, random_state=0):
-    """The exact-Gram prediction of :func:`~skattn.theory.solve_state_evolution`.
-
-    The fixed point of the exact-Gram channel (:func:`bartlett_output_side`; softmax:
-    :func:`~skattn.theory.seq2seq_softmax.solve_seq2seq_softmax_state_evolution`) with the
-    given training loss, started from the seq2lab fixed point, as a
-    :class:`~skattn.theory.StateEvolutionResult` (docs/theory.rst §4, "Finite d"). Its test
-    error is that of the loss: ``E‖(Â − Y)x‖²_F/d`` for seq2seq, ``E‖Â − A0‖²_F`` for
-    seq2lab.
-
-    Parameters
-    ----------
-    seq2lab : StateEvolutionResult
-        The finite-d seq2lab fixed point of a factored problem (linear, or softmax with
-        no binding rank cap; ``result.problem`` set; its task may be either).
-    loss : {"seq2seq", "seq2lab"}, default="seq2seq"
-        The training loss; "seq2lab" for softmax attention only (linear seq2lab keeps the
-        Gaussian core, :class:`~skattn.theory.corrections.exact_gram.ExactGramCorrection`).
-    n_nodes : int, default=8192
-    tol : float, default=1e-7
-    random_state : int, default=0
-        As in :func:`solve_seq2seq_state_evolution`.
-
-    Returns
-    -------
-    StateEvolutionResult
-        ``params`` also holds ``m_hat_identity`` (m̂_I) and ``seq2lab_s_error`` (the
-        start's ``‖Ŝ − S0‖²_F/d``); ``n_iter`` counts both solves.
-    """
-    problem = getattr(seq2lab, "problem", None)
-    if problem is None or not hasattr(seq2lab, "trace"):
-        raise TypeError(f"seq2lab must be a StateEvolutionResult with its problem, got "
-                        f"{type(seq2lab).__name__}.")
-    check_choice(loss, "loss", ("seq2seq", "seq2lab"))
-    if loss == "seq2lab" and problem.attention != "softmax":
-        raise ValueError("loss='seq2lab' is routed for softmax attention only; linear seq2lab "
-                         "is the Gaussian state evolution at α_eff (solve_state_evolution).")
-    extra, source = {}, "exact-Gram state evolution, skattn.theory.seq2seq"
-    if problem.attention == "softmax":     # docs/theory.rst §4: routed by its measurements
-        from .seq2seq_softmax import solve_seq2seq_softmax_state_evolution
-        seq = solve_seq2seq_softmax_state_evolution(seq2lab.alpha, problem, loss=loss,
-                                                    n_nodes=n_nodes, tol=tol, init=seq2lab,
-                                                    random_state=random_state)
-        # its multi-start prox is not certified global
-        extra, source = {"certified_fraction": 0.0}, source + "_softmax"
-    else:
-        seq = solve_seq2seq_state_evolution(seq2lab.alpha, problem, model="bartlett",
-                                            loss="seq2seq", n_nodes=n_nodes, tol=tol,
-                                            init=seq2lab, random_state=random_state)
-    message = ("converged" if seq.converged else
-               f"fixed-point residual {seq.residual:.2e} above tol={tol:.1e}")
-    return replace(
-        seq2lab, m=seq.m, q=seq.q, sigma=seq.sigma, m_hat=seq.m_hat, q_hat=seq.q_hat,
-        sigma_hat=seq.sigma_hat,
-        test_error=seq.test_error if loss == "seq2seq" else seq.seq2lab_test_error,
-        train_error=seq.train_error,
-        train_objective=seq.train_objective, eta=seq.eta, delta=seq.delta,
-        epsilon=seq.epsilon, converged=seq.converged, residual=seq.residual,
-        n_iter=seq2lab.n_iter + seq.n_calls, finite_eigenvalues=seq.spectrum,
-        message=message + f" ({loss}: {source})", **extra,
-        params={**seq2lab.params, "trace": seq.trace, "m_hat_identity": seq.m_hat_identity,
-                "seq2lab_s_error": seq2lab.s_error})

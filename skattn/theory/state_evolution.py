@@ -20,7 +20,7 @@ from .corrections import apply_table, check_correction, decide
 from .corrections.rules import SPIKY_SHARE_EDGES
 from .problem import (
     MODEL_KEYWORDS,
-    PARAMETRIZATIONS,  # noqa: F401  (re-exported for old imports)
+    PARAMETRIZATIONS,
     UNSET,
     StateEvolutionProblem,
     resolve_problem,
@@ -32,7 +32,7 @@ from .problem import (
 )
 from .result import StateEvolutionResult
 
-__all__ = ["StateEvolutionResult", "StateEvolutionProblem", "SolverOptions",
+__all__ = ["StateEvolutionResult", "StateEvolutionProblem", "SolverOptions", "PARAMETRIZATIONS",
            "solve_state_evolution", "state_evolution_curve", "explain", "DecisionTable",
            "resolve_target_law"]
 

@@ -4,11 +4,17 @@
 
 from __future__ import annotations
 
-from ..seq2seq import exact_gram_prediction
-from .base import Applicability, Correction
-from .rules import combine, common_domain, kurtosis_anchor, spiky_weight
+from dataclasses import replace
 
-__all__ = ["ExactGramCorrection", "EXACT_GRAM_SEQ2LAB_MAX_T"]
+from ..._validation import check_choice
+from ..seq2seq import solve_seq2seq_state_evolution
+from ..seq2seq_softmax import solve_seq2seq_softmax_state_evolution
+from .base import Applicability, Correction
+from .rules import (ANISOTROPY_EDGES, anisotropy_weight, combine, common_domain,
+                    kurtosis_anchor, spiky_weight)
+
+__all__ = ["ExactGramCorrection", "EXACT_GRAM_SEQ2LAB_MAX_T", "exact_gram_prediction",
+           "seq2seq_prediction"]
 
 #: softmax seq2lab gets the exact-Gram channel up to this T
 EXACT_GRAM_SEQ2LAB_MAX_T = 3
@@ -34,8 +40,14 @@ class ExactGramCorrection(Correction):
             return no
         kurtosis_weight, anchor, kurtosis_reason = kurtosis_anchor(problem)
         d = problem.n_features
+        aniso, ratio = anisotropy_weight(core.eigenvalues)
+        if aniso == 0:
+            return Applicability.no(
+                f"S0 is (close to) a multiple of the identity: {ratio:.3g} of Tr S0² off it "
+                f"(needs {ANISOTROPY_EDGES[0]:g}); the channel's traceless part degenerates")
+        aniso_part = (aniso, f"S0 close to c·I ({ratio:.3g} of Tr S0² off it)")
         if problem.task == "seq2seq":
-            weight, faded = combine((kurtosis_weight, kurtosis_reason))
+            weight, faded = combine((kurtosis_weight, kurtosis_reason), aniso_part)
             reason = f"factored {problem.attention} seq2seq at d = {d}"
         else:
             if problem.attention != "softmax":
@@ -45,7 +57,7 @@ class ExactGramCorrection(Correction):
                                         f"{EXACT_GRAM_SEQ2LAB_MAX_T}")
             spiky, share = spiky_weight(core.eigenvalues)
             weight, faded = combine((1.0 - spiky, f"top-mode share {share:.0%} (spiky ramp)"),
-                                    (kurtosis_weight, kurtosis_reason))
+                                    (kurtosis_weight, kurtosis_reason), aniso_part)
             reason = f"factored softmax seq2lab, T = {problem.n_tokens} at d = {d}"
         if weight == 0:
             return Applicability.no(faded)
@@ -58,3 +70,84 @@ class ExactGramCorrection(Correction):
         for key in ("m_hat_identity", "seq2lab_s_error"):
             result.extras[key] = result.params.pop(key)
         return result
+
+
+def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):
+    """The seq2seq prediction of :func:`~skattn.theory.solve_state_evolution`.
+
+    :func:`exact_gram_prediction` with the seq2seq loss.
+
+    Parameters
+    ----------
+    seq2lab, n_nodes, tol, random_state
+        As in :func:`exact_gram_prediction`.
+
+    Returns
+    -------
+    StateEvolutionResult
+    """
+    return exact_gram_prediction(seq2lab, loss="seq2seq", n_nodes=n_nodes, tol=tol,
+                                 random_state=random_state)
+
+
+def exact_gram_prediction(seq2lab, *, loss="seq2seq", n_nodes=8192, tol=1e-7, random_state=0):
+    """The exact-Gram prediction of :func:`~skattn.theory.solve_state_evolution`.
+
+    The fixed point of the exact-Gram channel (:func:`bartlett_output_side`; softmax:
+    :func:`~skattn.theory.seq2seq_softmax.solve_seq2seq_softmax_state_evolution`) with the
+    given training loss, started from the seq2lab fixed point, as a
+    :class:`~skattn.theory.StateEvolutionResult` (docs/theory.rst §4, "Finite d"). Its test
+    error is that of the loss: ``E‖(Â − Y)x‖²_F/d`` for seq2seq, ``E‖Â − A0‖²_F`` for
+    seq2lab.
+
+    Parameters
+    ----------
+    seq2lab : StateEvolutionResult
+        The finite-d seq2lab fixed point of a factored problem (linear, or softmax with
+        no binding rank cap; ``result.problem`` set; its task may be either).
+    loss : {"seq2seq", "seq2lab"}, default="seq2seq"
+        The training loss; "seq2lab" for softmax attention only (linear seq2lab keeps the
+        Gaussian core, :class:`~skattn.theory.corrections.exact_gram.ExactGramCorrection`).
+    n_nodes : int, default=8192
+    tol : float, default=1e-7
+    random_state : int, default=0
+        As in :func:`solve_seq2seq_state_evolution`.
+
+    Returns
+    -------
+    StateEvolutionResult
+        ``params`` also holds ``m_hat_identity`` (m̂_I) and ``seq2lab_s_error`` (the
+        start's ``‖Ŝ − S0‖²_F/d``); ``n_iter`` counts both solves.
+    """
+    problem = getattr(seq2lab, "problem", None)
+    if problem is None or not hasattr(seq2lab, "trace"):
+        raise TypeError(f"seq2lab must be a StateEvolutionResult with its problem, got "
+                        f"{type(seq2lab).__name__}.")
+    check_choice(loss, "loss", ("seq2seq", "seq2lab"))
+    if loss == "seq2lab" and problem.attention != "softmax":
+        raise ValueError("loss='seq2lab' is routed for softmax attention only; linear seq2lab "
+                         "is the Gaussian state evolution at α_eff (solve_state_evolution).")
+    extra, source = {}, "exact-Gram state evolution, skattn.theory.seq2seq"
+    if problem.attention == "softmax":     # docs/theory.rst §4: routed by its measurements
+        seq = solve_seq2seq_softmax_state_evolution(seq2lab.alpha, problem, loss=loss,
+                                                    n_nodes=n_nodes, tol=tol, init=seq2lab,
+                                                    random_state=random_state)
+        # its multi-start prox is not certified global
+        extra, source = {"certified_fraction": 0.0}, source + "_softmax"
+    else:
+        seq = solve_seq2seq_state_evolution(seq2lab.alpha, problem, model="bartlett",
+                                            loss="seq2seq", n_nodes=n_nodes, tol=tol,
+                                            init=seq2lab, random_state=random_state)
+    message = ("converged" if seq.converged else
+               f"fixed-point residual {seq.residual:.2e} above tol={tol:.1e}")
+    return replace(
+        seq2lab, m=seq.m, q=seq.q, sigma=seq.sigma, m_hat=seq.m_hat, q_hat=seq.q_hat,
+        sigma_hat=seq.sigma_hat,
+        test_error=seq.test_error if loss == "seq2seq" else seq.seq2lab_test_error,
+        train_error=seq.train_error,
+        train_objective=seq.train_objective, eta=seq.eta, delta=seq.delta,
+        epsilon=seq.epsilon, converged=seq.converged, residual=seq.residual,
+        n_iter=seq2lab.n_iter + seq.n_calls, finite_eigenvalues=seq.spectrum,
+        message=message + f" ({loss}: {source})", **extra,
+        params={**seq2lab.params, "trace": seq.trace, "m_hat_identity": seq.m_hat_identity,
+                "seq2lab_s_error": seq2lab.s_error})

@@ -12,8 +12,9 @@ import numpy as np
 from ..problem import top_mode_share
 from .base import Applicability, smooth_ramp
 
-__all__ = ["SPIKY_SHARE_EDGES", "KURTOSIS_FADE", "spiky_weight", "kurtosis_anchor",
-           "full_width_anchor", "common_domain"]
+__all__ = ["SPIKY_SHARE_EDGES", "KURTOSIS_FADE", "ANISOTROPY_EDGES", "spiky_weight",
+           "kurtosis_anchor", "full_width_anchor", "common_domain", "anisotropy_weight",
+           "combine"]
 
 #: The spiked correction fades in as the top mode's share of ‖S0‖²_F grows from the first to
 #: the second value; the Gaussian-equivalence corrections fade out across the same ramp.
@@ -21,6 +22,21 @@ SPIKY_SHARE_EDGES = (0.30, 0.40)
 #: Corrections computed for Gaussian tokens fade out as |κ4| grows from 0 to this value; in
 #: between they are computed at κ4 = 0 and carried over as a difference to the core.
 KURTOSIS_FADE = 0.25
+#: Corrections whose channel separates S0 into its trace and its traceless part need the
+#: traceless part: they fade out as ``1 − (Tr S0/d)² / (Tr S0²/d)`` falls from the second
+#: value to the first (S0 = c·I has none).
+ANISOTROPY_EDGES = (0.01, 0.05)
+
+
+def anisotropy_weight(eigenvalues):
+    """``(weight, ratio)``: the share of ``Tr S0²`` off the identity direction and the
+    :data:`ANISOTROPY_EDGES` ramp on it (1 where S0 is far from c·I)."""
+    if eigenvalues is None:
+        return 1.0, 1.0
+    e = np.asarray(eigenvalues, dtype=float)
+    second = float(np.mean(e ** 2))
+    ratio = 0.0 if second == 0 else max(0.0, 1.0 - float(np.mean(e)) ** 2 / second)
+    return smooth_ramp(ratio, *ANISOTROPY_EDGES), ratio
 
 
 def spiky_weight(eigenvalues):

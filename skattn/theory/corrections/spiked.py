@@ -4,12 +4,20 @@
 from __future__ import annotations
 
 from ..core.iteration import solve_or_continue
-from ..spiked import SPIKED_ROUTED_N_TOKENS, spiked_prediction
-from .base import Applicability, Correction
+import numpy as np
+
+from ..spiked import SPIKED_ROUTED_N_TOKENS, spike_count, spiked_prediction
+from .base import Applicability, Correction, log_ramp, smooth_ramp
 from .rules import (SPIKY_SHARE_EDGES, combine, common_domain, full_width_anchor,
                     kurtosis_anchor, spiky_weight)
 
-__all__ = ["SpikedCorrection"]
+__all__ = ["SpikedCorrection", "SPIKED_BULK_SIZE", "SPIKED_BULK_SHARE"]
+
+#: the Gaussian bulk beside the explicit modes needs this many eigenvalues: the correction
+#: fades in (log-smoothly) as the bulk grows from the first to the second
+SPIKED_BULK_SIZE = (6, 12)
+#: ... and this share of ``Tr S0²`` (a rank-one target has no bulk to be Gaussian)
+SPIKED_BULK_SHARE = (0.0, 0.02)
 
 
 class SpikedCorrection(Correction):
@@ -35,6 +43,17 @@ class SpikedCorrection(Correction):
         if spiky == 0:
             return Applicability.no(f"the top mode carries {share:.0%} of ||S0||_F^2 (spiked "
                                     f"from {SPIKY_SHARE_EDGES[0]:.0%})")
+        eig = np.asarray(core.eigenvalues, dtype=float)
+        n_spikes = spike_count(eig)
+        bulk = np.sort(np.abs(eig))[:eig.size - n_spikes]
+        bulk_share = float(np.sum(bulk ** 2) / np.sum(eig ** 2))
+        bulk_weight = log_ramp(max(bulk.size, 1), *SPIKED_BULK_SIZE) * smooth_ramp(
+            bulk_share, *SPIKED_BULK_SHARE)
+        if bulk_weight == 0:
+            return Applicability.no(
+                f"no Gaussian bulk beside the {n_spikes} explicit mode(s): {bulk.size} "
+                f"eigenvalues carrying {bulk_share:.1%} of ||S0||_F^2 (needs more than "
+                f"{SPIKED_BULK_SIZE[0]} and {SPIKED_BULK_SHARE[0]:.0%})")
         anchor = full_width_anchor(problem, core)
         kurtosis_weight, kurtosis_problem, kurtosis_reason = kurtosis_anchor(anchor)
         if kurtosis_problem is not None:
@@ -42,7 +61,9 @@ class SpikedCorrection(Correction):
         weight, faded = combine(
             (spiky, f"top-mode share {share:.0%} inside the ramp "
                     f"{SPIKY_SHARE_EDGES[0]:.0%}-{SPIKY_SHARE_EDGES[1]:.0%}"),
-            (kurtosis_weight, kurtosis_reason))
+            (kurtosis_weight, kurtosis_reason),
+            (bulk_weight, f"a small bulk ({bulk.size} eigenvalues, {bulk_share:.1%} of "
+                          "||S0||_F^2)"))
         reason = f"spiky target (top mode {share:.0%} of ||S0||_F^2)"
         return Applicability(weight, reason + (f"; faded: {faded}" if faded else ""),
                              None if anchor is problem else anchor)

@@ -1,0 +1,235 @@
+"""The prediction engine: one Gaussian core, one ordered correction table, one result type.
+
+docs/corrections.rst. The accuracy of each correction against trained models is tested in
+its own module (test_leverage_mixture, test_seq2seq_*, test_spiked); here: the interface,
+the recorded decision, continuity at the domain edges and the degenerate spectra.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skattn import AttentionIndexedModel, WishartTarget
+from skattn.data.targets import PowerLawTarget, SpectrumTarget
+from skattn.theory import (CORRECTION_NAMES, SolverOptions, StateEvolutionProblem,
+                           explain, solve_state_evolution)
+from skattn.theory.corrections import CORRECTIONS
+from skattn.theory.corrections.base import log_ramp, smooth_ramp
+
+FAST = {"n_nodes": 1024}
+
+
+def _smooth_spectrum(d):
+    """A fixed smooth spectrum: only d changes (eigenvalues √3 (i + ½)/d)."""
+    return SpectrumTarget(np.sqrt(3) * (np.arange(d) + 0.5) / d)
+
+
+# ---- the interface --------------------------------------------------------------------
+
+def test_names_listed_in_order():
+    assert CORRECTION_NAMES == ("auto", "none") + tuple(c.name for c in CORRECTIONS)
+    assert [c.name for c in CORRECTIONS] == ["spiked", "leverage", "exact_gram"]
+
+
+def test_unknown_correction_lists_the_names():
+    with pytest.raises(ValueError, match="correction must be one of") as info:
+        solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, correction="nonsense")
+    for name in CORRECTION_NAMES:
+        assert repr(name) in str(info.value)
+
+
+def test_removed_route_flags_point_to_correction():
+    for flag in ("exact_gram", "spiked", "leverage"):
+        with pytest.raises(TypeError, match="correction="):
+            solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, **{flag: False})
+
+
+def test_forced_correction_outside_its_domain_says_why():
+    # the continuum has no finite-size correction
+    with pytest.raises(ValueError, match="'leverage' does not apply.*continuum"):
+        solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, correction="leverage",
+                              options=FAST)
+    # linear seq2lab keeps the Gaussian core
+    with pytest.raises(ValueError, match="'exact_gram' does not apply.*linear seq2lab"):
+        solve_state_evolution(0.3, n_tokens=2, attention="linear", reg_lambda=0.1,
+                              target=_smooth_spectrum(30), n_features=30,
+                              correction="exact_gram", options=FAST)
+
+
+def test_options_object_and_legacy_keywords():
+    problem = StateEvolutionProblem(n_tokens=2, reg_lambda=0.1)
+    a = solve_state_evolution(0.3, problem, options=SolverOptions(n_nodes=1024))
+    b = solve_state_evolution(0.3, problem, options={"n_nodes": 1024})
+    with pytest.warns(FutureWarning, match="options="):
+        c = solve_state_evolution(0.3, problem, n_nodes=1024)
+    assert a.test_error == b.test_error == c.test_error
+    with pytest.raises(ValueError, match="unknown solver option.*n_node"):
+        solve_state_evolution(0.3, problem, options={"n_node": 1024})
+    with pytest.raises(ValueError, match="n_nodes"):
+        SolverOptions(n_nodes=3)
+
+
+def test_signature_is_short():
+    import inspect
+
+    params = inspect.signature(solve_state_evolution).parameters
+    assert len(params) <= 14
+    assert list(params)[:4] == ["alpha", "problem", "correction", "options"]
+
+
+def test_continuum_records_none_and_why():
+    res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, target=WishartTarget(0.5),
+                                options=FAST)
+    assert res.correction == "none" and res.correction_weight == 0.0
+    assert "continuum" in res.correction_reason
+    assert [d.name for d in res.decisions] == ["spiked", "leverage", "exact_gram"]
+    assert not any(d.applies for d in res.decisions)
+
+
+def test_explain_matches_the_solved_result():
+    teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5),
+                                    random_state=3)
+    table = explain(0.3, target=teacher, reg_lambda=0.05, options=FAST)
+    res = solve_state_evolution(0.3, target=teacher, reg_lambda=0.05, options=FAST)
+    assert [(d.name, round(d.weight, 12)) for d in table] == \
+        [(d.name, round(d.weight, 12)) for d in res.decisions]
+    text = str(table)
+    for d in table:
+        assert d.name in text
+    # weights form a partition of at most one
+    assert 0 <= sum(d.weight for d in table) <= 1 + 1e-12
+    assert res.correction == max(table, key=lambda d: d.weight).name
+    assert "core_test_error" in res.extras
+
+
+def test_none_is_the_core_and_auto_differs_where_a_correction_applies():
+    teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5),
+                                    random_state=1)
+    core = solve_state_evolution(0.3, target=teacher, reg_lambda=0.05, correction="none",
+                                 options=FAST)
+    auto = solve_state_evolution(0.3, target=teacher, reg_lambda=0.05, options=FAST)
+    assert core.correction == "none"
+    assert auto.correction == "exact_gram"           # d = 30 < 40: leverage fading in
+    assert auto.extras["core_test_error"] == pytest.approx(core.test_error, rel=1e-12)
+    assert auto.test_error != core.test_error
+
+
+def test_forced_correction_carries_full_weight():
+    teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5),
+                                    random_state=1)
+    res = solve_state_evolution(0.3, target=teacher, reg_lambda=0.05,
+                                correction="exact_gram", options=FAST)
+    assert res.correction == "exact_gram" and res.correction_weight == 1.0
+    assert [d.weight for d in res.decisions] == [0.0, 0.0, 1.0]
+
+
+# ---- the ramps -----------------------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-10, 10), st.floats(-5, 5), st.floats(0.01, 5))
+def test_smooth_ramp_is_monotone_bounded_and_continuous(x, low, width):
+    high = low + width
+    y = smooth_ramp(x, low, high)
+    assert 0.0 <= y <= 1.0
+    eps = 1e-7 * width
+    assert abs(smooth_ramp(x + eps, low, high) - y) <= 1.6 * eps / width + 1e-15
+    assert smooth_ramp(x + eps, low, high) >= y - 1e-15
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(1.0, 1e4))
+def test_log_ramp_edges(x):
+    y = log_ramp(x, 20, 40)
+    assert (y == 0.0) == (x <= 20)
+    assert (y == 1.0) == (x >= 40)
+
+
+# ---- degenerate spectra: a number or a clear error ---------------------------------------
+
+@pytest.mark.parametrize("spectrum", [np.r_[1.0, np.zeros(9)], np.ones(10)],
+                         ids=["rank one", "c I"])
+def test_degenerate_spectra_converge(spectrum):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01,
+                                    target=SpectrumTarget(spectrum), n_features=10,
+                                    options=FAST)
+    assert res.converged and np.isfinite(res.test_error)
+    assert res.correction == "none"     # neither has a bulk / a traceless part to correct
+    reasons = " ".join(d.reason for d in res.decisions)
+    assert "identity" in reasons or "bulk" in reasons
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 5])
+def test_tiny_d_default_teacher_converges(d):
+    teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = solve_state_evolution(0.3, target=teacher, reg_lambda=0.01, options=FAST)
+    assert res.converged and np.isfinite(res.test_error) and res.test_error > 0
+
+
+def test_collapse_is_handled_once_in_the_core():
+    # a spiky target under a large trace penalty: the core collapses to S = 0, and no
+    # correction is attempted (the spiked route used to crash here)
+    teacher = AttentionIndexedModel(80, n_tokens=2, target=PowerLawTarget(1.25), noise=0.2,
+                                    random_state=0)
+    for alpha, lam in ((0.05, 1.0), (1e-3, 10.0)):
+        res = solve_state_evolution(alpha, target=teacher, reg_lambda=lam, options=FAST)
+        assert res.converged and res.q == 0.0 and res.correction == "none"
+        assert all("collapsed" in d.reason for d in res.decisions)
+
+
+# ---- continuity at the domain edges ------------------------------------------------------
+
+def _scan(ds, **kw):
+    out = []
+    for d in ds:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out.append(solve_state_evolution(0.3, target=_smooth_spectrum(d), n_features=d,
+                                             reg_lambda=0.05, noise=0.1, **kw).test_error)
+    return np.array(out)
+
+
+def test_linear_prediction_continuous_at_d_40():
+    errors = _scan([39, 40, 41], n_tokens=1, attention="linear")
+    steps = np.abs(np.diff(errors) / errors[:-1])
+    assert np.all(steps <= 3e-3), steps
+
+
+@pytest.mark.slow
+def test_softmax_prediction_continuous_at_d_40_and_400():
+    for ds in ([39, 40, 41], [399, 400, 401]):
+        errors = _scan(ds, n_tokens=2)
+        steps = np.abs(np.diff(errors) / errors[:-1])
+        assert np.all(steps <= 3e-3), (ds, steps)
+
+
+@pytest.mark.slow
+def test_linear_prediction_continuous_at_d_400():
+    errors = _scan([399, 400, 401], n_tokens=1, attention="linear")
+    steps = np.abs(np.diff(errors) / errors[:-1])
+    assert np.all(steps <= 3e-3), steps
+
+
+def test_kurtosis_zero_and_tiny_agree():
+    kw = dict(n_tokens=2, reg_lambda=0.01, target=_smooth_spectrum(40), n_features=40)
+    a = solve_state_evolution(0.3, token_kurtosis=0.0, **kw)
+    b = solve_state_evolution(0.3, token_kurtosis=1e-12, **kw)
+    assert b.test_error == pytest.approx(a.test_error, rel=3e-3)
+
+
+def test_full_width_and_nearly_full_width_agree_on_a_spiky_teacher():
+    teacher = AttentionIndexedModel(40, n_tokens=2, target=PowerLawTarget(1.0), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = solve_state_evolution(0.3, target=teacher, reg_lambda=0.01, width_ratio=1.0)
+        b = solve_state_evolution(0.3, target=teacher, reg_lambda=0.01, width_ratio=0.99999)
+    assert a.correction == b.correction == "spiked"
+    assert b.test_error == pytest.approx(a.test_error, rel=3e-3)
