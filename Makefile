@@ -29,6 +29,7 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_benchmarks.py
+	$(PY) benchmarks/prediction_engine.py
 
 # on a machine with a GPU: throughput and fits on CUDA against the CPU (skips without CUDA)
 bench-gpu: $(STAMP)

@@ -38,7 +38,8 @@ def test_names_listed_in_order():
 
 def test_unknown_correction_lists_the_names():
     with pytest.raises(ValueError, match="correction must be one of") as info:
-        solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, correction="nonsense")
+        solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, target=WishartTarget(0.5),
+                              correction="nonsense")
     for name in CORRECTION_NAMES:
         assert repr(name) in str(info.value)
 
@@ -46,14 +47,15 @@ def test_unknown_correction_lists_the_names():
 def test_removed_route_flags_point_to_correction():
     for flag in ("exact_gram", "spiked", "leverage"):
         with pytest.raises(TypeError, match="correction="):
-            solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, **{flag: False})
+            solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, target=WishartTarget(0.5),
+                                  **{flag: False})
 
 
 def test_forced_correction_outside_its_domain_says_why():
     # the continuum has no finite-size correction
     with pytest.raises(ValueError, match="'leverage' does not apply.*continuum"):
-        solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, correction="leverage",
-                              options=FAST)
+        solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.1, target=WishartTarget(0.5),
+                              correction="leverage", options=FAST)
     # linear seq2lab keeps the Gaussian core
     with pytest.raises(ValueError, match="'exact_gram' does not apply.*linear seq2lab"):
         solve_state_evolution(0.3, n_tokens=2, attention="linear", reg_lambda=0.1,
@@ -62,7 +64,7 @@ def test_forced_correction_outside_its_domain_says_why():
 
 
 def test_options_object_and_legacy_keywords():
-    problem = StateEvolutionProblem(n_tokens=2, reg_lambda=0.1)
+    problem = StateEvolutionProblem(n_tokens=2, reg_lambda=0.1, target=WishartTarget(0.5))
     a = solve_state_evolution(0.3, problem, options=SolverOptions(n_nodes=1024))
     b = solve_state_evolution(0.3, problem, options={"n_nodes": 1024})
     with pytest.warns(FutureWarning, match="options="):
@@ -114,7 +116,11 @@ def test_none_is_the_core_and_auto_differs_where_a_correction_applies():
                                  options=FAST)
     auto = solve_state_evolution(0.3, target=teacher, reg_lambda=0.05, options=FAST)
     assert core.correction == "none"
-    assert auto.correction == "exact_gram"           # d = 30 < 40: leverage fading in
+    # d = 30 is inside the leverage ramp (20, 40): it carries part, exact Gram the rest
+    weights = {d.name: d.weight for d in auto.decisions}
+    assert 0 < weights["leverage"] < 1 and weights["spiked"] == 0
+    assert weights["exact_gram"] == pytest.approx(1 - weights["leverage"])
+    assert auto.correction == max(weights, key=weights.get)
     assert auto.extras["core_test_error"] == pytest.approx(core.test_error, rel=1e-12)
     assert auto.test_error != core.test_error
 

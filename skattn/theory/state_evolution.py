@@ -46,6 +46,7 @@ _REMOVED_FLAGS = ("exact_gram", "spiked", "leverage")
 def _split_call(alpha, problem, correction, options, model, caller):
     """α, the problem, the correction name and the options of a solver call."""
     alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False, high=MAX_ALPHA)
+    correction = check_correction(correction)
     flags = sorted(set(model) & set(_REMOVED_FLAGS))
     if flags:
         raise TypeError(f"{caller}() got {flags}: the route flags are replaced by "
@@ -64,7 +65,7 @@ def _split_call(alpha, problem, correction, options, model, caller):
         raise TypeError(f"{caller}() got unexpected keyword(s) {unknown}; the model keywords "
                         f"are {list(MODEL_KEYWORDS)} and the options {list(OPTION_NAMES)}.")
     problem = resolve_problem(problem, caller, **model)
-    return alpha, problem, check_correction(correction), options
+    return alpha, problem, correction, options
 
 
 def solve_state_evolution(alpha, problem=None, *, correction="auto", options=None, **model):
