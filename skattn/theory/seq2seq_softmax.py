@@ -199,13 +199,17 @@ def _fit_start(channel, law):
     return v + c[:, None] * e
 
 
-def _prox(channel, law, sigma, warm=None):
-    """Best Newton end point over the starts; returns ``(v*, objective)``."""
+def _prox(channel, law, sigma, warm=None, warm_only=False):
+    """Best Newton end point over the starts; returns ``(v*, objective)``. ``warm_only``:
+    the warm start alone (the cheap iterations before the multi-start polish)."""
     N, K = law.omega.shape
     prob = _BulkProblem(channel, law, sigma)
     if isinstance(channel, LinearChannel):                  # quadratic: one start suffices
         x0 = np.zeros((N, 1, K))
         radius = np.inf
+    elif warm is not None and warm_only:
+        x0 = (warm - law.omega)[:, None, :]
+        radius = _RADIUS / channel.beta_
     else:
         x_fit = _fit_start(channel, law) - law.omega
         starts = [np.zeros((N, K)), x_fit, 0.5 * x_fit]
@@ -222,13 +226,13 @@ def _prox(channel, law, sigma, warm=None):
 
 
 def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task,
-            warm=None):
+            warm=None, warm_only=False):
     """The output side and the minimisers (for warm starts)."""
     _check_channel(channel)
     sigma, alpha, noise, d, m_perp, q_perp, V = _check_args(
         channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task)
     law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task)
-    v, f = _prox(channel, law, sigma, warm)
+    v, f = _prox(channel, law, sigma, warm, warm_only)
     z = law.z_of(v)
     loss, grad_z, _ = _derivs(channel, law.y, z, law.weights, hessian=False)
     gout = (v - law.omega) / sigma
@@ -352,13 +356,21 @@ class _SoftmaxSeq2seqMap(_Seq2seqMap):
     def __init__(self, channel, alpha, T, d, denoiser, Q0, trace0, noise, nodes, loss):
         super().__init__(alpha, T, d, denoiser, Q0, trace0, noise, nodes, "bartlett", loss)
         self.channel, self.warm = channel, None
+        # True: each node's prox from its previous minimiser alone (cheap iterations); the
+        # fixed point is then polished with the multi-start prox, whose map is reported
+        self.warm_only = False
 
     def evaluate(self, m, q, sigma, t):
         out, v = _output(self.channel, self.nodes, m, q, t, self.Q0, self.trace0,
-                         self.noise, sigma, self.alpha, self.d, self.loss, self.warm)
+                         self.noise, sigma, self.alpha, self.d, self.loss, self.warm,
+                         warm_only=self.warm_only)
         self.warm = v
         prior = self.denoiser(out.m_hat, out.q_hat, out.sigma_hat, t_hat=out.m_hat_identity)
         return out, prior
+
+
+#: the warm iterations hand over to the multi-start polish below this residual
+_WARM_HANDOVER = 1e-3
 
 
 def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
@@ -440,6 +452,16 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
     fp = _SoftmaxSeq2seqMap(channel, alpha, T, d, denoiser, Q0, trace0, problem.noise,
                             nodes, loss)
     x0 = fp.to_x(init.m, init.q, init.sigma, init.trace)
+    if not isinstance(channel, LinearChannel):
+        # warm iterations (after one multi-start evaluation that seeds the minimisers),
+        # then the multi-start polish from their point
+        fp.residual(x0)
+        fp.warm_only = fp.warm is not None
+        x_w, norm_w, _ = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
+                                            damping=damping)
+        fp.warm_only = False
+        if norm_w < _WARM_HANDOVER:
+            x0 = x_w
     x, res_norm, converged = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
                                                  damping=damping)
     m, q, sigma, t = fp.from_x(x)
