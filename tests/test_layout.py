@@ -4,6 +4,7 @@
 - data: of the theory, only the spectral laws;
 - estimators: no plotting, no CLI;
 - cli and experiments: only public names of other skattn modules;
+- validation depends on estimators and theory, never the reverse (only the CLI imports it);
 - no import cycle between skattn modules; no module over 800 lines.
 """
 
@@ -128,6 +129,14 @@ def test_cli_and_experiments_use_public_names(name):
                 and node.value.id in imported_modules:
             assert not node.attr.startswith("_"), \
                 f"{name} uses private {node.value.id}.{node.attr}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES
+                                        if not n.startswith(("skattn.validation", "skattn.cli"))))
+def test_nothing_but_the_cli_imports_validation(name):
+    """The evidence layer sits on top: theory, estimators, data, experiments know nothing of it."""
+    for module, _ in _reaches(name):
+        assert not module.startswith("skattn.validation"), f"{name} imports {module}"
 
 
 def test_no_import_cycles_at_module_level():

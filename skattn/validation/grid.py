@@ -5,8 +5,8 @@ docs/theory.rst §10 asks that trained models reach the state-evolution test err
 softmax and linear, noise, β ≠ β0 both ways, seq2seq and seq2lab, width < 1 with the rank
 constraint inactive and binding, the direct model, power-law targets, small λ near the
 interpolation threshold); :func:`run_validation_grid` runs every configuration through
-:func:`skattn.finite_size.finite_size_scaling` on **one** resumable sweep store and writes a
-table and a figure. ``make validate`` calls ``python -m skattn.validation_grid``.
+:func:`skattn.validation.finite_size_scaling` on **one** resumable sweep store and writes a
+table and a figure. ``make validate`` calls ``python -m skattn.validation``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import time
 
 import numpy as np
 
-from ._validation import check_scalar_range
+from .._validation import check_scalar_range
 from .finite_size import (
     FSSConfig,
     _analyse,
     _check_run_args,
-    _fss_row,
     _rows_for,
+    fss_row,
 )
 
 __all__ = ["VALIDATION_CONFIGS", "VALIDATE_D", "VALIDATE_SEEDS", "run_validation_grid",
@@ -231,7 +231,7 @@ def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
     configs : list of FSSConfig or dict, optional
         Defaults to :data:`VALIDATION_CONFIGS`.
     n_test, same_instance_se, level, rtol
-        As in :func:`~skattn.finite_size.finite_size_scaling`.
+        As in :func:`~skattn.validation.finite_size_scaling`.
     table : str or path-like or None
         Where to write the table (``.rst`` gives a list-table, anything else Markdown);
         default ``<output stem>_table.md`` next to ``output``.
@@ -244,7 +244,7 @@ def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
         A str is the error of a configuration that could not be analysed (its finished
         rows are in the store).
     """
-    from .sweep import run_sweep
+    from ..sweep import run_sweep
 
     configs = VALIDATION_CONFIGS if configs is None else [FSSConfig.from_dict(c)
                                                            for c in configs]
@@ -261,7 +261,7 @@ def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
                                                          same_instance_se)]
     # the cheapest rows first, so that a cut run leaves whole configurations behind
     rows.sort(key=lambda r: r.get("d", 0))
-    sweep = run_sweep(_fss_row, rows, output=output, backend=backend, n_jobs=n_jobs,
+    sweep = run_sweep(fss_row, rows, output=output, backend=backend, n_jobs=n_jobs,
                       scheduler_address=scheduler_address, verbose=verbose)
     results = []
     for cfg in configs:
@@ -318,8 +318,8 @@ def estimate_grid_seconds(seconds_per_row, n_cores=2):
 
 
 def main(argv=None):
-    """``python -m skattn.validation_grid --output validate.csv`` (the ``make validate`` entry)."""
-    p = argparse.ArgumentParser(prog="python -m skattn.validation_grid",
+    """``python -m skattn.validation --output validate.csv`` (the ``make validate`` entry)."""
+    p = argparse.ArgumentParser(prog="python -m skattn.validation",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--output", default="validate.csv",
                    help="sweep store (resumable; .csv, .parquet or what run_sweep accepts)")
@@ -353,6 +353,3 @@ def main(argv=None):
         p.error(str(exc))
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
