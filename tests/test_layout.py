@@ -164,3 +164,30 @@ def test_no_import_cycles_at_module_level():
     for node in graph:
         if node not in state:
             visit(node, [node])
+
+
+RESEARCH = PACKAGE.parent / "benchmarks" / "research"
+
+
+@pytest.mark.parametrize("path", sorted(RESEARCH.glob("*.py")), ids=lambda p: p.name)
+def test_research_scripts_use_public_names_only(path):
+    """A study imports what a user could: no private skattn module, name or attribute."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("skattn"):
+            assert not any(p.startswith("_") for p in node.module.split(".")), \
+                f"{path.name} imports private module {node.module}"
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            assert not private, f"{path.name} imports private {private} from {node.module}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("skattn"):
+                    assert not any(p.startswith("_") for p in alias.name.split(".")), \
+                        f"{path.name} imports private module {alias.name}"
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            assert not (isinstance(base, ast.Name) and base.id == "skattn"), \
+                f"{path.name} uses private skattn attribute {node.attr}"

@@ -263,7 +263,7 @@ def test_routed_seq2lab_prediction_is_closer_to_trained_softmax_models():
     "sm T2 Δ=0.1") against the exact-Gram prediction and the Gaussian one (both without the
     leverage mixture that T = 2 is now routed to): the exact-Gram one is within 3 % and
     closer (measured with six teachers: +1.2 ± 0.3 % against +2.2 ± 0.3 %;
-    benchmarks/exact_gram_seq2lab.py)."""
+    benchmarks/research/exact_gram_seq2lab.py)."""
     import warnings
 
     from skattn.validation import fss_row, seed_for
