@@ -182,8 +182,11 @@ def test_run_validation_grid_tiny(tmp_path, capsys):
     assert (tmp_path / "grid_gaps.png").stat().st_size > 0
     assert "wall time" in capsys.readouterr().out
     run_validation_grid(out, d=(8, 12, 16), n_seeds=2, configs=cfgs, n_test=200,
-                        table=tmp_path / "t.rst")
-    assert "0 rows run now, 7 resumed" in (tmp_path / "t.rst").read_text(encoding="utf-8")
+                        table=tmp_path / "t.rst", command="python -m skattn.validation --d 8")
+    text = (tmp_path / "t.rst").read_text(encoding="utf-8")
+    assert "0 rows run now, 7 resumed" in text
+    # the table names the command and the UTC date (the validation report shows both)
+    assert "*Produced by* ``python -m skattn.validation --d 8`` *on* 20" in text
 
 
 def test_domain_reasons_parse_joined_and_truncated_messages():

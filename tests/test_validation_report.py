@@ -18,6 +18,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def test_every_committed_result_file_has_a_renderer_and_provenance():
     files = sorted(p.name for p in RESULTS.iterdir() if p.suffix in (".json", ".jsonl"))
+    assert "*Produced by*" in report.read_included("validate_table.rst")
     assert set(files) == set(report.RENDERERS), set(files) ^ set(report.RENDERERS)
     for name in files:
         meta, _ = report.load(name)

@@ -280,6 +280,15 @@ def render(name, results=RESULTS):
     return list_table(title, header, body, meta, *note)
 
 
+def read_included(name, results=RESULTS):
+    """The text of a reST result file, checked to name its command and date."""
+    text = (pathlib.Path(results) / name).read_text(encoding="utf-8")
+    if "*Produced by* ``" not in text or " *on* " not in text:
+        raise ValueError(f"{name} does not end with its '*Produced by* ``command`` *on* "
+                         "date' line")
+    return text
+
+
 # ----------------------------------------------------------------------------------------
 # Sphinx
 # ----------------------------------------------------------------------------------------
@@ -309,5 +318,28 @@ def setup(app):
             nested_parse_with_titles(self.state, StringList(text.splitlines(), name), node)
             return node.children
 
+    class ResultsInclude(Directive):
+        """``.. results-include:: NAME.rst``: a table written as reST by a run (the
+        validation grid's ``--table``); it must end with its *Produced by* line."""
+
+        required_arguments = 1
+        has_content = False
+
+        def run(self):
+            from docutils import nodes
+
+            name = self.arguments[0]
+            path = RESULTS / name
+            env = self.state.document.settings.env
+            env.note_dependency(str(path))
+            try:
+                text = read_included(name)
+            except (OSError, ValueError) as exc:
+                raise self.error(f"results-include {name}: {exc}") from None
+            node = nodes.container()
+            nested_parse_with_titles(self.state, StringList(text.splitlines(), name), node)
+            return node.children
+
     app.add_directive("results-table", ResultsTable)
+    app.add_directive("results-include", ResultsInclude)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
