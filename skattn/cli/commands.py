@@ -262,3 +262,21 @@ def cmd_finite_size(args):
         plt.close(fig)
         print(f"wrote {args.figure}", file=sys.stderr)
     return 0
+
+
+# ----------------------------------------------------------------------------------------
+# docs
+# ----------------------------------------------------------------------------------------
+
+def cmd_docs(args):
+    from ..documentation import PAGES, documentation, format_documentation
+
+    if args.list:
+        sys.stdout.write("".join(f"{title}\n" for title in PAGES))
+        return 0
+    try:
+        info = documentation(args.page)
+    except ValueError as exc:
+        raise user_error(exc) from None
+    sys.stdout.write(format_documentation(info))
+    return 0

@@ -53,7 +53,8 @@ class FSSConfig:
     :attr:`outside_gaussian_equivalence` flags softmax on power-law targets whose top mode
     keeps more than ``GAUSSIAN_EQUIVALENCE_MAX_SHARE`` of ``‖S0‖²_F`` as d grows (γ = 0.75: 0.40)
     where the spiked state evolution does not apply: the Gaussian equivalence behind the
-    state evolution then fails (docs/theory.rst §8, docs/domain.rst, docs/spiked.rst); such
+    state evolution then fails (docs: Theory §8, Where the predictions hold, Spiky
+    targets); such
     configurations are run and reported, but flagged.
     """
 
@@ -93,7 +94,7 @@ class FSSConfig:
         check_choice(self.solver, "solver", ("lbfgs", "adam"))
         check_choice(self.dtype, "dtype", ("float64", "float32"))
         if self.estimator == "direct" and self.reg_lambda == 0:
-            raise ValueError("reg_lambda must be > 0 for estimator='direct' (docs/theory.rst §5).")
+            raise ValueError("reg_lambda must be > 0 for estimator='direct' (docs: Theory §5).")
         if not isinstance(self.label, str):
             raise ValueError(f"label must be a str, got {type(self.label).__name__}.")
         check(self, "target", check_target_spec(self.target))
@@ -128,7 +129,7 @@ class FSSConfig:
     def outside_gaussian_equivalence(self):
         """Softmax on a spiky target that the spiked state evolution does not cover
         (:func:`skattn.theory.spiked.spiked_route_covers`): outside the domain of the theory
-        (docs/theory.rst §8, docs/spiked.rst).
+        (docs: Theory §8, docs: Spiky targets).
 
         Spiky: a power law whose top-mode share at d = 10 000 (its d → ∞ value for γ > 1/2;
         Wishart shares vanish) exceeds the threshold of
@@ -142,7 +143,7 @@ class FSSConfig:
         if spiked_route_covers(self.attention, "factored" if self.estimator == "tied"
                                else self.estimator, self.task, self.n_tokens,
                                self.width_ratio):
-            return False    # predicted by the spiked state evolution (docs/spiked.rst)
+            return False    # predicted by the spiked state evolution (docs: Spiky targets)
 
         eig = power_law_eigenvalues(self.target["gamma"], 10_000, self.target.get("cutoff"))
         return is_spiky(eig)

@@ -1,25 +1,26 @@
-"""Finite-size scaling of simulations against the state evolution (docs/theory.rst §10).
+"""Finite-size scaling of simulations against the state evolution (docs: Theory §10).
 
 The trained test error converges to the state evolution slowly: the diagonal
-pre-activations are quadratic forms whose skewness decays like ``1/√d`` (docs/theory.rst, "Status of the equations").
+pre-activations are quadratic forms whose skewness decays like ``1/√d`` (docs: Theory,
+"Status of the equations").
 A gap at one d is therefore no evidence of a bug. :func:`finite_size_scaling` trains the
 estimator of one configuration at several d on fresh teachers, fits
 
     ``e(d) = e_inf + c · d^(−1/2)``   and   ``e(d) = e_inf + c · d^(−1)``
 
 by weighted least squares (the seed spread gives the weights), keeps the better fit (AIC),
-and compares the extrapolated ``e_inf`` with the continuum state evolution of docs/theory.rst §4
+and compares the extrapolated ``e_inf`` with the continuum state evolution of docs: Theory §4
 (§5 for the direct model). The same is done for the training objective ``L/d²``.
 
-Where the continuum does not exist — power-law targets (docs/theory.rst §8) or a rank constraint
+Where the continuum does not exist — power-law targets (docs: Theory §8) or a rank constraint
 ``p < #{positive eigenvalues}`` that binds — the reference is the *same-instance* finite-d
-state evolution (the teacher's own S0 at its d, docs/theory.rst §4 "at finite d") and what is
+state evolution (the teacher's own S0 at its d, docs: Theory §4 "at finite d") and what is
 extrapolated is the paired gap ``simulation − SE_d`` (which should vanish).
 
 Every (d, seed) training and the continuum solve are rows of one
 :func:`skattn.sweep.run_sweep` store, so an interrupted run loses no finished row, a second
 call resumes, and ``backend="dask"`` spreads the rows on a cluster. The validation grid of
-docs/theory.rst §10 lives in :mod:`skattn.validation.grid`.
+docs: Theory §10 lives in :mod:`skattn.validation.grid`.
 """
 
 from __future__ import annotations
@@ -263,7 +264,7 @@ class FiniteSizeResult:
     The properties ``d``, ``mean``, ``sem``, ``fits``, ``chosen_fit``, ``se_prediction``,
     ``relative_gap``, ``relative_gap_ci`` and ``verdict`` are those of :attr:`test`;
     ``domain_warnings`` and ``outside_domain`` say whether the same-instance predictions at
-    the largest d left the stated domain (docs/domain.rst).
+    the largest d left the stated domain (docs: Where the predictions hold).
     """
 
     config: FSSConfig
@@ -295,7 +296,8 @@ class FiniteSizeResult:
         dict
             ``reason -> fraction of the seeds`` at the largest d whose prediction raised a
             :class:`~skattn.theory.DomainWarning` for that reason (e.g. ``"spiky target"``,
-            ``"strong rank cap"``); empty inside the stated domain (docs/domain.rst).
+            ``"strong rank cap"``); empty inside the stated domain (docs: Where the
+            predictions hold).
         """
         if not self.rows:
             return {}
@@ -584,7 +586,7 @@ def token_leverage_row(config, teacher, random_state=0):
 
     For factored linear attention with one token (seq2lab; a width whose rank cap does not
     bind is the full-width problem at ``√κ λ``) and ``d ≤ TOKEN_LEVERAGE_MAX_D``, inside the
-    validated domain of :func:`skattn.theory.solve_token_state_evolution` (docs/theory.rst
+    validated domain of :func:`skattn.theory.solve_token_state_evolution` (docs: Theory
     §4, "Token leverage"); elsewhere, including where that solver would warn (a binding
     cap among its reasons), no columns.
 
@@ -649,7 +651,7 @@ def continuum_row(config):
                 "se_rank_active": False}
     kw = cfg.se_kwargs()
     kappa = kw["width_ratio"]
-    if kappa < 1:  # same problem without the rank constraint: λ̃ = √κ λ (docs/theory.rst §2)
+    if kappa < 1:  # same problem without the rank constraint: λ̃ = √κ λ (docs: Theory §2)
         kw["reg_lambda"] *= np.sqrt(kappa)
         kw["width_ratio"] = 1.0
     res = solve_state_evolution(target=cfg.make_target(), **kw)

@@ -1,4 +1,4 @@
-"""Weighted fits of ``e(d) = e_inf + c · d^(−a)`` (:mod:`skattn.validation`, docs/theory.rst §10)."""
+"""Weighted fits of ``e(d) = e_inf + c · d^(−a)`` (:mod:`skattn.validation`; docs: Theory §10)."""
 
 from __future__ import annotations
 
