@@ -35,11 +35,11 @@ bench: $(STAMP)
 bench-gpu: $(STAMP)
 	$(PY) benchmarks/run_benchmarks.py --device cuda --sections ae
 
-# simulation vs state evolution on the validation grid (skattn.validation_grid), extrapolated
+# simulation vs state evolution on the validation grid (skattn.validation), extrapolated
 # in d; resumable: rerun after an interruption. VALIDATE_OUT=... to change the store.
 VALIDATE_OUT ?= out/validate.sqlite
 validate: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m skattn.validation_grid --output $(VALIDATE_OUT) --backend joblib --n-jobs 2
+	MPLBACKEND=Agg $(PY) -m skattn.validation --output $(VALIDATE_OUT) --backend joblib --n-jobs 2
 
 DOCS_STAMP := $(VENV)/.docs-installed
 $(DOCS_STAMP): $(STAMP)

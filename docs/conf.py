@@ -14,6 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE / "_ext"))  # validation_report: tables from benchmarks/results
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import skattn  # noqa: E402
@@ -32,6 +33,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "validation_report",
 ]
 
 templates_path = ["_templates"]

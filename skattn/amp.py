@@ -1,4 +1,4 @@
-"""Approximate message passing on data (docs/theory.rst §9): the theory as an estimator.
+"""Approximate message passing on data (docs: Theory §9): the theory as an estimator.
 
 AMP iterates on the observed samples with the *same* channel (prox, g, Hessian) and
 spectral denoiser as the state evolution, so a convention can only be wrong in one place.
@@ -39,7 +39,7 @@ class AMPResult:
 
 
 def sensing_components(X, S):
-    """Normalised components ``u_μk(S) = ⟨A_μk, S⟩`` (docs/theory.rst §3), shape (n, K)."""
+    """Normalised components ``u_μk(S) = ⟨A_μk, S⟩`` (docs: Theory §3), shape (n, K)."""
     d = X.shape[-1]
     XS = X @ S
     h = np.einsum("nai,nbi->nab", XS, X) / np.sqrt(d)
@@ -267,7 +267,7 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         eigendecomposition run in torch (float64) on that device ("auto": CUDA if
         available, else numpy); the per-sample prox always runs in numpy.
     parametrization : {"factored", "direct"}, default="factored"
-        "direct" replaces the spectral threshold by the ridge denoiser of docs/theory.rst §5,
+        "direct" replaces the spectral threshold by the ridge denoiser of docs: Theory §5,
         ``Ŝ = M/(Σ̂ + 4λ)``, for the objective ``Σ ℓ + λ‖V‖²_F``; ``reg_trace`` is then λ.
     verbose : int, default=0
         0: silent; 1: a progress bar over the iterations (it ends at 100 % on

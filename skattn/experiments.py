@@ -27,7 +27,7 @@ from .reporting import format_rows, format_table
 
 __all__ = [
     "MODEL_PARAMETERS", "THEORY_RESULT_COLUMNS", "TARGETS", "ESTIMATORS",
-    "parameter_grid", "make_target", "theory_rows", "theory_sweep_rows", "theory_point",
+    "parameter_grid", "make_target", "row_target_spec", "theory_rows", "theory_sweep_rows", "theory_point",
     "row_problem", "standard_error", "fit_one", "run_fits", "simulate_rows", "phase_diagram",
     "phase_diagram_rows", "PHASE_DIAGRAM_COLUMNS",
 ]
@@ -90,6 +90,49 @@ def parameter_grid(values):
     return rows
 
 
+def row_target_spec(target, *, kappa0=None, gamma=None):
+    """The target spec of a flat parameter row: the one converter between the two schemas.
+
+    Rows keep the target flat (``target="wishart"``, ``kappa0=0.5``) so that
+    :func:`parameter_grid` can combine each key; everywhere else a target is the spec dict of
+    :func:`skattn.data.check_target_spec` (``{"family": "wishart", "kappa0": 0.5}``), as in
+    :class:`skattn.validation.FSSConfig`.
+
+    Parameters
+    ----------
+    target : {"wishart", "powerlaw"}
+    kappa0 : float, optional
+        Rank ratio of a Wishart target (required for ``"wishart"``).
+    gamma : float, optional
+        Decay exponent of a power-law target (required for ``"powerlaw"``).
+
+    Returns
+    -------
+    dict
+        The checked target spec.
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is not one of :data:`TARGETS`, or its parameter is missing or out of
+        range (the message names it).
+    """
+    from .data import check_target_spec
+
+    if target == "wishart":
+        if kappa0 is None:
+            raise ValueError("kappa0 is required for target='wishart' (a float > 0).")
+        spec = {"family": "wishart", "kappa0": kappa0}
+    elif target == "powerlaw":
+        if gamma is None:
+            raise ValueError("gamma is required for target='powerlaw' (a float > 0).")
+        spec = {"family": "powerlaw", "gamma": gamma, "cutoff": None}
+    else:
+        raise ValueError(f"target must be one of {', '.join(map(repr, TARGETS))}, "
+                         f"got {target!r}.")
+    return check_target_spec(spec)
+
+
 def make_target(target, *, kappa0=None, gamma=None):
     """The target of a parameter row: ``WishartTarget(kappa0)`` or ``PowerLawTarget(gamma)``.
 
@@ -108,16 +151,11 @@ def make_target(target, *, kappa0=None, gamma=None):
     Raises
     ------
     ValueError
-        If ``target`` is not one of :data:`TARGETS` (the target itself checks its
-        parameter).
+        As :func:`row_target_spec`.
     """
-    from .data import PowerLawTarget, WishartTarget
+    from .data import target_from_spec
 
-    if target == "wishart":
-        return WishartTarget(kappa0)
-    if target == "powerlaw":
-        return PowerLawTarget(gamma)
-    raise ValueError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {target!r}.")
+    return target_from_spec(row_target_spec(target, kappa0=kappa0, gamma=gamma))
 
 
 def _row_target(params):

@@ -474,7 +474,7 @@ def plot_error_decomposition(x, components, *, total=None, ax=None, logx=False,
 
 
 # ========================================================================================
-# Power-law targets: emergence of outliers (docs/theory.rst §8; skattn.theory.powerlaw)
+# Power-law targets: emergence of outliers (docs: Theory §8; skattn.theory.powerlaw)
 # ========================================================================================
 
 __all__ += ["plot_emergence"]

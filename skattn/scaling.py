@@ -1,6 +1,6 @@
-"""Power-law fits of measured learning curves, with confidence intervals (docs/theory.rst §8).
+"""Power-law fits of learning curves, with confidence intervals (docs: Theory §8).
 
-:func:`fit_power_law` fits ``err − e0 ≈ C · n^b`` to errors measured at several sample
+:func:`fit_power_law` fits ``err − e0 ≈ C · n^b`` to errors observed at several sample
 sizes (simulations, or the theory's own curves); :func:`irreducible_error` gives the
 ``e0`` of a configuration. The asymptotic exponents to compare ``b`` with, and the regime
 map they come from, are theory: they live in :mod:`skattn.theory.powerlaw.regimes` and are

@@ -66,7 +66,7 @@ def test_factored_linear_on_a_power_law_target_is_above_the_prediction():
     import torch
 
     from skattn.estimators import TiedAttentionRegressor
-    from skattn.finite_size import _seed_int
+    from skattn.validation import seed_for
 
     torch.set_num_threads(1)
     d = 100
@@ -77,11 +77,11 @@ def test_factored_linear_on_a_power_law_target_is_above_the_prediction():
     gaps = []
     for seed in range(3):
         teacher = AttentionIndexedModel(d, n_tokens=1, target=PowerLawTarget(1.5),
-                                        attention="linear", random_state=_seed_int(seed, d, 0))
-        X, y = teacher.sample(3000, random_state=_seed_int(seed, d, 1))
+                                        attention="linear", random_state=seed_for(seed, d, 0))
+        X, y = teacher.sample(3000, random_state=seed_for(seed, d, 1))
         est = TiedAttentionRegressor(reg_lambda=0.05, attention="linear", n_tokens=1,
                                      dtype="float64", device="cpu",
-                                     random_state=_seed_int(seed, d, 3)).fit(X, y)
+                                     random_state=seed_for(seed, d, 3)).fit(X, y)
         gaps.append(2 * np.sum((est.S_ - teacher.S0_) ** 2) / d / se - 1)
     assert min(gaps) > 0.01
     assert np.mean(gaps) > 0.025

@@ -1,9 +1,9 @@
-"""Finite-size scaling (skattn.finite_size, skattn.validation_grid; docs/theory.rst §10)."""
+"""Finite-size scaling (skattn.validation; docs/theory.rst §10)."""
 
 import numpy as np
 import pytest
 
-from skattn.finite_size import (
+from skattn.validation import (
     EXPONENTS,
     FSSConfig,
     fit_finite_size,
@@ -150,7 +150,7 @@ def test_end_to_end_tiny_run_resumes(tmp_path):
 
 
 def test_validation_configs_cover_the_grid():
-    from skattn.validation_grid import VALIDATION_CONFIGS as V
+    from skattn.validation import VALIDATION_CONFIGS as V
 
     assert len(V) >= 30
     assert len({c.label for c in V}) == len(V)
@@ -170,7 +170,7 @@ def test_run_validation_grid_tiny(tmp_path, capsys):
     torch = pytest.importorskip("torch")
     pytest.importorskip("matplotlib")
     torch.set_num_threads(1)
-    from skattn.validation_grid import run_validation_grid
+    from skattn.validation import run_validation_grid
 
     cfgs = [dict(label="lin T1 tiny", alpha=0.3, reg_lambda=0.05, n_tokens=1,
                  attention="linear", max_iter=100)]
@@ -182,12 +182,15 @@ def test_run_validation_grid_tiny(tmp_path, capsys):
     assert (tmp_path / "grid_gaps.png").stat().st_size > 0
     assert "wall time" in capsys.readouterr().out
     run_validation_grid(out, d=(8, 12, 16), n_seeds=2, configs=cfgs, n_test=200,
-                        table=tmp_path / "t.rst")
-    assert "0 rows run now, 7 resumed" in (tmp_path / "t.rst").read_text(encoding="utf-8")
+                        table=tmp_path / "t.rst", command="python -m skattn.validation --d 8")
+    text = (tmp_path / "t.rst").read_text(encoding="utf-8")
+    assert "0 rows run now, 7 resumed" in text
+    # the table names the command and the UTC date (the validation report shows both)
+    assert "*Produced by* ``python -m skattn.validation --d 8`` *on* 20" in text
 
 
 def test_domain_reasons_parse_joined_and_truncated_messages():
-    from skattn.finite_size import domain_reasons
+    from skattn.validation import domain_reasons
 
     text = ("outside the validated domain: spiky target: its top mode carries 83% of "
             "||S0||_F^2 (above 25%); the linear channel needs only second moments; "
@@ -197,7 +200,7 @@ def test_domain_reasons_parse_joined_and_truncated_messages():
 
 
 def test_domain_warnings_count_seeds_at_the_largest_d():
-    from skattn.finite_size import FiniteSizeResult
+    from skattn.validation import FiniteSizeResult
 
     spiky = "outside the validated domain: spiky target: top mode 31%"
     rows = [{"d": 40, "se_same_instance_domain": spiky},
@@ -216,7 +219,7 @@ def test_validation_grid_flags_a_prediction_outside_the_domain(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("matplotlib")
     torch.set_num_threads(1)
-    from skattn.validation_grid import run_validation_grid
+    from skattn.validation import run_validation_grid
 
     # linear attention on a γ = 1.5 power law: the top mode carries ~80 % of ‖S0‖²_F,
     # and the same-instance prediction raises DomainWarning("spiky target")
@@ -237,13 +240,13 @@ def test_rows_carry_the_token_leverage_prediction_where_it_applies():
     import warnings
 
     from skattn.data import AttentionIndexedModel
-    from skattn.finite_size import FSSConfig, _fss_row, token_leverage_row
+    from skattn.validation import FSSConfig, fss_row, token_leverage_row
 
     noisy = FSSConfig(label="t", alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear",
                       noise=0.3, max_iter=200)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        row = _fss_row("simulation", noisy.to_json(), d=40, seed=0, n_test=500,
+        row = fss_row("simulation", noisy.to_json(), d=40, seed=0, n_test=500,
                        same_instance_se=True)
     assert np.isfinite(row["se_token_test_error"]) and row["se_token_mc_error"] > 0
     # the token prediction sits above the Gaussian one on rank-one tokens
@@ -262,3 +265,51 @@ def test_rows_carry_the_token_leverage_prediction_where_it_applies():
                     noise=0.3)
     assert token_leverage_row(two, teacher(two)) == {}
     assert token_leverage_row(noisy, teacher(noisy, d=16)) == {}  # d < 40: warns
+
+
+# ---- the public row API and the one target schema ----------------------------------------
+
+def test_seed_for_is_the_seed_sequence_of_the_row_and_names_streams():
+    from skattn.validation import SEED_STREAMS, seed_for
+
+    want = int(np.random.SeedSequence([3, 40, 1]).generate_state(1)[0])
+    assert seed_for(3, 40, "train") == seed_for(3, 40, 1) == want
+    assert len({seed_for(0, 40, s) for s in SEED_STREAMS}) == len(SEED_STREAMS)
+    with pytest.raises(ValueError, match="stream"):
+        seed_for(0, 40, "labels")
+    with pytest.raises(ValueError, match="seed"):
+        seed_for(-1, 40, "teacher")
+
+
+def test_make_teacher_is_the_teacher_the_rows_train_on():
+    from skattn.validation import FSSConfig, make_teacher
+
+    cfg = FSSConfig(alpha=0.3, reg_lambda=0.1, noise=0.2)
+    a, b = make_teacher(cfg, 12, 1), make_teacher(cfg.to_dict(), 12, 1)
+    np.testing.assert_array_equal(a.S0_, b.S0_)
+    assert not np.array_equal(a.S0_, make_teacher(cfg, 12, 2).S0_)
+    assert a.noise == 0.2 and a.n_tokens == 2
+
+
+def test_fss_row_rejects_an_unknown_kind():
+    from skattn.validation import FSSConfig, fss_row
+
+    with pytest.raises(ValueError, match="kind"):
+        fss_row("theory", FSSConfig(alpha=0.3, reg_lambda=0.1).to_json())
+
+
+def test_experiments_rows_and_validation_configs_share_one_target_spec():
+    from skattn.data import PowerLawTarget, WishartTarget, target_from_spec
+    from skattn.experiments import make_target, row_target_spec
+    from skattn.validation import FSSConfig
+
+    spec = row_target_spec("wishart", kappa0=0.3)
+    assert spec == {"family": "wishart", "kappa0": 0.3}
+    assert FSSConfig(alpha=0.3, reg_lambda=0.1, target=spec).make_target() == \
+        make_target("wishart", kappa0=0.3) == WishartTarget(0.3)
+    pl = row_target_spec("powerlaw", gamma=1.5)
+    assert target_from_spec(pl) == PowerLawTarget(1.5)
+    with pytest.raises(ValueError, match="kappa0"):
+        row_target_spec("wishart")
+    with pytest.raises(ValueError, match="target\\['family'\\]"):
+        target_from_spec({"family": "gaussian"})

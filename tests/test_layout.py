@@ -4,6 +4,7 @@
 - data: of the theory, only the spectral laws;
 - estimators: no plotting, no CLI;
 - cli and experiments: only public names of other skattn modules;
+- validation depends on estimators and theory, never the reverse (only the CLI imports it);
 - no import cycle between skattn modules; no module over 800 lines.
 """
 
@@ -130,6 +131,14 @@ def test_cli_and_experiments_use_public_names(name):
                 f"{name} uses private {node.value.id}.{node.attr}"
 
 
+@pytest.mark.parametrize("name", sorted(n for n in MODULES
+                                        if not n.startswith(("skattn.validation", "skattn.cli"))))
+def test_nothing_but_the_cli_imports_validation(name):
+    """The evidence layer sits on top: theory, estimators, data, experiments know nothing of it."""
+    for module, _ in _reaches(name):
+        assert not module.startswith("skattn.validation"), f"{name} imports {module}"
+
+
 def test_no_import_cycles_at_module_level():
     """Top-level imports form a DAG (lazy imports inside functions are allowed)."""
     graph = {name: set() for name in MODULES}
@@ -155,3 +164,30 @@ def test_no_import_cycles_at_module_level():
     for node in graph:
         if node not in state:
             visit(node, [node])
+
+
+RESEARCH = PACKAGE.parent / "benchmarks" / "research"
+
+
+@pytest.mark.parametrize("path", sorted(RESEARCH.glob("*.py")), ids=lambda p: p.name)
+def test_research_scripts_use_public_names_only(path):
+    """A study imports what a user could: no private skattn module, name or attribute."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("skattn"):
+            assert not any(p.startswith("_") for p in node.module.split(".")), \
+                f"{path.name} imports private module {node.module}"
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            assert not private, f"{path.name} imports private {private} from {node.module}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("skattn"):
+                    assert not any(p.startswith("_") for p in alias.name.split(".")), \
+                        f"{path.name} imports private module {alias.name}"
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            assert not (isinstance(base, ast.Name) and base.id == "skattn"), \
+                f"{path.name} uses private skattn attribute {node.attr}"

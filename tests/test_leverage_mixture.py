@@ -1,6 +1,6 @@
 """The leverage-mixture state evolution (factored softmax on token data; docs/theory.rst §4).
 
-Its agreement with trained models is measured by benchmarks/leverage_mixture.py
+Its agreement with trained models is measured by benchmarks/research/leverage_mixture.py
 (docs/domain.rst, "Leverage mixture"); these tests check the pieces: the quartic forms
 against the explicit matrices, the leverage law's exact cases, the Gaussian limit of the
 solver, the sign of the correction, and the errors.
@@ -215,18 +215,18 @@ def test_routed_prediction_matches_trained_models_next_to_the_interpolation_thre
     the validation grid's teachers, 20 000 test samples) against the routed prediction (the
     leverage mixture) and the former one (``leverage=False``, exact Gram): the mixture is
     within 3 % and closer (measured with eight teachers: +0.9 ± 0.6 % against +3.9 ± 0.6 %;
-    benchmarks/leverage_mixture.py)."""
-    from skattn.finite_size import FSSConfig, _fss_row, _seed_int
+    benchmarks/research/leverage_mixture.py)."""
+    from skattn.validation import FSSConfig, fss_row, seed_for
 
     cfg = FSSConfig(label="t", alpha=0.15, reg_lambda=1e-3, noise=0.1)
     d, routed, former = 100, [], []
     for seed in range(4):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000)
+            row = fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000)
             teacher = AttentionIndexedModel(d, n_tokens=2, target=cfg.make_target(),
                                             noise=cfg.noise,
-                                            random_state=_seed_int(seed, d, 0))
+                                            random_state=seed_for(seed, d, 0))
             for leverage, out in ((True, routed), (False, former)):
                 res = solve_state_evolution(target=teacher, leverage=leverage,
                                             **cfg.se_kwargs())

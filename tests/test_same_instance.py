@@ -148,7 +148,7 @@ def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
     do not."""
     import warnings
 
-    from skattn.finite_size import domain_reasons
+    from skattn.validation import domain_reasons
     from skattn.theory import DomainWarning, FiniteSizeWarning
     from skattn.theory.problem import warn_finite_size
 

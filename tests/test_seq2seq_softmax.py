@@ -263,21 +263,21 @@ def test_routed_seq2lab_prediction_is_closer_to_trained_softmax_models():
     "sm T2 Δ=0.1") against the exact-Gram prediction and the Gaussian one (both without the
     leverage mixture that T = 2 is now routed to): the exact-Gram one is within 3 % and
     closer (measured with six teachers: +1.2 ± 0.3 % against +2.2 ± 0.3 %;
-    benchmarks/exact_gram_seq2lab.py)."""
+    benchmarks/research/exact_gram_seq2lab.py)."""
     import warnings
 
-    from skattn.finite_size import _fss_row, _seed_int
+    from skattn.validation import fss_row, seed_for
     from skattn.theory import solve_state_evolution
-    from skattn.validation_grid import VALIDATION_CONFIGS
+    from skattn.validation import VALIDATION_CONFIGS
 
     cfg = next(c for c in VALIDATION_CONFIGS if c.label == "sm T2 Δ=0.1")
     d, routed, gaussian = 100, [], []
     for seed in range(4):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000)
+            row = fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000)
         teacher = AttentionIndexedModel(d, n_tokens=2, target=cfg.make_target(),
-                                        noise=cfg.noise, random_state=_seed_int(seed, d, 0))
+                                        noise=cfg.noise, random_state=seed_for(seed, d, 0))
         for exact, out in ((True, routed), (False, gaussian)):
             res = solve_state_evolution(target=teacher, exact_gram=exact, leverage=False,
                                         **cfg.se_kwargs())

@@ -1,6 +1,6 @@
 """The token-leverage state evolution (linear attention, one token; docs/theory.rst §4).
 
-Its agreement with trained models is measured by benchmarks/token_leverage.py; these tests
+Its agreement with trained models is measured by benchmarks/research/token_leverage.py; these tests
 check the solver: its Gaussian limit, the leverage spread, the sign of the correction where
 it is validated, and its errors.
 """

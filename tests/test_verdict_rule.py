@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skattn.finite_size import _compare
-from skattn.finite_size_fits import (
+from skattn.validation.finite_size import _compare
+from skattn.validation.fits import (
     EXPONENTS,
     PLAUSIBLE_WEIGHT,
     akaike_weights,

@@ -21,7 +21,7 @@ from ..theory import CORRECTION_NAMES
 from .arguments import (EXIT_ERROR, EXIT_USAGE, PROG, CLIError, Parser, add_model_params,
                         add_output_options, add_solver_options, choice_list, desc, dimension,
                         int_list, nonzero_int, positive_int, split)
-from .commands import (cmd_demo, cmd_figure, cmd_finite_size, cmd_phase_diagram,
+from .commands import (cmd_demo, cmd_docs, cmd_figure, cmd_finite_size, cmd_phase_diagram,
                        cmd_simulate, cmd_sweep, cmd_theory, cmd_validate)
 from .text import (DESC_DEMO, DESC_FIGURE, DESC_FINITE_SIZE, DESC_MAIN, DESC_PHASE_DIAGRAM,
                    DESC_SIMULATE,
@@ -231,6 +231,17 @@ def build_parser():
     g.add_argument("--output", "-o", dest="output_table", default=None, metavar="FILE",
                    help="write the table to FILE instead of stdout")
     p.set_defaults(func=cmd_finite_size)
+
+    # docs
+    p = sub.add_parser("docs", help="where the documentation of this installation lives",
+                       description="Print where the documentation is: the built HTML page, "
+                                   "its source, the published page; the package's messages "
+                                   "cite pages by these titles.")
+    p.add_argument("page", nargs="?", default=None,
+                   help="a page title, e.g. 'Theory' or 'Where the predictions hold' "
+                        "(a unique prefix is enough); --list shows them")
+    p.add_argument("--list", action="store_true", help="list the page titles")
+    p.set_defaults(func=cmd_docs)
     return parser
 
 

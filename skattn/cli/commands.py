@@ -205,7 +205,7 @@ def cmd_phase_diagram(args):
 # ----------------------------------------------------------------------------------------
 
 def cmd_validate(args):
-    from ..validation_grid import main as validation_main
+    from ..validation.grid import main as validation_main
 
     argv = ["--output", args.output, "--n-seeds", str(args.n_seeds), "--backend",
             args.backend, "--n-jobs", str(args.n_jobs)]
@@ -226,21 +226,23 @@ FINITE_SIZE_COLUMNS = ["quantity", "d", "mean", "sem", "reference", "verdict"]
 
 
 def cmd_finite_size(args):
-    from ..finite_size import finite_size_scaling
+    from ..experiments import row_target_spec
+    from ..validation import finite_size_scaling
 
     groups = param_grid(args, [n for n in theory_param_names()
                                if n not in ("n_features", "parametrization")])
     if len(groups) != 1 or len(args.alpha) != 1:
         raise CLIError("finite-size: give one value of every parameter (one configuration)")
     row = groups[0]
-    target = ({"family": "wishart", "kappa0": row["kappa0"]} if row["target"] == "wishart"
-              else {"family": "powerlaw", "gamma": row["gamma"]})
-    config = {"alpha": args.alpha[0], "reg_lambda": row["reg_lambda"],
-              "n_tokens": row["n_tokens"], "attention": row["attention"],
-              "beta": row["beta"], "target_beta": row["target_beta"], "noise": row["noise"],
-              "task": row["task"], "target": target, "estimator": args.estimator,
-              "width_ratio": row["width_ratio"], "solver": args.solver}
     try:
+        target = row_target_spec(row["target"], kappa0=row.get("kappa0"),
+                                 gamma=row.get("gamma"))
+        config = {"alpha": args.alpha[0], "reg_lambda": row["reg_lambda"],
+                  "n_tokens": row["n_tokens"], "attention": row["attention"],
+                  "beta": row["beta"], "target_beta": row["target_beta"],
+                  "noise": row["noise"], "task": row["task"], "target": target,
+                  "estimator": args.estimator, "width_ratio": row["width_ratio"],
+                  "solver": args.solver}
         result = finite_size_scaling(config, d=args.d, n_seeds=args.n_seeds,
                                      output=args.output, backend=args.backend,
                                      n_jobs=args.n_jobs, n_test=args.n_test,
@@ -260,4 +262,22 @@ def cmd_finite_size(args):
         fig.savefig(args.figure, dpi=120)
         plt.close(fig)
         print(f"wrote {args.figure}", file=sys.stderr)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------
+# docs
+# ----------------------------------------------------------------------------------------
+
+def cmd_docs(args):
+    from ..documentation import PAGES, documentation, format_documentation
+
+    if args.list:
+        sys.stdout.write("".join(f"{title}\n" for title in PAGES))
+        return 0
+    try:
+        info = documentation(args.page)
+    except ValueError as exc:
+        raise user_error(exc) from None
+    sys.stdout.write(format_documentation(info))
     return 0

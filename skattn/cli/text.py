@@ -67,7 +67,7 @@ EPILOG_PHASE_DIAGRAM = """examples:
 
 DESC_VALIDATE = (
     "Train estimators at several d on the validation grid of configurations, extrapolate "
-    "d → ∞ (skattn.finite_size) and compare with the state evolution; writes a table and "
+    "d → ∞ (skattn.validation) and compare with the state evolution; writes a table and "
     "a figure next to --output. Long (tens of minutes on 2 cores) and resumable: rerun "
     "to continue."
 )

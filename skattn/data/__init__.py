@@ -1,6 +1,14 @@
 """Data layer: targets S0 and the attention-indexed teacher (numpy only)."""
 
-from .targets import PowerLawTarget, SpectrumTarget, Target, WishartTarget
+from .targets import (
+    TARGET_FAMILIES,
+    PowerLawTarget,
+    SpectrumTarget,
+    Target,
+    WishartTarget,
+    check_target_spec,
+    target_from_spec,
+)
 from .teacher import (
     TOKEN_DISTRIBUTIONS,
     AttentionIndexedModel,
@@ -17,6 +25,9 @@ __all__ = [
     "WishartTarget",
     "PowerLawTarget",
     "SpectrumTarget",
+    "TARGET_FAMILIES",
+    "check_target_spec",
+    "target_from_spec",
     "AttentionIndexedModel",
     "make_attention_indexed",
     "TOKEN_DISTRIBUTIONS",

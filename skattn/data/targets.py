@@ -10,11 +10,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import ortho_group
 
-from .._validation import check_finite_array, check_memory, check_scalar_range
+from .._validation import check_choice, check_finite_array, check_memory, check_scalar_range
 from .._validation import check_random_state_arg as check_random_state
 from ..theory.laws import DiscreteLaw, WishartLaw, power_law_eigenvalues
 
-__all__ = ["Target", "WishartTarget", "PowerLawTarget", "SpectrumTarget"]
+__all__ = ["Target", "WishartTarget", "PowerLawTarget", "SpectrumTarget", "TARGET_FAMILIES",
+           "check_target_spec", "target_from_spec"]
 
 
 def _check_n_features(n_features):
@@ -204,3 +205,69 @@ class SpectrumTarget(Target):
         if n_features is not None:
             self._check_size(n_features)
         return DiscreteLaw(self.eigenvalues)
+
+
+# ----------------------------------------------------------------------------------------
+# Target specs: the one JSON-able description of a target (validation configs, experiments)
+# ----------------------------------------------------------------------------------------
+
+#: Families of a target spec and the parameters each accepts.
+TARGET_FAMILIES = {"wishart": ("kappa0",), "powerlaw": ("gamma", "cutoff")}
+
+
+def check_target_spec(spec):
+    """Validate a target spec and return it in canonical form.
+
+    Parameters
+    ----------
+    spec : dict
+        ``{"family": "wishart", "kappa0": κ0}`` (κ0 defaults to 0.5) or
+        ``{"family": "powerlaw", "gamma": γ, "cutoff": None}``.
+
+    Returns
+    -------
+    dict
+        Every parameter of the family present, in canonical types.
+
+    Raises
+    ------
+    ValueError
+        If ``spec`` is not a dict with a known ``"family"``, has unknown keys, or a
+        parameter is out of range (the message names the key).
+    """
+    if not isinstance(spec, dict) or "family" not in spec:
+        raise ValueError("target must be a dict with a 'family' key, e.g. "
+                         "{'family': 'wishart', 'kappa0': 0.5}.")
+    family = check_choice(spec["family"], "target['family']", tuple(TARGET_FAMILIES))
+    unknown = sorted(set(spec) - {"family", *TARGET_FAMILIES[family]})
+    if unknown:
+        raise ValueError(f"target has unknown keys {unknown} for family {family!r} "
+                         f"(expected {list(TARGET_FAMILIES[family])}).")
+    if family == "wishart":
+        kappa0 = check_scalar_range(spec.get("kappa0", 0.5), "target['kappa0']", low=0,
+                                    low_inclusive=False)
+        return {"family": family, "kappa0": kappa0}
+    if spec.get("gamma") is None:
+        raise ValueError("target['gamma'] is required for family 'powerlaw' (γ > 0).")
+    gamma = check_scalar_range(spec["gamma"], "target['gamma']", low=0, low_inclusive=False)
+    cutoff = spec.get("cutoff")
+    if cutoff is not None:
+        cutoff = check_scalar_range(cutoff, "target['cutoff']", low=1, integer=True)
+    return {"family": family, "gamma": gamma, "cutoff": cutoff}
+
+
+def target_from_spec(spec):
+    """The :class:`Target` of a target spec (see :func:`check_target_spec`).
+
+    Parameters
+    ----------
+    spec : dict
+
+    Returns
+    -------
+    WishartTarget or PowerLawTarget
+    """
+    spec = check_target_spec(spec)
+    if spec["family"] == "wishart":
+        return WishartTarget(spec["kappa0"])
+    return PowerLawTarget(spec["gamma"], spec["cutoff"])

@@ -20,7 +20,7 @@ NAMES = {"over": "overfitting $E_{over}$", "under": "underfitting $E_{under}$",
 def _decompose(d, c, attention, n_max, n_points, log, t_start):
     n = np.geomspace(2 * d, n_max, n_points)
     # the mode-by-mode split reads every mode off the Gaussian bulk: correction="none" (for
-    # softmax outside the Gaussian channel's domain on this target, docs/spiked.rst)
+    # softmax outside the Gaussian channel's domain on this target, docs: Spiky targets)
     lc = theory_learning_curve(n, target=PowerLawTarget(GAMMA), n_features=d, n_tokens=T,
                                reg_lambda=c / d, lambda_exponent=0.5, attention=attention,
                                noise=NOISE, n_nodes=2048, correction="none")

@@ -2,7 +2,7 @@
 and students (beyond the paper's assumptions).
 
 The prediction is always the tied, single-head, Gaussian-token state evolution
-(docs/theory.rst §4). Measured are L-BFGS students (float64) on teachers that break one
+(docs: Theory §4). Measured are L-BFGS students (float64) on teachers that break one
 assumption at a time: non-Gaussian or anisotropic tokens, a 2-head teacher, an untied or
 a 2-head student. :func:`null_error_prediction` gives the α → 0 end with the
 fourth-cumulant correction of the diagonal pre-activation.

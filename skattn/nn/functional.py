@@ -1,6 +1,6 @@
 """Torch functional layer: pre-activations, attention maps and per-sample losses.
 
-Conventions follow docs/theory.rst §1–2 exactly:
+Conventions follow docs: Theory §1–2 exactly:
 
 - pre-activation ``h_ab(S; x) = (x_aᵀ S x_b − δ_ab Tr S) / √d``;
 - factored model ``S = W Wᵀ / √(p d)``, evaluated through ``X W`` so that no ``d×d``
@@ -202,7 +202,7 @@ def attention_output(A, X, task):
 
 
 def per_sample_loss(y_pred, y, task):
-    """Per-sample square loss of docs/theory.rst §2.
+    """Per-sample square loss of docs: Theory §2.
 
     Parameters
     ----------

@@ -5,7 +5,7 @@ argument, called as ``callback(iteration, module, objective)`` after each iterat
 ``every`` iterations it forms ``S = module.S()`` once and records
 
 - ``objective``: the objective divided by d² (the scale of ``loss_curve_``);
-- ``m = Tr(S0ᵀ S) / d`` and ``q = ‖S‖²_F / d``, the overlaps of docs/theory.rst §3, when a
+- ``m = Tr(S0ᵀ S) / d`` and ``q = ‖S‖²_F / d``, the overlaps of docs: Theory §3, when a
   target ``S0`` is given. For a symmetric S they are ``Tr(S0 S)/d`` and ``Tr(S²)/d``; for
   untied attention ``Tr(S0ᵀ S) = Tr(S0 · sym S)`` for a symmetric ``S0``, so m is the
   overlap of the symmetric part and q the squared Frobenius norm of the whole S;

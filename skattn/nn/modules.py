@@ -1,4 +1,4 @@
-"""Torch modules for tied, untied and multi-head attention (docs/theory.rst §2).
+"""Torch modules for tied, untied and multi-head attention (docs: Theory §2).
 
 - :class:`FactoredAttention`: ``S = W Wᵀ / √(p d)``, penalty ``‖W‖²_F``;
 - :class:`UntiedAttention`: ``S = W_Q W_Kᵀ / √(p d)``, penalty

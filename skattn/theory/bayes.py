@@ -1,4 +1,4 @@
-"""Bayes-optimal baseline (docs/theory.rst §7): the MMSE of S and the best achievable test error.
+"""Bayes-optimal baseline (docs: Theory §7): the MMSE of S and the best achievable test error.
 
 The information-theoretic limit of learning ``S0`` from ``n = αd²`` attention-indexed samples
 when the learner knows the model (the target's spectral law, β0 and Δ). Two facts reduce it
@@ -21,11 +21,11 @@ The replica-symmetric fixed point of the Gaussian channel (Nishimori: ``m = q``,
 
 ``q̂ = 2 K_eff α / (Q0 − q + Δ/2)``,  ``Q0 − q = mmse(1/q̂)``,
 
-i.e. with ``t = 1/q̂``: ``mmse(t) + Δ/2 = 2 K_eff α t``. For Δ = 0 this is docs/theory.rst §7;
+i.e. with ``t = 1/q̂``: ``mmse(t) + Δ/2 = 2 K_eff α t``. For Δ = 0 this is docs: Theory §7;
 for the linear channel with noise it is the standard result for Gaussian sensing of a
 rotation-invariant matrix with ``K`` outputs of variance Δ/2 (T = 1: one output).
 
-Test errors. ``test_error`` is the plug-in formula of docs/theory.rst §7: the Gaussian test error of §4
+Test errors. ``test_error`` is the plug-in formula of docs: Theory §7: the Gaussian test error of §4
 at ``m = q`` (the error of predicting ``σ_β0(h(Ŝ))`` with ``Ŝ`` the posterior mean).
 ``predictor_error`` is the error of the Bayes-optimal *label* predictor
 ``E[y | data, x] = E[σ_β0(h(v0)) | v]``, with ``v0 | v ~ N(v, (Q0 + Δ/2 − q) I_K)`` per
@@ -66,7 +66,7 @@ class BayesOptimalResult:
     Q0 : float
         ``Tr S0²/d``.
     test_error : float
-        Gaussian test error of §4 at ``m = q`` (plug-in of the posterior mean, docs/theory.rst §7).
+        Gaussian test error of §4 at ``m = q`` (plug-in of the posterior mean, docs: Theory §7).
     predictor_error : float
         Test error of the Bayes-optimal label predictor (a lower bound for every estimator).
     K_eff : int
@@ -184,7 +184,7 @@ def _predictor_error(channel, q, V, nodes, n_inner, seed):
 def bayes_optimal(alpha, problem=None, *, n_tokens=UNSET, target=UNSET, attention=UNSET,
                   noise=UNSET, target_beta=UNSET, n_features=UNSET, n_nodes=8192,
                   n_inner=1024, random_state=0):
-    """Bayes-optimal MMSE of S and test errors at sample ratio α (docs/theory.rst §7).
+    """Bayes-optimal MMSE of S and test errors at sample ratio α (docs: Theory §7).
 
     Solves ``mmse(t) + Δ/2 = 2 K_eff α t`` (``t = 1/q̂``, see the module docstring) for
     noiseless or noisy softmax labels at any T and for linear attention, then evaluates the

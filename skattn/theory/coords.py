@@ -1,4 +1,4 @@
-"""Coordinate maps between a symmetric pre-activation and its u-vector (docs/theory.rst §3).
+"""Coordinate maps between a symmetric pre-activation and its u-vector (docs: Theory §3).
 
 A sample enters the theory only through the ``K = T(T+1)/2`` normalised components
 ``u_k = h_ab / √(1 + δ_ab)`` (a ≤ b) of its symmetric ``T × T`` pre-activation ``h``:

@@ -38,7 +38,7 @@ def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e
         The model (its ``reg_lambda`` is ignored: λ is searched), instead of the model
         keywords (``parametrization`` and those in ``kwargs``).
     parametrization : {"factored", "direct"}, default="factored"
-        Which model's λ (weight decay on W, or ridge on V; docs/theory.rst §2).
+        Which model's λ (weight decay on W, or ridge on V; docs: Theory §2).
     bounds : tuple of float, default=(1e-3, 10.0)
         Search interval ``(λ_min, λ_max)``, ``0 < λ_min < λ_max``. The optimum may lie on a
         bound (noiseless factored ERM: the test error decreases down to λ → 0⁺); when the

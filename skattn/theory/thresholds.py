@@ -1,4 +1,4 @@
-"""Interpolation and recovery thresholds (docs/theory.rst §5–7), in closed form or as 1-D roots.
+"""Interpolation and recovery thresholds (docs: Theory §5–7), in closed form or as 1-D roots.
 
 All thresholds are sample ratios ``α = n/d²`` in the high-dimensional limit. They depend on
 the attention only through the number of directions a sample constrains,
@@ -44,7 +44,7 @@ __all__ = [
 
 
 def effective_constraints(n_tokens, attention="softmax"):
-    """Number ``K_eff`` of directions of S one sample constrains (docs/theory.rst §3).
+    """Number ``K_eff`` of directions of S one sample constrains (docs: Theory §3).
 
     Parameters
     ----------
@@ -201,7 +201,7 @@ def interpolation_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, atten
                             noise=UNSET, parametrization=UNSET, n_features=UNSET):
     """Largest α at which the λ → 0⁺ minimiser still fits the training set exactly.
 
-    **Factored** (docs/theory.rst §6; width ratio κ ≥ 1). In the λ → 0⁺ limit an interpolating
+    **Factored** (docs: Theory §6; width ratio κ ≥ 1). In the λ → 0⁺ limit an interpolating
     fixed point has ``Σ → ∞`` with ``ΣΣ̂ → 2K_eff α``; the prior side then gives
     ``D(δ, ε) = 2K_eff α`` and ``Q0 + Δ/2 = J(δ, ε) + 2ε ∫(x − ε)₊ dμ_δ − δ² D(δ, ε)``.
     Along this branch ε decreases with α and the branch ends where ε = 0: δ̄ solves
@@ -286,7 +286,7 @@ def perfect_recovery_threshold(problem=None, *, n_tokens=UNSET, target=UNSET,
     which depends on the target only through the mass ``w0`` of its atom at zero
     (``w0 = 1 − κ0`` for Wishart(κ0 < 1)); full-rank targets give ``1/(2K_eff)``.
     This is *smaller* than the Δ → 0⁺ interpolation threshold ``(1 − w0²/2)/(2K_eff)`` of
-    :func:`interpolation_threshold` for 0 < w0 < 1 (docs/theory.rst §6 says the interpolation
+    :func:`interpolation_threshold` for 0 < w0 < 1 (docs: Theory §6 says the interpolation
     equation at Δ = 0 locates α_perf; its only root at Δ = 0 is δ̄ = 0, which gives the
     larger value; the λ → 0⁺ state evolution recovers S0 in between).
 

@@ -1,6 +1,6 @@
 """Power-law targets: sequential spectral recovery, emergence and the error decomposition.
 
-docs/theory.rst §8. At a state-evolution fixed point the learned matrix is, in law,
+docs: Theory §8. At a state-evolution fixed point the learned matrix is, in law,
 ``Ŝ ≈ η · ReLU(S0 + δ Z − ε I)`` (§4, Claim 4.1). For a target with an explicit finite-d
 spectrum ``λ_1 ≥ … ≥ λ_d`` (e.g. :class:`~skattn.data.PowerLawTarget`) this module reads
 off that law
@@ -12,7 +12,7 @@ off that law
 - the split of the excess test error into overfitting, underfitting, approximation and
   mismatch parts (:func:`error_decomposition`);
 - whole learning curves, from the theory alone (:func:`theory_learning_curve`), and the
-  irreducible error e0 they are measured from (:func:`irreducible_error`);
+  irreducible error e0 they are counted from (:func:`irreducible_error`);
 - the asymptotic regimes and exponents of the excess risk (:func:`scaling_regime`,
   :func:`excess_risk_exponent`, :func:`phase_diagram`).
 

@@ -79,7 +79,7 @@ def _interval_index(intervals, x):
 
 def _check_not_spiked(result):
     """The mode-by-mode theory reads every target mode off one Gaussian bulk; a result of the
-    spiked state evolution keeps its top modes out of that bulk (docs/spiked.rst)."""
+    spiked state evolution keeps its top modes out of that bulk (docs: Spiky targets)."""
     from ..spiked import is_spiked_result
     if is_spiked_result(result):
         raise ValueError(

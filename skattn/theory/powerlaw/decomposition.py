@@ -1,5 +1,5 @@
 """The split of the excess test error into overfitting, underfitting, approximation and
-mismatch (docs/theory.rst §8), and the irreducible error e0 it is measured from."""
+mismatch (docs: Theory §8), and the irreducible error e0 it is counted from."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def irreducible_error(n_tokens, *, attention="softmax", noise=0.0, beta=1.0,
                       target_beta=1.0, Q0=1.0, n_nodes=8192, random_state=0):
     """The irreducible test error e0 of a configuration: the error of ``S = S0``.
 
-    ``e0 = e_test(S0)`` (docs/theory.rst §2): the teacher's own matrix, scored on fresh *noisy*
-    labels. It is the floor that ``e_test − e0`` of §8 is measured from — the ``e0`` to
+    ``e0 = e_test(S0)`` (docs: Theory §2): the teacher's own matrix, scored on fresh *noisy*
+    labels. It is the floor that ``e_test − e0`` of §8 is counted from — the ``e0`` to
     pass to :func:`skattn.scaling.fit_power_law` and the one :func:`error_coefficients`,
     :func:`error_decomposition` and :func:`theory_learning_curve` subtract.
 
@@ -59,7 +59,7 @@ def irreducible_error(n_tokens, *, attention="softmax", noise=0.0, beta=1.0,
     - Softmax: ``e0 = E Σ_ab (σ_β0(h0 + ξ) − σ_β(h0))²``, zero without noise when
       ``β = β0``. With noise ``Δ > 0`` it exceeds the minimum of the test error along the
       target, ``min_κ e_test(κ S0)``, reached at a κ slightly below 1 (the noise flattens
-      the mean label, :func:`error_coefficients`); the excess measured from e0 may
+      the mean label, :func:`error_coefficients`); the excess counted from e0 may
       therefore level off, or turn negative, at very large n.
 
     Parameters

@@ -1,6 +1,6 @@
 """Emergence: the sample ratio α at which a target mode becomes a recovered outlier.
 
-docs/theory.rst §8 ("stepwise emergence").
+docs: Theory §8 ("stepwise emergence").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Whole learning curves from the theory alone (docs/theory.rst §8)."""
+"""Whole learning curves from the theory alone (docs: Theory §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spectral recovery: which target modes a fixed point recovers as outliers (docs/theory.rst §8).
+"""Spectral recovery: which target modes a fixed point recovers as outliers (docs: Theory §8).
 
 See the notes of :mod:`skattn.theory.powerlaw` for the deterministic equivalent used.
 """

@@ -1,4 +1,4 @@
-"""Scaling regimes of the excess risk for power-law targets (docs/theory.rst §8), numpy only.
+"""Scaling regimes of the excess risk for power-law targets (docs: Theory §8), numpy only.
 
 For a power-law target ``λ_i ∝ √d · i^(−γ)`` (γ > 1/2, label noise Δ > 0) the excess
 test error ``e_test − e0`` of factored attention trained with weight decay λ (sum
@@ -26,13 +26,13 @@ they leave gives the regimes of :data:`REGIMES`:
 
 Exponents are with respect to n at fixed d and λ (for ``"optimal"``: along the optimal
 λ(n) ∝ √(n/d²) path, the LASSO minimax rate). The ``ε ≲ δ`` condition is
-``λ ≲ √(n/d²)`` of docs/theory.rst §8 (with the constants of :func:`scaling_regime`,
+``λ ≲ √(n/d²)`` of docs: Theory §8 (with the constants of :func:`scaling_regime`,
 ``λ ≤ √(4KΔα)``). Along any path ``λ = c √(n)/d`` the ``"recovery"`` and
 ``"regularized"`` rates coincide, ``(n/d)^(−1+1/(2γ))``: this is the path the learning
 curves of :class:`~skattn.estimators.ScaledLambdaRegressor` follow.
 
 The exponents are asymptotic: they need many recovered modes. Finite-size corrections
-measured with the finite-d theory (linear attention, T = 2, Δ = 0.5):
+computed with the finite-d theory (linear attention, T = 2, Δ = 0.5):
 
 - mostly in ``n/d``: over ``n/d ∈ [4, 40]`` the fitted exponent along ``λ = c √n/d``
   depends on c — for d = 100, −0.56 (γ = 1.25) and −0.34 (γ = 0.75) with c = 10, −0.63
@@ -47,7 +47,7 @@ measured with the finite-d theory (linear attention, T = 2, Δ = 0.5):
 Without label noise (Δ = 0) δ shrinks with the error itself and the decay is faster (the
 theory gives slopes near ``1 − 2γ`` at small λ).
 
-Fit measured curves with :func:`skattn.scaling.fit_power_law`, from the irreducible error
+Fit simulated curves with :func:`skattn.scaling.fit_power_law`, from the irreducible error
 of :func:`skattn.theory.powerlaw.irreducible_error`.
 """
 
@@ -138,7 +138,7 @@ def scaling_regime(n, d, reg_lambda, gamma, *, n_tokens=1, noise=1.0):
     """Regime of the phase diagram of §8 at sample size n, dimension d and weight decay λ.
 
     The scales are those of the state evolution at small α for the linear channel with
-    ``K = T(T+1)/2`` components per sample, which fixes the constants (docs/theory.rst §4):
+    ``K = T(T+1)/2`` components per sample, which fixes the constants (docs: Theory §4):
     ``m̂ ≈ Σ̂ ≈ 4Kα`` and ``q̂ ≈ 8Kα·Δ/2`` when the noise dominates the error, so
 
     - ``δ = √q̂/m̂ = √(Δ/(4Kα))``, ``ε = 2λ/m̂ = λ/(4Kα)`` (``α = n/d²``, width p = d);

@@ -1,25 +1,26 @@
-"""Finite-size scaling of simulations against the state evolution (docs/theory.rst §10).
+"""Finite-size scaling of simulations against the state evolution (docs: Theory §10).
 
 The trained test error converges to the state evolution slowly: the diagonal
-pre-activations are quadratic forms whose skewness decays like ``1/√d`` (docs/theory.rst, "Status of the equations").
+pre-activations are quadratic forms whose skewness decays like ``1/√d`` (docs: Theory,
+"Status of the equations").
 A gap at one d is therefore no evidence of a bug. :func:`finite_size_scaling` trains the
 estimator of one configuration at several d on fresh teachers, fits
 
     ``e(d) = e_inf + c · d^(−1/2)``   and   ``e(d) = e_inf + c · d^(−1)``
 
 by weighted least squares (the seed spread gives the weights), keeps the better fit (AIC),
-and compares the extrapolated ``e_inf`` with the continuum state evolution of docs/theory.rst §4
+and compares the extrapolated ``e_inf`` with the continuum state evolution of docs: Theory §4
 (§5 for the direct model). The same is done for the training objective ``L/d²``.
 
-Where the continuum does not exist — power-law targets (docs/theory.rst §8) or a rank constraint
+Where the continuum does not exist — power-law targets (docs: Theory §8) or a rank constraint
 ``p < #{positive eigenvalues}`` that binds — the reference is the *same-instance* finite-d
-state evolution (the teacher's own S0 at its d, docs/theory.rst §4 "at finite d") and what is
+state evolution (the teacher's own S0 at its d, docs: Theory §4 "at finite d") and what is
 extrapolated is the paired gap ``simulation − SE_d`` (which should vanish).
 
 Every (d, seed) training and the continuum solve are rows of one
 :func:`skattn.sweep.run_sweep` store, so an interrupted run loses no finished row, a second
 call resumes, and ``backend="dask"`` spreads the rows on a cluster. The validation grid of
-docs/theory.rst §10 lives in :mod:`skattn.validation_grid`.
+docs: Theory §10 lives in :mod:`skattn.validation.grid`.
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_choice, check_scalar_range
-from .finite_size_config import FSSConfig
-from .theory.corrections import check_correction
-from .finite_size_fits import (
+from .._validation import check_choice, check_scalar_range
+from .config import FSSConfig
+from .fits import (
     EXPONENTS,
     MIN_D,
     SEM_FLOOR,
@@ -48,7 +48,8 @@ from .finite_size_fits import (
 __all__ = [
     "FSSConfig", "FiniteSizeFit", "FiniteSizeComparison", "FiniteSizeResult",
     "fit_finite_size", "select_fit", "finite_size_scaling", "same_instance_se_row",
-    "domain_reasons", "token_leverage_row",
+    "domain_reasons", "token_leverage_row", "seed_for", "SEED_STREAMS", "make_teacher",
+    "simulation_row", "continuum_row", "fss_row",
     "MIN_D", "EXPONENTS", "SEM_FLOOR",
 ]
 
@@ -263,7 +264,7 @@ class FiniteSizeResult:
     The properties ``d``, ``mean``, ``sem``, ``fits``, ``chosen_fit``, ``se_prediction``,
     ``relative_gap``, ``relative_gap_ci`` and ``verdict`` are those of :attr:`test`;
     ``domain_warnings`` and ``outside_domain`` say whether the same-instance predictions at
-    the largest d left the stated domain (docs/domain.rst).
+    the largest d left the stated domain (docs: Where the predictions hold).
     """
 
     config: FSSConfig
@@ -295,7 +296,8 @@ class FiniteSizeResult:
         dict
             ``reason -> fraction of the seeds`` at the largest d whose prediction raised a
             :class:`~skattn.theory.DomainWarning` for that reason (e.g. ``"spiky target"``,
-            ``"strong rank cap"``); empty inside the stated domain (docs/domain.rst).
+            ``"strong rank cap"``); empty inside the stated domain (docs: Where the
+            predictions hold).
         """
         if not self.rows:
             return {}
@@ -370,33 +372,101 @@ class FiniteSizeResult:
         return out
 
 
-def _seed_int(*parts):
+#: The random streams of one (d, seed) row, as the ``stream`` argument of :func:`seed_for`.
+SEED_STREAMS = {"teacher": 0, "train": 1, "test": 2, "estimator": 3, "token_leverage": 4}
+
+
+def seed_for(seed, d, stream):
+    """The integer random state of one stream of the (d, seed) row of a validation run.
+
+    Every row of :func:`finite_size_scaling` and of the validation grid draws its teacher,
+    training set, test set and estimator initialisation from these seeds, so a script that
+    calls ``seed_for(seed, d, "teacher")`` gets the very teacher the grid trained on.
+
+    Parameters
+    ----------
+    seed : int
+        The seed index of the row (``0 … n_seeds - 1``).
+    d : int
+        Token dimension of the row.
+    stream : {"teacher", "train", "test", "estimator", "token_leverage"} or int
+        Which draw (see :data:`SEED_STREAMS`).
+
+    Returns
+    -------
+    int
+    """
+    if isinstance(stream, str):
+        check_choice(stream, "stream", tuple(SEED_STREAMS))
+        stream = SEED_STREAMS[stream]
+    parts = [check_scalar_range(v, name, low=0, integer=True)
+             for v, name in ((seed, "seed"), (d, "d"), (stream, "stream"))]
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
 
 
-def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None,
-             correction="auto"):
-    """One sweep row: ``kind="simulation"`` (train at (d, seed)) or ``"continuum_se"``."""
-    cfg = FSSConfig.from_dict(json.loads(config))
-    if kind == "continuum_se":
-        return _continuum_row(cfg)
+def make_teacher(config, d, seed):
+    """The teacher of the (d, seed) row of a validation run.
+
+    Parameters
+    ----------
+    config : FSSConfig or dict
+    d : int
+    seed : int
+
+    Returns
+    -------
+    AttentionIndexedModel
+        Drawn with the configuration's T, β0, Δ and attention, from
+        ``seed_for(seed, d, "teacher")``.
+    """
+    from ..data import AttentionIndexedModel
+
+    cfg = FSSConfig.from_dict(config)
+    return AttentionIndexedModel(d, n_tokens=cfg.n_tokens, target=cfg.make_target(),
+                                 beta=cfg.target_beta, noise=cfg.noise,
+                                 attention=cfg.attention,
+                                 random_state=seed_for(seed, d, "teacher"))
+
+
+def simulation_row(config, d, seed, *, n_test=4000, same_instance_se=False):
+    """Train the estimator of one configuration at (d, seed): one row of a validation run.
+
+    Parameters
+    ----------
+    config : FSSConfig or dict
+    d : int
+        Token dimension.
+    seed : int
+        Seed index; the draws are :func:`seed_for` ``(seed, d, stream)``.
+    n_test : int, default=4000
+        Fresh test samples.
+    same_instance_se : bool, default=False
+        Also solve the same-instance finite-d SE of the teacher
+        (:func:`same_instance_se_row`) and the token-leverage prediction where it applies
+        (:func:`token_leverage_row`).
+
+    Returns
+    -------
+    dict
+        ``test_error``, ``train_objective``, ``train_error``, ``n_iter``, ``converged``,
+        ``fit_seconds``, ``n_samples`` (and the columns of the two functions above).
+    """
     import torch
 
-    from .data import AttentionIndexedModel
-    from .estimators import DirectAttentionRegressor, TiedAttentionRegressor
-    from .metrics import attention_error
+    from ..estimators import DirectAttentionRegressor, TiedAttentionRegressor
+    from ..metrics import attention_error
 
+    cfg = FSSConfig.from_dict(config)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    teacher = AttentionIndexedModel(d, n_tokens=cfg.n_tokens, target=cfg.make_target(),
-                                    beta=cfg.target_beta, noise=cfg.noise,
-                                    attention=cfg.attention, random_state=_seed_int(seed, d, 0))
+    teacher = make_teacher(cfg, d, seed)
     n = max(1, int(round(cfg.alpha * d * d)))
-    X, y = teacher.sample(n, task=cfg.task, random_state=_seed_int(seed, d, 1))
-    Xt, yt = teacher.sample(n_test, task=cfg.task, random_state=_seed_int(seed, d, 2))
+    X, y = teacher.sample(n, task=cfg.task, random_state=seed_for(seed, d, "train"))
+    Xt, yt = teacher.sample(n_test, task=cfg.task, random_state=seed_for(seed, d, "test"))
     common = dict(reg_lambda=cfg.reg_lambda, beta=cfg.beta, attention=cfg.attention,
                   task=cfg.task, solver=cfg.solver, max_iter=cfg.max_iter, tol=cfg.tol,
-                  dtype=cfg.dtype, device="cpu", random_state=_seed_int(seed, d, 3))
+                  dtype=cfg.dtype, device="cpu",
+                  random_state=seed_for(seed, d, "estimator"))
     if cfg.estimator == "tied":
         est = TiedAttentionRegressor(width=cfg.width_ratio, **common)
     else:
@@ -412,9 +482,35 @@ def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None
            "converged": bool(est.converged_), "fit_seconds": time.perf_counter() - t0,
            "n_samples": n}
     if same_instance_se:
-        out.update(same_instance_se_row(cfg, teacher, correction=correction))
-        out.update(token_leverage_row(cfg, teacher, random_state=_seed_int(seed, d, 4)))
+        out.update(same_instance_se_row(cfg, teacher))
+        out.update(token_leverage_row(cfg, teacher,
+                                      random_state=seed_for(seed, d, "token_leverage")))
     return out
+
+
+def fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None):
+    """One sweep row of a validation run (the function :func:`skattn.sweep.run_sweep` maps).
+
+    Parameters
+    ----------
+    kind : {"simulation", "continuum_se"}
+        Train at (d, seed) (:func:`simulation_row`) or solve the continuum SE
+        (:func:`continuum_row`).
+    config : str
+        The configuration as :meth:`FSSConfig.to_json` (a sweep parameter).
+    d, seed, n_test, same_instance_se
+        As for :func:`simulation_row` (``kind="simulation"`` only).
+
+    Returns
+    -------
+    dict
+    """
+    check_choice(kind, "kind", ("simulation", "continuum_se"))
+    cfg = FSSConfig.from_dict(json.loads(config) if isinstance(config, str) else config)
+    if kind == "continuum_se":
+        return continuum_row(cfg)
+    return simulation_row(cfg, d, seed, n_test=n_test,
+                          same_instance_se=bool(same_instance_se))
 
 
 def domain_reasons(messages):
@@ -436,7 +532,7 @@ def domain_reasons(messages):
     return list(dict.fromkeys(r.strip() for r in found))
 
 
-def same_instance_se_row(config, teacher, correction="auto"):
+def same_instance_se_row(config, teacher):
     """The same-instance finite-d SE of one teacher, as sweep-row columns.
 
     Solves ``solve_state_evolution(..., target=teacher)``: the teacher's own S0 at its d
@@ -448,38 +544,35 @@ def same_instance_se_row(config, teacher, correction="auto"):
     config : FSSConfig
     teacher : AttentionIndexedModel
         Drawn with the configuration's T, β0, Δ and attention.
-    correction : str, default="auto"
-        The finite-size correction (:func:`skattn.theory.solve_state_evolution`).
 
     Returns
     -------
     dict
-        ``se_same_instance_correction`` (the correction used), ``se_same_instance_test_error``, ``se_same_instance_train_objective``,
+        ``se_same_instance_test_error``, ``se_same_instance_train_objective``,
         ``se_same_instance_converged``, ``se_same_instance_message``,
         ``se_same_instance_domain`` (the DomainWarning reasons, "" inside the domain) and
         ``se_same_instance_seconds``; the errors are NaN when the solve did not converge.
     """
     import warnings
 
-    from .theory import DomainWarning, solve_state_evolution
+    from ..theory import DomainWarning, solve_state_evolution
 
     t0 = time.perf_counter()
-    domain, used = "", "none"
+    domain = ""
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", DomainWarning)
-            res = solve_state_evolution(target=teacher, correction=correction,
-                                        **config.se_kwargs())
+            res = solve_state_evolution(target=teacher, **config.se_kwargs())
         domain = "; ".join(str(w.message) for w in caught
                            if issubclass(w.category, DomainWarning))
-        ok, msg, used = bool(res.converged), str(res.message), res.correction
+        ok, msg = bool(res.converged), str(res.message)
         te, obj = (float(res.test_error), float(res.train_objective)) if ok else (np.nan,
                                                                                   np.nan)
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
         ok, msg, te, obj = False, f"{type(exc).__name__}: {exc}", np.nan, np.nan
     return {"se_same_instance_test_error": te, "se_same_instance_train_objective": obj,
             "se_same_instance_converged": ok, "se_same_instance_message": msg[:200],
-            "se_same_instance_domain": domain[:300], "se_same_instance_correction": used,
+            "se_same_instance_domain": domain[:300],
             "se_same_instance_seconds": time.perf_counter() - t0}
 
 
@@ -493,7 +586,7 @@ def token_leverage_row(config, teacher, random_state=0):
 
     For factored linear attention with one token (seq2lab; a width whose rank cap does not
     bind is the full-width problem at ``√κ λ``) and ``d ≤ TOKEN_LEVERAGE_MAX_D``, inside the
-    validated domain of :func:`skattn.theory.token_leverage.solve_token_state_evolution` (docs/theory.rst
+    validated domain of :func:`skattn.theory.solve_token_state_evolution` (docs: Theory
     §4, "Token leverage"); elsewhere, including where that solver would warn (a binding
     cap among its reasons), no columns.
 
@@ -512,8 +605,7 @@ def token_leverage_row(config, teacher, random_state=0):
     """
     import warnings
 
-    from .theory import DomainWarning
-    from .theory.token_leverage import solve_token_state_evolution
+    from ..theory import DomainWarning, solve_token_state_evolution
 
     if not (config.attention == "linear" and config.n_tokens == 1 and config.task == "seq2lab"
             and config.estimator == "tied" and teacher.n_features <= TOKEN_LEVERAGE_MAX_D):
@@ -534,9 +626,24 @@ def token_leverage_row(config, teacher, random_state=0):
             "se_token_mc_error": float(res.mc_standard_error)}
 
 
-def _continuum_row(cfg):
-    """Continuum SE of a configuration; ``se_rank_active`` when width < 1 binds."""
-    from .theory import solve_state_evolution
+def continuum_row(config):
+    """The continuum (d → ∞) state evolution of a configuration, as sweep-row columns.
+
+    Parameters
+    ----------
+    config : FSSConfig or dict
+
+    Returns
+    -------
+    dict
+        ``se_available`` (False for power-law targets, which have no d → ∞ law, and where a
+        rank constraint width < 1 binds: ``se_rank_active``), ``se_test_error``,
+        ``se_train_objective``, ``se_converged``, ``se_message`` and
+        ``se_positive_fraction``.
+    """
+    from ..theory import solve_state_evolution
+
+    cfg = FSSConfig.from_dict(config)
 
     if not cfg.has_continuum:
         return {"se_available": False, "se_message": "power-law target: no d → ∞ law",
@@ -544,7 +651,7 @@ def _continuum_row(cfg):
                 "se_rank_active": False}
     kw = cfg.se_kwargs()
     kappa = kw["width_ratio"]
-    if kappa < 1:  # same problem without the rank constraint: λ̃ = √κ λ (docs/theory.rst §2)
+    if kappa < 1:  # same problem without the rank constraint: λ̃ = √κ λ (docs: Theory §2)
         kw["reg_lambda"] *= np.sqrt(kappa)
         kw["width_ratio"] = 1.0
     res = solve_state_evolution(target=cfg.make_target(), **kw)
@@ -557,13 +664,11 @@ def _continuum_row(cfg):
             "se_converged": ok, "se_rank_active": active, "se_positive_fraction": positive}
 
 
-def _rows_for(cfg, d, n_seeds, n_test, same_instance_se, correction="auto"):
+def _rows_for(cfg, d, n_seeds, n_test, same_instance_se):
     cj = cfg.to_json()
-    # "auto" rows keep the keys of stores written before the correction table existed
-    extra = {} if correction == "auto" else {"correction": correction}
     rows = [{"kind": "continuum_se", "config": cj}]
     rows += [{"kind": "simulation", "config": cj, "d": int(di), "seed": int(s),
-              "n_test": int(n_test), "same_instance_se": bool(same_instance_se), **extra}
+              "n_test": int(n_test), "same_instance_se": bool(same_instance_se)}
              for di in d for s in range(n_seeds)]
     return rows
 
@@ -608,8 +713,7 @@ def _analyse(cfg, sweep_rows, d, level, rtol, *, n_run=0, n_skipped=0, wall=0.0,
 
 def finite_size_scaling(config, d=(60, 100, 160, 250), n_seeds=3, *, output=None,
                         backend="sequential", n_jobs=1, n_test=4000, same_instance_se=True,
-                        level=0.95, rtol=0.01, scheduler_address=None, verbose=0,
-                        correction="auto"):
+                        level=0.95, rtol=0.01, scheduler_address=None, verbose=0):
     """Train one configuration at several d, extrapolate d → ∞ and compare with the SE.
 
     Parameters
@@ -641,10 +745,6 @@ def finite_size_scaling(config, d=(60, 100, 160, 250), n_seeds=3, *, output=None
     scheduler_address : str or None
         With ``backend="dask"``, a running scheduler.
     verbose : int, default=0
-    correction : str, default="auto"
-        The finite-size correction of the same-instance predictions
-        (:func:`skattn.theory.solve_state_evolution`; "auto" or a name of
-        :data:`skattn.theory.CORRECTION_NAMES`).
 
     Returns
     -------
@@ -660,7 +760,7 @@ def finite_size_scaling(config, d=(60, 100, 160, 250), n_seeds=3, *, output=None
     """
     cfg = FSSConfig.from_dict(config)
     d, n_seeds, n_test, level, rtol = _check_run_args(d, n_seeds, n_test, level, rtol)
-    from .sweep import run_sweep
+    from ..sweep import run_sweep
 
     tmp = None
     if output is None:
@@ -670,8 +770,7 @@ def finite_size_scaling(config, d=(60, 100, 160, 250), n_seeds=3, *, output=None
         output = f"{tmp.name}/fss.csv"
     t0 = time.perf_counter()
     try:
-        res = run_sweep(_fss_row, _rows_for(cfg, d, n_seeds, n_test, same_instance_se,
-                                            check_correction(correction)),
+        res = run_sweep(fss_row, _rows_for(cfg, d, n_seeds, n_test, same_instance_se),
                         output=output, backend=backend, n_jobs=n_jobs,
                         scheduler_address=scheduler_address, verbose=verbose)
         return _analyse(cfg, res.rows, d, level, rtol, n_run=res.n_run,
@@ -680,9 +779,3 @@ def finite_size_scaling(config, d=(60, 100, 160, 250), n_seeds=3, *, output=None
     finally:
         if tmp is not None:
             tmp.cleanup()
-
-
-if __name__ == "__main__":  # pragma: no cover - `python -m skattn.finite_size`
-    from .validation_grid import main
-
-    raise SystemExit(main())

@@ -8,7 +8,9 @@ predictions raised; for linear T = 1 also the gap over the token-leverage predic
 
 Usage::
 
-    python benchmarks/grid_same_instance_gaps.py out/validate.sqlite [--d 100]
+    python benchmarks/research/grid_same_instance_gaps.py out/validate.sqlite [--d 100]
+    # writes benchmarks/results/grid_same_instance_gaps.json
+    # --quick: a tiny store of one configuration at d = 12 (made here)
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import json
 
 import numpy as np
 
-from skattn.finite_size import domain_reasons
+from _common import add_common_arguments, results_dir, write_result
 from skattn.sweep import read_sweep
+from skattn.validation import domain_reasons
 
 
 def same_instance_gaps(store, d):
@@ -52,13 +55,22 @@ def same_instance_gaps(store, d):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("store")
+    parser.add_argument("store", nargs="?", default=None,
+                        help="a make validate store (default out/validate.sqlite)")
     parser.add_argument("--d", type=int, default=100)
     parser.add_argument("--limit", type=float, default=0.03,
                         help="the gap to report against (default 3 %%)")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.store, args.d = quick_store(results_dir(args)), 12
+    elif args.store is None:
+        args.store = "out/validate.sqlite"
+    out = {}
     print(f"{'configuration':44s} T  gap at d={args.d} (mean ± s.e.)  note")
     for label, (T, g, why, token, warned) in same_instance_gaps(args.store, args.d).items():
+        out[label] = {"n_tokens": T, "gaps": g.tolist(), "reasons": why,
+                      "token_gaps": token.tolist(), "finite_size_warning": bool(warned)}
         if g.size == 0:
             print(f"{label:44s} {T}  no finite prediction")
             continue
@@ -73,6 +85,25 @@ def main(argv=None):
             note = (f"token leverage {100 * token.mean():+.1f} ± {100 * tsem:.1f} % "
                     f"({token.size}); " + note)
         print(f"{label:44s} {T}  {100 * g.mean():+6.1f} ± {100 * sem:4.1f} % ({g.size})  {note}")
+    write_result(args, "grid_same_instance_gaps.json",
+                 {"store": str(args.store), "d": args.d, "limit": args.limit,
+                  "configurations": out}, script=__file__, argv=argv)
+
+
+def quick_store(folder):
+    """A tiny store: two simulation rows of the grid's first configuration at d = 12."""
+    import warnings
+
+    from skattn.sweep import run_sweep
+    from skattn.validation import VALIDATION_CONFIGS, fss_row
+
+    store = folder / "grid_same_instance_gaps_quick.sqlite"
+    rows = [{"kind": "simulation", "config": VALIDATION_CONFIGS[0].to_json(), "d": 12,
+             "seed": seed, "n_test": 200, "same_instance_se": True} for seed in (0, 1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_sweep(fss_row, rows, output=store)
+    return store
 
 
 if __name__ == "__main__":

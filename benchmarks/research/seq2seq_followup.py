@@ -8,7 +8,9 @@ simulation corrected by SE_∞/SE_d, and the fits of the gap (constant and ``r +
 
 Usage::
 
-    python benchmarks/seq2seq_followup.py followup.sqlite [--label "lin T2 seq2seq"]
+    python benchmarks/research/seq2seq_followup.py followup.sqlite [--label "lin T2 seq2seq"]
+    # writes benchmarks/results/seq2seq_followup.json
+    # --quick: a tiny store of the configuration at d = 8 and 12 (made here)
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import warnings
 
 import numpy as np
 
-from skattn.finite_size import FSSConfig, _seed_int
+from _common import add_common_arguments, results_dir, write_result
 from skattn.theory import solve_state_evolution
+from skattn.validation import FSSConfig, make_teacher
 
 
 def stored_simulations(store, label):
@@ -52,21 +55,22 @@ def weighted_fit(x, y, w, design):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("store")
+    parser.add_argument("store", nargs="?", default=None,
+                        help="a finite-size sweep store (SQLite)")
     parser.add_argument("--label", default="lin T2 seq2seq")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    from skattn.data import AttentionIndexedModel
-
+    if args.quick:
+        args.store = quick_store(results_dir(args), args.label)
+    elif args.store is None:
+        parser.error("the store is required (or --quick)")
     config, rows = stored_simulations(args.store, args.label)
     kw = config.se_kwargs()
     continuum = float(solve_state_evolution(target=config.make_target(), **kw).test_error)
     by_d = {}
     for d, seed, trained in rows:
-        teacher = AttentionIndexedModel(d, n_tokens=config.n_tokens,
-                                        target=config.make_target(), beta=config.target_beta,
-                                        noise=config.noise, attention=config.attention,
-                                        random_state=_seed_int(seed, d, 0))
+        teacher = make_teacher(config, d, seed)
         pred = float(solve_state_evolution(target=teacher, **kw).test_error)
         by_d.setdefault(d, []).append((trained, pred))
     print(f"{args.label}: continuum SE {continuum:.6f}")
@@ -83,11 +87,30 @@ def main(argv=None):
         gaps.append(gap.mean())
         weights.append(1 / se ** 2)
     x, y, w = 1 / np.array(ds, float), np.array(gaps), np.array(weights)
+    fits = {}
     for name, design in (("constant", lambda x: [np.ones_like(x)]),
                          ("r + c/d", lambda x: [np.ones_like(x), x])):
         coef, err, chi2 = weighted_fit(x, y, w, design)
+        fits[name] = {"coef": coef.tolist(), "err": err.tolist(), "chi2": chi2}
         print(f"gap fit {name}: r = {100 * coef[0]:+.2f} ± {100 * err[0]:.2f} %, "
               f"χ² = {chi2:.2f} ({len(x) - len(coef)} dof)")
+    write_result(args, "seq2seq_followup.json",
+                 {"store": str(args.store), "label": args.label, "continuum": continuum,
+                  "by_d": {str(d): v for d, v in sorted(by_d.items())}, "fits": fits},
+                 script=__file__, argv=argv)
+
+
+def quick_store(folder, label):
+    """A tiny store of the labelled grid configuration: two seeds at d = 8 and 12."""
+    from skattn.sweep import run_sweep
+    from skattn.validation import VALIDATION_CONFIGS, fss_row
+
+    cfg = next(c for c in VALIDATION_CONFIGS if c.label == label)
+    store = folder / "seq2seq_followup_quick.sqlite"
+    run_sweep(fss_row, [{"kind": "simulation", "config": cfg.to_json(), "d": d, "seed": seed,
+                         "n_test": 200, "same_instance_se": False}
+                        for d in (8, 12) for seed in (0, 1)], output=store)
+    return store
 
 
 if __name__ == "__main__":

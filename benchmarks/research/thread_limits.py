@@ -12,9 +12,10 @@ Each row is one thread policy:
 - ``n_jobs=2 joblib default``: loky workers as joblib starts them, ``cpu_count // 2``
   threads each (what a plain ``GridSearchCV(n_jobs=2)`` does).
 
-Usage: ``python benchmarks/thread_limits.py [--dims 20 80] [--alpha 0.1] [--max-iter 20]
+Usage: ``python benchmarks/research/thread_limits.py [--dims 20 80] [--alpha 0.1] [--max-iter 20]
 [--repeats 1] [--no-load]`` from the repository root (``PYTHONPATH=.`` for a checkout).
-Prints wall times and their ratio to ``n_jobs=1 unlimited`` at the same d.
+Prints wall times and their ratio to ``n_jobs=1 unlimited`` at the same d and writes them
+to ``benchmarks/results/thread_limits.json``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 import warnings
 
 import numpy as np
+from _common import add_common_arguments, write_result
 from joblib import Parallel, cpu_count, delayed, parallel_config
 from sklearn.model_selection import GridSearchCV
 
@@ -78,7 +80,10 @@ def main(argv=None):
     parser.add_argument("--policies", type=int, nargs="+", default=None,
                         help="run only these rows (0-3, in the order above); ratios are "
                              "then to the first row run")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
+    if args.quick:  # d = 8, two L-BFGS steps, the in-process policies, no load
+        args.dims, args.max_iter, args.no_load, args.policies = [8], 2, True, [0, 1]
 
     print(f"# {cpu_count()} cores (joblib), background load: {not args.no_load}, "
           f"pid {os.getpid()}")
@@ -109,6 +114,10 @@ def main(argv=None):
         if load is not None:
             load.kill()
             load.wait()
+    write_result(args, "thread_limits.json",
+                 {"cpu_count": cpu_count(), "background_load": not args.no_load,
+                  "rows": [dict(zip(("d", "policy", "wall_s", "ratio"), r)) for r in rows]},
+                 script=__file__, argv=argv)
     return rows
 
 

@@ -7,9 +7,9 @@ on rank-one tokens over the Gaussian state evolution through the per-sample leve
 - ``stored``: the rank-one-token ERM fits of ``benchmarks/results/gaussian_sensing.json``
   (same teachers; the fits are L-BFGS plus a projected-gradient polish);
 - ``grid LABEL ...``: the package's estimators on validation-grid configurations, trained
-  as ``make validate`` does (:func:`skattn.finite_size._fss_row`, same teachers and draws);
+  as ``make validate`` does (:func:`skattn.validation.simulation_row`, same teachers and draws);
 - ``fit``: new configurations (out of sample), fitted here on rank-one tokens with the
-  solver of ``benchmarks/gaussian_sensing.py``.
+  solver of ``benchmarks/research/gaussian_sensing.py``.
 
 For each it prints the gap of the trained test error over the token-leverage prediction and
 over the default same-instance prediction (Gaussian state evolution), mean ± s.e. Each
@@ -19,26 +19,24 @@ common offset of about 1–2 %).
 
 Usage::
 
-    python benchmarks/token_leverage.py stored --keys noisy60 noisy100 recovery60
-    python benchmarks/token_leverage.py grid "lin T1 Δ=0.3" "lin T1 α=0.6" --d 100 --seeds 3
-    python benchmarks/token_leverage.py fit --alpha 0.1 --kappa0 1 --noise 0.5 --reg-lambda 0.1 --d 60 --seeds 4
+    python benchmarks/research/token_leverage.py stored --keys noisy60 noisy100 recovery60
+    python benchmarks/research/token_leverage.py grid "lin T1 Δ=0.3" "lin T1 α=0.6" --d 100 --seeds 3
+    python benchmarks/research/token_leverage.py fit --alpha 0.1 --kappa0 1 --noise 0.5 --reg-lambda 0.1 --d 60 --seeds 4
+    # each writes benchmarks/results/token_leverage_<mode>.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 import warnings
 
 import numpy as np
 
-from skattn.data import AttentionIndexedModel
-from skattn.data.targets import WishartTarget
-from skattn.theory.token_leverage import solve_token_state_evolution
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from _common import RESULTS, add_common_arguments, write_result
+from skattn.data import AttentionIndexedModel, WishartTarget
+from skattn.theory import solve_token_state_evolution
 
 
 def _summary(label, rows):
@@ -50,7 +48,8 @@ def _summary(label, rows):
 
 
 def stored(keys):
-    data = json.load(open(os.path.join(HERE, "results", "gaussian_sensing.json")))
+    with open(RESULTS / "gaussian_sensing.json", encoding="utf-8") as fh:
+        data = json.load(fh)
     out = {}
     for key in keys:
         block, rows = data[key], []
@@ -75,20 +74,16 @@ def stored(keys):
     return out
 
 
-def grid(labels, d, n_seeds):
-    from skattn.finite_size import _fss_row, _seed_int
-    from skattn.validation_grid import VALIDATION_CONFIGS
+def grid(labels, d, n_seeds, n_test=20000):
+    from skattn.validation import VALIDATION_CONFIGS, make_teacher, simulation_row
     out = {}
     for cfg in VALIDATION_CONFIGS:
         if not any(s in cfg.label for s in labels):
             continue
         rows = []
         for seed in range(n_seeds):
-            row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000,
-                           same_instance_se=True)
-            teacher = AttentionIndexedModel(d, n_tokens=cfg.n_tokens, target=cfg.make_target(),
-                                            noise=cfg.noise, attention=cfg.attention,
-                                            random_state=_seed_int(seed, d, 0))
+            row = simulation_row(cfg, d, seed, n_test=n_test, same_instance_se=True)
+            teacher = make_teacher(cfg, d, seed)
             res = solve_token_state_evolution(cfg.alpha, target=teacher,
                                               reg_lambda=cfg.reg_lambda,
                                               width_ratio=cfg.width_ratio, random_state=seed)
@@ -103,10 +98,8 @@ def grid(labels, d, n_seeds):
 
 
 def fit(alpha, kappa0, noise, reg_lambda, d, n_seeds):
-    import sys
-    sys.path.insert(0, HERE)
     import torch
-    from gaussian_sensing import fit_psd_trace, sensing_matrices
+    from gaussian_sensing import fit_psd_trace, sensing_matrices  # benchmarks/research/
 
     from skattn.theory import solve_state_evolution
     torch.set_num_threads(1)
@@ -136,27 +129,27 @@ def fit(alpha, kappa0, noise, reg_lambda, d, n_seeds):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("stored", "grid", "fit"))
+    parser.add_argument("mode", choices=("stored", "grid", "fit"), nargs="?", default="fit")
     parser.add_argument("labels", nargs="*", help="grid: substrings of configuration labels")
     parser.add_argument("--keys", nargs="+", default=["noisy60", "noisy100", "recovery60"])
     parser.add_argument("--d", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--output", default=None)
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--kappa0", type=float, default=1.0)
     parser.add_argument("--noise", type=float, default=0.5)
     parser.add_argument("--reg-lambda", type=float, default=0.1)
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.quick:  # the fit mode at d = 8 (no stored file, no grid training)
+        args.mode, args.d, args.seeds = "fit", 8, 2
     if args.mode == "stored":
         result = stored(args.keys)
     elif args.mode == "grid":
         result = grid(args.labels, args.d, args.seeds)
     else:
         result = fit(args.alpha, args.kappa0, args.noise, args.reg_lambda, args.d, args.seeds)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1)
+    write_result(args, f"token_leverage_{args.mode}.json", result, script=__file__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The leverage-mixture prediction against trained models, teacher by teacher.
 
 For each configuration and seed: the trained test error of the validation grid's row
-(:func:`skattn.finite_size._fss_row`: same teachers, training and test draws as
-``make validate`` and ``benchmarks/threshold_scan.py``), the default same-instance
+(:func:`skattn.validation.simulation_row`: same teachers, training and test draws as
+``make validate`` and ``threshold_scan.py``), the default same-instance
 prediction (``solve_state_evolution(..., target=teacher)``) and the leverage-mixture one
 (:func:`skattn.theory.solve_leverage_state_evolution`); prints the mean gap of the trained
 error over each, minus 1, ± the standard error over teachers (docs/domain.rst, "Leverage
@@ -22,23 +22,23 @@ Sets (d = 100 unless ``--d``):
 
 Usage::
 
-    python benchmarks/leverage_mixture.py scan --seeds 8 --output out.jsonl
+    python benchmarks/research/leverage_mixture.py scan --seeds 8
+
+Rows are appended to ``benchmarks/results/leverage_mixture.jsonl`` as they finish, after a
+line with the command and the date; rows already in the file are not run again (resume).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import warnings
 
 import numpy as np
-
-from skattn.data import AttentionIndexedModel
-from skattn.finite_size import FSSConfig, _fss_row, _seed_int
+from _common import RESULTS, add_common_arguments, provenance, results_dir
 from skattn.theory import solve_leverage_state_evolution, solve_state_evolution
 from skattn.theory.leverage_mixture import LEVERAGE_N_TOKENS
-from skattn.validation_grid import VALIDATION_CONFIGS
+from skattn.validation import VALIDATION_CONFIGS, FSSConfig, make_teacher, simulation_row
 
 
 def _scan(n_tokens, alphas, alpha_peak, lambdas):
@@ -66,11 +66,8 @@ def one_row(cfg, d, seed, n_test=20000):
     exact-Gram channel for softmax, the Gaussian state evolution at α_eff for linear
     attention), the default before the mixture was routed.
     """
-    row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=n_test)
-    teacher = AttentionIndexedModel(d, n_tokens=cfg.n_tokens, target=cfg.make_target(),
-                                    beta=cfg.target_beta, noise=cfg.noise,
-                                    attention=cfg.attention,
-                                    random_state=_seed_int(seed, d, 0))
+    row = simulation_row(cfg, d, seed, n_test=n_test)
+    teacher = make_teacher(cfg, d, seed)
     former = solve_state_evolution(target=teacher, leverage=False, **cfg.se_kwargs())
     res = solve_leverage_state_evolution(cfg.alpha, target=teacher, reg_lambda=cfg.reg_lambda,
                                          beta=cfg.beta, random_state=seed)
@@ -83,14 +80,12 @@ def one_row(cfg, d, seed, n_test=20000):
 
 def stored_rows():
     """The leverage mixture for the teachers of stored trained errors (no training)."""
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-
     def load(name):
-        with open(os.path.join(here, name), encoding="utf-8") as fh:
+        with open(RESULTS / name, encoding="utf-8") as fh:
             return json.load(fh)
 
-    sources = [("lin T1 Δ=0.1", 0.1, load("threshold_scan_lin_lambda_token.json")),
-               ("lin T1 Δ=0", 0.0, load("threshold_scan_token.json")["rows"])]
+    sources = [("lin T1 Δ=0.1", 0.1, load("threshold_scan_lin_lambda_token.json")["rows"]),
+               ("lin T1 Δ=0", 0.0, load("threshold_scan_lin_token.json")["rows"])]
     for tag, noise, rows in sources:
         for r in rows:
             lam = r.get("reg_lambda", 0.05)
@@ -117,19 +112,32 @@ def summarise(rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("set", choices=sorted(SETS) + ["stored"])
+    parser.add_argument("set", choices=sorted(SETS) + ["stored"], nargs="?", default="grid")
     parser.add_argument("--d", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--labels", nargs="*", default=None,
                         help="only the configurations whose label contains one of these")
-    parser.add_argument("--output", default=None,
-                        help="JSON-lines file; rows already in it are not run again")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    n_test, sets = 20000, dict(SETS)
+    if args.quick:
+        args.set, args.d, args.seeds, n_test = "grid", 12, 2, 500
+        sets["grid"] = SETS["grid"][:1]
+    output = results_dir(args) / "leverage_mixture.jsonl"
     done = []
-    if args.output and os.path.exists(args.output):
-        with open(args.output, encoding="utf-8") as fh:
-            done = [json.loads(line) for line in fh if line.strip()]
+    if output.exists():
+        with open(output, encoding="utf-8") as fh:
+            done = [r for r in map(json.loads, filter(str.strip, fh)) if "command" not in r]
+    meta = provenance(__file__, argv)
+    meta["quick"] = bool(args.quick)
+    with open(output, "a", encoding="utf-8") as fh:  # which run appended the rows below
+        fh.write(json.dumps(meta) + "\n")
+
+    def write_row(row):
+        with open(output, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+
     have = {(r["label"], r["d"], r["seed"]) for r in done}
     # one row per (configuration, d, seed): the last one written
     rows = list({(r["label"], r["d"], r["seed"]): r for r in done}.values())
@@ -137,9 +145,7 @@ def main(argv=None):
         for cfg, d, seed, trained, former in stored_rows():
             if (cfg.label, d, seed) in have:
                 continue
-            teacher = AttentionIndexedModel(d, n_tokens=cfg.n_tokens, target=cfg.make_target(),
-                                            noise=cfg.noise, attention=cfg.attention,
-                                            random_state=_seed_int(seed, d, 0))
+            teacher = make_teacher(cfg, d, seed)
             res = solve_leverage_state_evolution(cfg.alpha, target=teacher,
                                                  reg_lambda=cfg.reg_lambda, random_state=seed)
             rows.append({"label": cfg.label, "d": d, "seed": seed, "alpha": cfg.alpha,
@@ -149,23 +155,19 @@ def main(argv=None):
                          "leverage_spread": res.leverage_spread,
                          "converged": res.converged})
             print(json.dumps(rows[-1]), flush=True)
-            if args.output:
-                with open(args.output, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(rows[-1]) + "\n")
-    for cfg in SETS.get(args.set, []):
+            write_row(rows[-1])
+    for cfg in sets.get(args.set, []):
         if args.labels and not any(s in cfg.label for s in args.labels):
             continue
         for seed in range(args.seeds):
             if (cfg.label, args.d, seed) in have:
                 continue
-            rows.append(one_row(cfg, args.d, seed))
+            rows.append(one_row(cfg, args.d, seed, n_test))
             print(json.dumps(rows[-1]), flush=True)
-            if args.output:
-                with open(args.output, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(rows[-1]) + "\n")
+            write_row(rows[-1])
     print(f"{'configuration':42s} {'n':>3s}  {'gap over default SE':>20s}  "
           f"{'gap over leverage mixture':>26s}")
-    names = {c.label for c in SETS.get(args.set, [])}
+    names = {c.label for c in sets.get(args.set, [])}
     for label, (n, gd, sd, gl, sl) in summarise(
             [r for r in rows if (r["d"] == args.d and r["label"] in names)
              or args.set == "stored"]).items():

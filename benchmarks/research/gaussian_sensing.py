@@ -14,11 +14,15 @@ change is reported as a convergence check.
 
 Usage::
 
-    python benchmarks/gaussian_sensing.py noisy --d 100 --seeds 6 [--output out.json]
-    python benchmarks/gaussian_sensing.py recovery --d 100 --seeds 4
-    python benchmarks/gaussian_sensing.py noisy --d 60 --designs elliptical rank1
-    python benchmarks/gaussian_sensing.py near_perf --d 60 --designs goe rank1 elliptical
-    python benchmarks/gaussian_sensing.py small_lambda --d 60 --seeds 6   # ~6 min; d = 100: ~15 min a seed
+    python benchmarks/research/gaussian_sensing.py noisy --d 100 --seeds 6
+    python benchmarks/research/gaussian_sensing.py recovery --d 100 --seeds 4
+    python benchmarks/research/gaussian_sensing.py noisy --d 60 --designs elliptical rank1
+    python benchmarks/research/gaussian_sensing.py near_perf --d 60 --designs goe rank1 elliptical
+    python benchmarks/research/gaussian_sensing.py small_lambda --d 60 --seeds 6   # ~6 min; d = 100: ~15 min a seed
+
+Each run writes ``benchmarks/results/gaussian_sensing_<config>_d<d>.json``; the stored
+``gaussian_sensing.json`` gathers earlier runs by key (``noisy60`` …), which
+``token_leverage.py stored`` reads.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import warnings
 
 import numpy as np
 import torch
+from _common import add_common_arguments, write_result
 
 from skattn.data import AttentionIndexedModel
 from skattn.data.targets import WishartTarget
@@ -133,13 +138,15 @@ def one_seed(cfg, d, seed, designs=("goe", "rank1")):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", choices=sorted(CONFIGS))
+    parser.add_argument("config", choices=sorted(CONFIGS), nargs="?", default="noisy")
     parser.add_argument("--d", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--designs", nargs="+", default=["goe", "rank1"], choices=DESIGNS)
-    parser.add_argument("--output", default=None, help="JSON file for the per-seed rows")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.d, args.seeds = 8, 2
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     cfg, rows = CONFIGS[args.config], []
@@ -158,9 +165,8 @@ def main(argv=None):
     for k, g in gaps.items():
         sem = g.std(ddof=1) / np.sqrt(g.size) if g.size > 1 else np.nan
         print(f"{args.config} d={args.d}: {k:12s} {100 * g.mean():+.2f} ± {100 * sem:.2f} %")
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            json.dump({"config": args.config, **cfg, "rows": rows}, fh, indent=1)
+    write_result(args, f"gaussian_sensing_{args.config}_d{args.d}.json",
+                 {"config": args.config, **cfg, "rows": rows}, script=__file__, argv=argv)
 
 
 if __name__ == "__main__":

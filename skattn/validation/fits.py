@@ -1,4 +1,4 @@
-"""Weighted fits of ``e(d) = e_inf + c · d^(−a)`` (:mod:`skattn.finite_size`, docs/theory.rst §10)."""
+"""Weighted fits of ``e(d) = e_inf + c · d^(−a)`` (:mod:`skattn.validation`; docs: Theory §10)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
-from ._validation import check_scalar_range
+from .._validation import check_scalar_range
 
 __all__ = ["MIN_D", "EXPONENTS", "SEM_FLOOR", "PLAUSIBLE_WEIGHT", "FiniteSizeFit",
            "fit_finite_size", "select_fit", "akaike_weights", "form_robust_verdict"]

@@ -1,4 +1,4 @@
-"""Configuration of a finite-size-scaling run (:mod:`skattn.finite_size`)."""
+"""Configuration of a finite-size-scaling run (:mod:`skattn.validation`)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from ._validation import check_choice, check_scalar_range
+from .._validation import check_choice, check_scalar_range
+from ..data.targets import check_target_spec, target_from_spec
 
 __all__ = ["FSSConfig"]
-
-_FAMILIES = {"wishart": ("kappa0",), "powerlaw": ("gamma", "cutoff")}
-
 
 # --------------------------------------------------------------------------------------
 # Configuration
@@ -37,7 +35,8 @@ class FSSConfig:
     task : {"seq2lab", "seq2seq"}, default="seq2lab"
     target : dict, default={"family": "wishart", "kappa0": 0.5}
         ``{"family": "wishart", "kappa0": κ0}`` or
-        ``{"family": "powerlaw", "gamma": γ, "cutoff": None}`` (docs/theory.rst §1).
+        ``{"family": "powerlaw", "gamma": γ, "cutoff": None}``: the target spec of
+        :func:`skattn.data.check_target_spec`, shared with :mod:`skattn.experiments`.
     estimator : {"tied", "direct"}, default="tied"
         :class:`~skattn.TiedAttentionRegressor` or :class:`~skattn.DirectAttentionRegressor`.
     width_ratio : float, default=1.0
@@ -54,7 +53,8 @@ class FSSConfig:
     :attr:`outside_gaussian_equivalence` flags softmax on power-law targets whose top mode
     keeps more than ``GAUSSIAN_EQUIVALENCE_MAX_SHARE`` of ``‖S0‖²_F`` as d grows (γ = 0.75: 0.40)
     where the spiked state evolution does not apply: the Gaussian equivalence behind the
-    state evolution then fails (docs/theory.rst §8, docs/domain.rst, docs/spiked.rst); such
+    state evolution then fails (docs: Theory §8, Where the predictions hold, Spiky
+    targets); such
     configurations are run and reported, but flagged.
     """
 
@@ -94,10 +94,10 @@ class FSSConfig:
         check_choice(self.solver, "solver", ("lbfgs", "adam"))
         check_choice(self.dtype, "dtype", ("float64", "float32"))
         if self.estimator == "direct" and self.reg_lambda == 0:
-            raise ValueError("reg_lambda must be > 0 for estimator='direct' (docs/theory.rst §5).")
+            raise ValueError("reg_lambda must be > 0 for estimator='direct' (docs: Theory §5).")
         if not isinstance(self.label, str):
             raise ValueError(f"label must be a str, got {type(self.label).__name__}.")
-        check(self, "target", _check_target_spec(self.target))
+        check(self, "target", check_target_spec(self.target))
 
     # ---- conversions ------------------------------------------------------------------
     @classmethod
@@ -129,7 +129,7 @@ class FSSConfig:
     def outside_gaussian_equivalence(self):
         """Softmax on a spiky target that the spiked state evolution does not cover
         (:func:`skattn.theory.spiked.spiked_route_covers`): outside the domain of the theory
-        (docs/theory.rst §8, docs/spiked.rst).
+        (docs: Theory §8, docs: Spiky targets).
 
         Spiky: a power law whose top-mode share at d = 10 000 (its d → ∞ value for γ > 1/2;
         Wishart shares vanish) exceeds the threshold of
@@ -137,13 +137,13 @@ class FSSConfig:
         """
         if self.attention != "softmax" or self.target["family"] != "powerlaw":
             return False
-        from .theory.laws import power_law_eigenvalues
-        from .theory.problem import is_spiky
-        from .theory.spiked import spiked_route_covers
+        from ..theory.laws import power_law_eigenvalues
+        from ..theory.problem import is_spiky
+        from ..theory.spiked import spiked_route_covers
         if spiked_route_covers(self.attention, "factored" if self.estimator == "tied"
                                else self.estimator, self.task, self.n_tokens,
                                self.width_ratio):
-            return False    # predicted by the spiked state evolution (docs/spiked.rst)
+            return False    # predicted by the spiked state evolution (docs: Spiky targets)
 
         eig = power_law_eigenvalues(self.target["gamma"], 10_000, self.target.get("cutoff"))
         return is_spiky(eig)
@@ -155,12 +155,7 @@ class FSSConfig:
 
     def make_target(self):
         """The :class:`~skattn.data.Target` of the spec."""
-        from .data import PowerLawTarget, WishartTarget
-
-        spec = self.target
-        if spec["family"] == "wishart":
-            return WishartTarget(spec["kappa0"])
-        return PowerLawTarget(spec["gamma"], spec.get("cutoff"))
+        return target_from_spec(self.target)
 
     def se_kwargs(self):
         """Keyword arguments of :func:`~skattn.theory.solve_state_evolution` (no target)."""
@@ -182,25 +177,3 @@ class FSSConfig:
             if f.name not in ("alpha", "reg_lambda", "label") and v != getattr(default, f.name):
                 parts.append(f"{f.name}={v}")
         return " ".join(parts)
-
-
-def _check_target_spec(spec):
-    if not isinstance(spec, dict) or "family" not in spec:
-        raise ValueError("target must be a dict with a 'family' key, e.g. "
-                         "{'family': 'wishart', 'kappa0': 0.5}.")
-    family = check_choice(spec["family"], "target['family']", tuple(_FAMILIES))
-    unknown = sorted(set(spec) - {"family", *_FAMILIES[family]})
-    if unknown:
-        raise ValueError(f"target has unknown keys {unknown} for family {family!r} "
-                         f"(expected {list(_FAMILIES[family])}).")
-    if family == "wishart":
-        kappa0 = check_scalar_range(spec.get("kappa0", 0.5), "target['kappa0']", low=0,
-                                    low_inclusive=False)
-        return {"family": family, "kappa0": kappa0}
-    if "gamma" not in spec:
-        raise ValueError("target['gamma'] is required for family 'powerlaw' (γ > 0).")
-    gamma = check_scalar_range(spec["gamma"], "target['gamma']", low=0, low_inclusive=False)
-    cutoff = spec.get("cutoff")
-    if cutoff is not None:
-        cutoff = check_scalar_range(cutoff, "target['cutoff']", low=1, integer=True)
-    return {"family": family, "gamma": gamma, "cutoff": cutoff}

@@ -12,8 +12,8 @@ The predictions are :func:`~skattn.theory.solve_spiked_state_evolution` (default
 
 Usage::
 
-    python benchmarks/spiked_learning_curve.py --run     # fits + SE, writes the JSON (~3 min)
-    python benchmarks/spiked_learning_curve.py           # figure from the cached JSON
+    python benchmarks/research/spiked_learning_curve.py --run     # fits + SE, writes results/spiked_learning_curve.json (~3 min)
+    python benchmarks/research/spiked_learning_curve.py           # figure from the cached JSON
 
 The figure goes to ``docs/_static/figures/spiked_learning_curve.png``.
 """
@@ -29,11 +29,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _reference import reference_seconds  # benchmarks/_reference.py
+from _common import RESULTS as RESULTS_DIR
+from _common import add_common_arguments, reference_seconds, write_result
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "spiked_learning_curve.json"
-FIGURE = HERE.parent / "docs" / "_static" / "figures" / "spiked_learning_curve.png"
+RESULTS = RESULTS_DIR / "spiked_learning_curve.json"
+FIGURE = HERE.parents[1] / "docs" / "_static" / "figures" / "spiked_learning_curve.png"
 
 NOISE, REG_LAMBDA, N_TEST = 0.2, 0.05, 40_000
 ALPHAS = (0.1, 0.2, 0.3, 0.45, 0.7)
@@ -47,6 +48,7 @@ CONFIGS = [(1.25, 100, ALPHAS), (1.25, 60, ALPHAS), (1.5, 100, (0.3,)),
 GAP_DS = (60, 100, 160, 250)
 # α grid of the theory lines in the figure (the SE is cheap: < 1 s a point)
 LINE_ALPHAS = tuple(np.round(np.geomspace(0.08, 0.8, 15), 4))
+LINE_DS = (100, 60)
 
 
 def _trained_error(gamma, d, alpha, seed):
@@ -86,13 +88,13 @@ def _predictions(gamma, d, alpha):
             "delta_over_lambda1": round(delta / float(eig.max()), 4)}
 
 
-def run():
+def run(args, argv=None):
     """Fit every (γ, d, α, seed), solve both state evolutions, write the JSON."""
     import torch
 
     torch.set_num_threads(1)
     start, load_before = time.perf_counter(), os.getloadavg()
-    reference = [reference_seconds()]
+    reference = [reference_seconds(args.quick)]
     points = []
     for gamma, d, alphas in CONFIGS:
         for alpha in alphas:
@@ -106,23 +108,23 @@ def run():
                   f"± {row['trained_sem']:.5f}  spiked {row['spiked']:.5f}  "
                   f"gaussian {row['gaussian']:.5f}", flush=True)
     lines = [{"gamma": 1.25, "d": d, "alpha": [float(a) for a in LINE_ALPHAS],
-              "spiked": [], "gaussian": []} for d in (100, 60)]
+              "spiked": [], "gaussian": []} for d in LINE_DS]
     for line in lines:
         for alpha in line["alpha"]:
             pred = _predictions(line["gamma"], line["d"], alpha)
             line["spiked"].append(round(pred["spiked"], 6))
             line["gaussian"].append(round(pred["gaussian"], 6))
-    reference.append(reference_seconds())
+    reference.append(reference_seconds(args.quick))
     meta = {"measured": time.strftime("%Y-%m-%d"), "wall_s": round(time.perf_counter() - start),
             "loadavg_1min_before_after": [round(load_before[0], 2),
                                           round(os.getloadavg()[0], 2)],
-            "numpy_reference_s_before_after": [round(r, 3) for r in reference],
+            "numpy_reference_s_before_after": [None if r is None else round(r, 3)
+                                               for r in reference],
             "threads": 1, "cpu_count": os.cpu_count(), "python": platform.python_version(),
             "noise": NOISE, "reg_lambda": REG_LAMBDA, "n_test": N_TEST, "seeds": list(SEEDS)}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"meta": meta, "points": points, "lines": lines},
-                                  indent=1) + "\n")
-    print(f"wrote {RESULTS} ({meta['wall_s']} s)")
+    return write_result(args, "spiked_learning_curve.json",
+                        {"meta": meta, "points": points, "lines": lines},
+                        script=__file__, argv=argv)
 
 
 def plot():
@@ -186,11 +188,22 @@ def plot():
     print(f"wrote {FIGURE}")
 
 
-if __name__ == "__main__":
+def main(argv=None):
+    global CONFIGS, SEEDS, N_TEST, LINE_ALPHAS, LINE_DS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="store_true",
                         help="fit the models and solve the SE (writes the JSON) first")
-    args = parser.parse_args()
+    add_common_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.quick:  # one small point and a two-point line; the figure is not redrawn
+        CONFIGS, SEEDS, N_TEST = [(1.25, 12, (0.3,))], (0, 1), 500
+        LINE_ALPHAS, LINE_DS = (0.2, 0.4), (12,)
+        run(args, argv)
+        return
     if args.run:
-        run()
+        run(args, argv)
     plot()
+
+
+if __name__ == "__main__":
+    main()

@@ -23,23 +23,23 @@ Predictions: the routed ``solve_state_evolution`` (the spiked state evolution, d
 
 Usage::
 
-    python benchmarks/spiked_tokens.py tokens      # ~4 min on one core
-    python benchmarks/spiked_tokens.py noiseless   # ~8 min
-    python benchmarks/spiked_tokens.py beta        # ~2 min
-    python benchmarks/spiked_tokens.py gamma       # ~3 min
+    python benchmarks/research/spiked_tokens.py tokens      # ~4 min on one core
+    python benchmarks/research/spiked_tokens.py noiseless   # ~8 min
+    python benchmarks/research/spiked_tokens.py beta        # ~2 min
+    python benchmarks/research/spiked_tokens.py gamma       # ~3 min
+
+Each writes ``benchmarks/results/spiked_<case>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
+from _common import add_common_arguments, write_result
 
-RESULTS = Path(__file__).resolve().parent / "results"
 ALPHA, N_TEST = 0.3, 20_000
 # (T, d, γ, λ, Δ, seeds[, β, β0])
 CASES = {
@@ -90,10 +90,16 @@ def point(n_tokens, d, gamma, reg_lambda, noise, n_seeds, beta=1.0, target_beta=
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=sorted(CASES))
-    case = parser.parse_args(argv).case
+    parser.add_argument("case", choices=sorted(CASES), nargs="?", default="tokens")
+    add_common_arguments(parser)
+    opts = parser.parse_args(argv)
+    case = opts.case
+    global N_TEST
+    cases = CASES[case]
+    if opts.quick:  # one T = 2 point at d = 12, two seeds
+        cases, N_TEST = [(2, 12, 1.25, 0.05, 0.2, 2)], 500
     start, rows = time.time(), []
-    for args in CASES[case]:
+    for args in cases:
         rows.append(point(*args))
         r = rows[-1]
         print(f"T = {r['n_tokens']}, γ = {r['gamma']}, d = {r['d']}, Δ = {r['noise']}, "
@@ -102,9 +108,10 @@ def main(argv=None):
               f"{r['trained_mean']:.5f} ± {r['trained_sem']:.5f}, spiked {r['spiked']:.5f} "
               f"({100 * r['spiked_gap']:+.1f} %), Gaussian {r['gaussian']:.5f} "
               f"({100 * r['gaussian_gap']:+.1f} %)", flush=True)
-    (RESULTS / f"spiked_{case}.json").write_text(json.dumps(
-        {"measured": time.strftime("%Y-%m-%d"), "wall_s": round(time.time() - start),
-         "alpha": ALPHA, "n_test": N_TEST, "points": rows}, indent=1), encoding="utf-8")
+    write_result(opts, f"spiked_{case}.json",
+                 {"measured": time.strftime("%Y-%m-%d"), "wall_s": round(time.time() - start),
+                  "alpha": ALPHA, "n_test": N_TEST, "points": rows},
+                 script=__file__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ interpolation threshold α_interp = 0.1725. ``sm3``: the same for softmax T = 3
 (α_interp = 0.069). ``sm-lambda``, ``sm3-lambda`` and ``lin-lambda`` scan λ instead, at the
 interpolation peak (softmax T = 2, α = 0.17; T = 3, α = 0.07) and at 0.87 α_interp (linear
 T = 1, α = 0.3), all with Δ = 0.1. Eight teachers per point (the validation grid's seeding,
-:func:`skattn.finite_size._fss_row`), 20 000 test samples; prints the mean gap of the
+:func:`skattn.validation.simulation_row`), 20 000 test samples; prints the mean gap of the
 trained test error over the same-instance prediction, minus 1.
 
 ``--token`` (``lin`` only) adds the token-leverage prediction for the same teachers
@@ -14,21 +14,21 @@ trained test error over the same-instance prediction, minus 1.
 
 Usage::
 
-    python benchmarks/threshold_scan.py lin     # about 2 min on 2 cores
-    python benchmarks/threshold_scan.py sm      # about 6 min
-    python benchmarks/threshold_scan.py sm-lambda
-    python benchmarks/threshold_scan.py lin --token --alphas 0.3 0.5 --output out.json
+    python benchmarks/research/threshold_scan.py lin     # about 2 min on 2 cores
+    python benchmarks/research/threshold_scan.py sm      # about 6 min
+    python benchmarks/research/threshold_scan.py sm-lambda
+    python benchmarks/research/threshold_scan.py lin --token --alphas 0.3 0.5
+    # each writes benchmarks/results/threshold_scan_<scan>[_token].json
 """
 
 import argparse
-import json
 import warnings
 
 import numpy as np
+from _common import add_common_arguments, write_result
+from same_instance_d100 import same_instance_gaps  # benchmarks/research/same_instance_d100.py
 
-from skattn.finite_size import FSSConfig
-
-from same_instance_d100 import same_instance_gaps  # benchmarks/same_instance_d100.py
+from skattn.validation import FSSConfig
 
 SCANS = {
     "lin": ([0.3, 0.38, 0.42, 0.46, 0.5, 0.6, 0.8],
@@ -52,18 +52,14 @@ SCANS = {
 }
 
 
-def token_gaps(cfg, d, n_seeds):
+def token_gaps(cfg, d, n_seeds, n_test=20000):
     """Per teacher: trained, Gaussian same-instance and token-leverage test errors."""
-    from skattn.data import AttentionIndexedModel
-    from skattn.finite_size import _fss_row, _seed_int
     from skattn.theory import solve_token_state_evolution
+    from skattn.validation import make_teacher, simulation_row
     rows = []
     for seed in range(n_seeds):
-        row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000,
-                       same_instance_se=True)
-        teacher = AttentionIndexedModel(d, n_tokens=1, target=cfg.make_target(),
-                                        noise=cfg.noise, attention="linear",
-                                        random_state=_seed_int(seed, d, 0))
+        row = simulation_row(cfg, d, seed, n_test=n_test, same_instance_se=True)
+        teacher = make_teacher(cfg, d, seed)
         res = solve_token_state_evolution(cfg.alpha, target=teacher, reg_lambda=cfg.reg_lambda,
                                           width_ratio=cfg.width_ratio,
                                           random_state=seed)  # independent MC errors
@@ -76,37 +72,46 @@ def token_gaps(cfg, d, n_seeds):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scan", choices=sorted(SCANS))
+    parser.add_argument("scan", choices=sorted(SCANS), nargs="?", default="lin")
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--token", action="store_true")
     parser.add_argument("--alphas", type=float, nargs="+", default=None,
                         help="the values scanned (λ for the *-lambda scans)")
-    parser.add_argument("--output", default=None)
+    parser.add_argument("--d", type=int, default=100)
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     alphas, make = SCANS[args.scan]
     alphas = args.alphas or alphas
+    d, n_test = args.d, 20000
+    if args.quick:
+        d, n_test, args.seeds, alphas = 12, 500, 2, alphas[:1]
+    name_of_file = f"threshold_scan_{args.scan.replace('-', '_')}" + \
+        ("_token" if args.token else "") + ".json"
     name = "λ" if args.scan.endswith("lambda") else "α"
     if args.token:
         if not args.scan.startswith("lin"):
             parser.error("--token is for the linear T = 1 scans (lin, lin-lambda)")
         out = []
         for alpha in alphas:
-            rows = token_gaps(make(alpha), 100, args.seeds)
+            rows = token_gaps(make(alpha), d, args.seeds, n_test)
             out += rows
             for key in ("gaussian_se", "token"):
                 g = np.array([r["trained"] / r[key] - 1 for r in rows])
                 print(f"{args.scan} {name}={alpha}: gap over {key:11s} {100 * g.mean():+.1f} ± "
                       f"{100 * g.std(ddof=1) / np.sqrt(g.size):.1f} %", flush=True)
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                json.dump(out, fh, indent=1)
+        write_result(args, name_of_file, {"scan": args.scan, "d": d, "rows": out},
+                     script=__file__, argv=argv)
         return
+    out = []
     for alpha in alphas:
-        g, row = same_instance_gaps(make(alpha), 100, args.seeds)
+        g, row = same_instance_gaps(make(alpha), d, args.seeds, n_test)
+        out.append({"value": alpha, "gaps": g.tolist(), "config": make(alpha).to_dict()})
         print(f"{args.scan} {name}={alpha}: gap {100 * g.mean():+.1f} ± "
               f"{100 * g.std(ddof=1) / np.sqrt(g.size):.1f} %, trained error "
               f"{row['test_error']:.4g} (last seed)", flush=True)
+    write_result(args, name_of_file, {"scan": args.scan, "d": d, "scanned": name,
+                                      "rows": out}, script=__file__, argv=argv)
 
 
 if __name__ == "__main__":

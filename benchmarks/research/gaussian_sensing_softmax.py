@@ -13,7 +13,8 @@ data it is measured on fresh samples, and the overlap formula is reported beside
 
 Usage::
 
-    python benchmarks/gaussian_sensing_softmax.py --d 100 --seeds 6 [--output out.json]
+    python benchmarks/research/gaussian_sensing_softmax.py --d 100 --seeds 6
+    # writes benchmarks/results/gaussian_sensing_softmax.json
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ import warnings
 import numpy as np
 import torch
 
-from skattn.data import AttentionIndexedModel
-from skattn.data.targets import WishartTarget
-from skattn.finite_size import FSSConfig, _fss_row, _seed_int
+from _common import add_common_arguments, write_result
 from skattn.theory import solve_state_evolution
 from skattn.theory.channels import GaussianNodes, test_error
+from skattn.validation import FSSConfig, make_teacher, simulation_row
 
 #: the validation grid's "sm T2 Δ=0.1 λ=1e-3 α=0.15 (< α_interp)"
 CONFIG = dict(alpha=0.15, reg_lambda=1e-3, noise=0.1)
@@ -68,10 +68,9 @@ def fit_gaussian_design(G, y, d, reg_lambda, seed, max_iter=20000):
     return (W @ W.T / d).detach().numpy(), float(closure().detach())
 
 
-def one_seed(d, seed, nodes):
+def one_seed(d, seed, nodes, n_test=20000, max_iter=20000):
     cfg = FSSConfig(label="gaussian sensing", **CONFIG)
-    teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5),
-                                    noise=CONFIG["noise"], random_state=_seed_int(seed, d, 0))
+    teacher = make_teacher(cfg, d, seed)
     S0, n = teacher.S0_, int(round(CONFIG["alpha"] * d * d))
     Q0 = float(np.mean(np.linalg.eigvalsh(S0) ** 2))
     channel = solve_state_evolution(CONFIG["alpha"], target=teacher,
@@ -90,10 +89,9 @@ def one_seed(d, seed, nodes):
     noise[:, 0, 1] = noise[:, 1, 0] = g[:, 2] * np.sqrt(CONFIG["noise"] / 2)
     h0 = preactivations(torch.as_tensor(G), torch.as_tensor(S0)).numpy() + noise
     y = torch.softmax(torch.as_tensor(h0), dim=-1).numpy()
-    S_gauss, objective = fit_gaussian_design(G, y, d, CONFIG["reg_lambda"], seed)
+    S_gauss, objective = fit_gaussian_design(G, y, d, CONFIG["reg_lambda"], seed, max_iter)
     del G
-    row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000,
-                   same_instance_se=True)
+    row = simulation_row(cfg, d, seed, n_test=n_test, same_instance_se=True)
     return {"seed": seed, "d": d, "gaussian_design": overlap_error(S_gauss),
             "gaussian_design_objective_per_d2": objective / d ** 2,
             "tokens": row["test_error"], "tokens_objective_per_d2": row["train_objective"],
@@ -106,22 +104,24 @@ def main(argv=None):
     parser.add_argument("--d", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--output", default=None, help="JSON file for the per-seed rows")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
-    nodes = GaussianNodes(6, n_points=2 ** 16, seed=0)
+    n_test, max_iter, n_points = 20000, 20000, 2 ** 16
+    if args.quick:
+        args.d, args.seeds, n_test, max_iter, n_points = 8, 2, 500, 200, 2 ** 12
+    nodes = GaussianNodes(6, n_points=n_points, seed=0)
     rows = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        rows.append(one_seed(args.d, seed, nodes))
+        rows.append(one_seed(args.d, seed, nodes, n_test, max_iter))
         print(json.dumps(rows[-1]), flush=True)
     for key in ("gaussian_design", "tokens"):
         g = np.array([r[key] / r["prediction"] - 1 for r in rows])
         sem = g.std(ddof=1) / np.sqrt(g.size) if g.size > 1 else np.nan
         print(f"softmax T=2 d={args.d}: {key:16s} {100 * g.mean():+.2f} ± {100 * sem:.2f} %")
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            json.dump({**CONFIG, "rows": rows}, fh, indent=1)
+    write_result(args, "gaussian_sensing_softmax.json", {**CONFIG, "rows": rows},
+                 script=__file__, argv=argv)
 
 
 if __name__ == "__main__":

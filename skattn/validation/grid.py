@@ -1,12 +1,12 @@
 """The validation grid: simulation against state evolution outside one validated point.
 
-docs/theory.rst §10 asks that trained models reach the state-evolution test error and ``L/d²``
+docs: Theory §10 asks that trained models reach the state-evolution test error and ``L/d²``
 "within finite-size error". :data:`VALIDATION_CONFIGS` covers the model's axes (T = 1–4,
 softmax and linear, noise, β ≠ β0 both ways, seq2seq and seq2lab, width < 1 with the rank
 constraint inactive and binding, the direct model, power-law targets, small λ near the
 interpolation threshold); :func:`run_validation_grid` runs every configuration through
-:func:`skattn.finite_size.finite_size_scaling` on **one** resumable sweep store and writes a
-table and a figure. ``make validate`` calls ``python -m skattn.validation_grid``.
+:func:`skattn.validation.finite_size_scaling` on **one** resumable sweep store and writes a
+table and a figure. ``make validate`` calls ``python -m skattn.validation``.
 """
 
 from __future__ import annotations
@@ -14,23 +14,25 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
+import shlex
+import sys
 import time
 
 import numpy as np
 
-from ._validation import check_scalar_range
+from .._validation import check_scalar_range
 from .finite_size import (
     FSSConfig,
     _analyse,
     _check_run_args,
-    _fss_row,
     _rows_for,
+    fss_row,
 )
 
 __all__ = ["VALIDATION_CONFIGS", "VALIDATE_D", "VALIDATE_SEEDS", "run_validation_grid",
            "format_table", "plot_gaps", "main"]
 
-#: d values of ``make validate`` (chosen to fit ~60 min on 2 cores; see docs/validation.rst).
+#: d values of ``make validate`` (chosen to fit ~60 min on 2 cores; see docs: Validation).
 VALIDATE_D = (40, 60, 80, 100)
 #: Seeds per d of ``make validate``.
 VALIDATE_SEEDS = 3
@@ -46,10 +48,10 @@ def _c(label, **kw):
 
 
 # Wishart(0.5), α = 0.3, λ = 0.1, T = 2 softmax seq2lab unless stated. Interpolation
-# thresholds (docs/theory.rst §6, skattn.theory.interpolation_threshold, Wishart(0.5)):
+# thresholds (docs: Theory §6, skattn.theory.interpolation_threshold, Wishart(0.5)):
 # T = 1 linear Δ = 0.1: 0.345; T = 2 softmax Δ = 0.1: 0.1725 (Δ → 0⁺: 0.219).
 VALIDATION_CONFIGS = [
-    # linear attention, T = 1 (docs/theory.rst §4 closed form) and T = 2, 3
+    # linear attention, T = 1 (docs: Theory §4 closed form) and T = 2, 3
     _c("lin T1", alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear"),
     _c("lin T1 Δ=0.3", alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear", noise=0.3),
     _c("lin T1 α=0.6", alpha=0.6, reg_lambda=0.05, n_tokens=1, attention="linear"),
@@ -87,7 +89,7 @@ VALIDATION_CONFIGS = [
        attention="linear", width_ratio=0.75, target=_W3),
     _c("lin T1 κ=0.25 (rank binding)", alpha=0.3, reg_lambda=0.01, n_tokens=1,
        attention="linear", width_ratio=0.25),
-    # direct (Frobenius) model, docs/theory.rst §5
+    # direct (Frobenius) model, docs: Theory §5
     _c("direct sm T2", alpha=0.3, reg_lambda=0.1, estimator="direct"),
     _c("direct lin T1", alpha=0.3, reg_lambda=0.05, n_tokens=1, attention="linear",
        estimator="direct"),
@@ -215,7 +217,7 @@ def plot_gaps(results, *, ax=None, quantity="test_error"):
 def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
                         backend="sequential", n_jobs=1, configs=None, n_test=4000,
                         same_instance_se=True, table=None, figure=None, level=0.95,
-                        rtol=0.01, scheduler_address=None, verbose=0):
+                        rtol=0.01, scheduler_address=None, verbose=0, command=None):
     """Run the validation grid on one resumable sweep store; write a table and a figure.
 
     Parameters
@@ -231,12 +233,16 @@ def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
     configs : list of FSSConfig or dict, optional
         Defaults to :data:`VALIDATION_CONFIGS`.
     n_test, same_instance_se, level, rtol
-        As in :func:`~skattn.finite_size.finite_size_scaling`.
+        As in :func:`~skattn.validation.finite_size_scaling`.
     table : str or path-like or None
         Where to write the table (``.rst`` gives a list-table, anything else Markdown);
         default ``<output stem>_table.md`` next to ``output``.
     figure : str or path-like or None
         The gap figure; default ``<output stem>_gaps.png``.
+    command : str or None
+        The command line that runs the grid; the table ends with it and the UTC date
+        (``python -m skattn.validation`` passes its own), so that the validation report can
+        name both.
 
     Returns
     -------
@@ -244,7 +250,7 @@ def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
         A str is the error of a configuration that could not be analysed (its finished
         rows are in the store).
     """
-    from .sweep import run_sweep
+    from ..sweep import run_sweep
 
     configs = VALIDATION_CONFIGS if configs is None else [FSSConfig.from_dict(c)
                                                            for c in configs]
@@ -261,7 +267,7 @@ def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
                                                          same_instance_se)]
     # the cheapest rows first, so that a cut run leaves whole configurations behind
     rows.sort(key=lambda r: r.get("d", 0))
-    sweep = run_sweep(_fss_row, rows, output=output, backend=backend, n_jobs=n_jobs,
+    sweep = run_sweep(fss_row, rows, output=output, backend=backend, n_jobs=n_jobs,
                       scheduler_address=scheduler_address, verbose=verbose)
     results = []
     for cfg in configs:
@@ -275,10 +281,15 @@ def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
     obj = format_table(results, fmt="rst" if table.suffix == ".rst" else "markdown",
                        quantity="train_objective")
     table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text(f"Test error\n\n{text}\nTraining objective L/d²\n\n{obj}\n"
+    import datetime
+
+    date = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    made = (f"*Produced by* ``{command}`` *on* {date}." if command
+            else f"Produced on {date}.")
+    table.write_text(f"Test error:\n\n{text}\nTraining objective ``L/d²``:\n\n{obj}\n"
                      f"d = {list(map(int, d))}, {n_seeds} seeds, {sweep.n_run} rows run now, "
                      f"{sweep.n_skipped} resumed, {sweep.n_failed} failed; wall time "
-                     f"{wall:.0f} s.\n", encoding="utf-8")
+                     f"{wall:.0f} s.\n\n{made}\n", encoding="utf-8")
     try:
         import matplotlib
 
@@ -299,7 +310,7 @@ def run_validation_grid(output, d=VALIDATE_D, n_seeds=VALIDATE_SEEDS, *,
 
 
 def estimate_grid_seconds(seconds_per_row, n_cores=2):
-    """Rough wall time of the grid from a measured mean row time (for planning).
+    """Rough wall time of the grid from a mean row time (for planning).
 
     Parameters
     ----------
@@ -318,8 +329,8 @@ def estimate_grid_seconds(seconds_per_row, n_cores=2):
 
 
 def main(argv=None):
-    """``python -m skattn.validation_grid --output validate.csv`` (the ``make validate`` entry)."""
-    p = argparse.ArgumentParser(prog="python -m skattn.validation_grid",
+    """``python -m skattn.validation --output validate.csv`` (the ``make validate`` entry)."""
+    p = argparse.ArgumentParser(prog="python -m skattn.validation",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--output", default="validate.csv",
                    help="sweep store (resumable; .csv, .parquet or what run_sweep accepts)")
@@ -348,11 +359,11 @@ def main(argv=None):
                             backend=args.backend, n_jobs=args.n_jobs, configs=configs,
                             n_test=args.n_test, same_instance_se=not args.no_same_instance_se,
                             table=args.table, figure=args.figure,
-                            scheduler_address=args.scheduler_address, verbose=1)
+                            scheduler_address=args.scheduler_address, verbose=1,
+                            command=" ".join(["python -m skattn.validation",
+                                              *map(shlex.quote, argv if argv is not None
+                                                   else sys.argv[1:])]))
     except ValueError as exc:
         p.error(str(exc))
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -2,11 +2,11 @@
 
 For each configuration (d, T, teacher seed) a teacher
 ``AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(0.5),
-random_state=_seed_int(seed, d, 0))`` (softmax, β = β0 = 1, no label noise) draws
-``round(α d²)`` training samples (``_seed_int(seed, d, 1)``); the seq2lab labels ``A`` and
+random_state=seed_for(seed, d, "teacher"))`` (softmax, β = β0 = 1, no label noise) draws
+``round(α d²)`` training samples (``seed_for(seed, d, "train")``); the seq2lab labels ``A`` and
 the seq2seq labels ``A X`` share the tokens. :class:`~skattn.TiedAttentionRegressor`
 (softmax, factored, default L-BFGS, κ = 1, λ = 0.1) is fitted to both. Measured per fit, on
-20 000 fresh samples (``_seed_int(seed, d, 2)``): the seq2seq test error
+20 000 fresh samples (``seed_for(seed, d, "test")``): the seq2seq test error
 ``‖(Â − Y) X‖²_F/d`` and the seq2lab form ``Σ_ab (Â − A0)²``.
 
 Predictions, on the teacher's own spectrum (``target=teacher``):
@@ -23,9 +23,9 @@ fixed before the measurement (docs/theory.rst §4, "seq2seq state evolution").
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/seq2seq_softmax.py            # fits + SE (~30 min)
-    PYTHONPATH=. python benchmarks/seq2seq_softmax.py --stage fits
-    PYTHONPATH=. python benchmarks/seq2seq_softmax.py --stage theory
+    PYTHONPATH=. python benchmarks/research/seq2seq_softmax.py            # fits + SE (~30 min)
+    PYTHONPATH=. python benchmarks/research/seq2seq_softmax.py --stage fits
+    PYTHONPATH=. python benchmarks/research/seq2seq_softmax.py --stage theory
 
 Writes ``benchmarks/results/seq2seq_softmax.json`` (each stage keeps the other's rows).
 """
@@ -38,13 +38,10 @@ import os
 import platform
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
-from _reference import reference_seconds  # benchmarks/_reference.py
+from _common import add_common_arguments, provenance, reference_seconds, results_dir
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "seq2seq_softmax.json"
 
 ALPHA, REG_LAMBDA, KAPPA0, N_TEST = 0.3, 0.1, 0.5, 20_000
 # (d, T, teacher seeds)
@@ -54,25 +51,25 @@ CONFIGS = [(60, 2, (0, 1, 2)), (60, 3, (0, 1, 2)), (100, 2, tuple(range(6))),
 
 def _teacher(d, T, seed):
     from skattn.data import AttentionIndexedModel, WishartTarget
-    from skattn.finite_size import _seed_int
+    from skattn.validation import seed_for
     return AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(KAPPA0),
-                                 random_state=_seed_int(seed, d, 0))
+                                 random_state=seed_for(seed, d, "teacher"))
 
 
 def simulate(d, T, seed):
     """Fit seq2lab and seq2seq on one teacher and the same tokens; the measured errors."""
     from skattn import TiedAttentionRegressor
-    from skattn.finite_size import _seed_int
+    from skattn.validation import seed_for
 
     teacher = _teacher(d, T, seed)
     n = int(round(ALPHA * d * d))
-    X, A = teacher.sample(n, task="seq2lab", random_state=_seed_int(seed, d, 1))
-    X_test, A_test = teacher.sample(N_TEST, task="seq2lab", random_state=_seed_int(seed, d, 2))
+    X, A = teacher.sample(n, task="seq2lab", random_state=seed_for(seed, d, "train"))
+    X_test, A_test = teacher.sample(N_TEST, task="seq2lab", random_state=seed_for(seed, d, "test"))
     out = {"d": d, "n_tokens": T, "seed": seed, "n_samples": n}
     for task, y in (("seq2lab", A), ("seq2seq", A @ X)):
         start = time.perf_counter()
         est = TiedAttentionRegressor(reg_lambda=REG_LAMBDA, task=task, device="cpu",
-                                     random_state=_seed_int(seed, d, 3))
+                                     random_state=seed_for(seed, d, "estimator"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est.fit(X, y)
@@ -160,27 +157,32 @@ def routing_rule(table):
                for T in (2, 3))
 
 
-def _load():
-    if RESULTS.exists():
-        return json.loads(RESULTS.read_text())
+def _load(path):
+    if path.exists():
+        return json.loads(path.read_text())
     return {"runs": []}
 
 
-def _save(data):
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(data, indent=1, default=float) + "\n")
+def _save(path, data):
+    path.write_text(json.dumps(data, indent=1, default=float) + "\n")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stage", choices=("all", "fits", "theory"), default="all")
     parser.add_argument("--n-nodes", type=int, default=8192)
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    data = _load()
+    global CONFIGS, N_TEST  # --quick: one small configuration (the summaries follow)
+    if args.quick:
+        CONFIGS, N_TEST, args.n_nodes = [(12, 2, (0, 1))], 500, 1024
+    path = results_dir(args) / "seq2seq_softmax.json"
+    data = _load(path)
+    data.update(provenance(__file__, argv), quick=bool(args.quick))  # the last run's
     runs = {(r["d"], r["n_tokens"], r["seed"]): r for r in data["runs"]}
-    ref = reference_seconds()
+    ref = reference_seconds(args.quick)
     start = time.perf_counter()
     for d, T, seeds in CONFIGS:
         for seed in seeds:
@@ -191,7 +193,7 @@ def main(argv=None):
                 runs[key]["theory"] = predict(d, T, seed, args.n_nodes)
             data["runs"] = sorted(runs.values(), key=lambda r: (r["d"], r["n_tokens"],
                                                                 r["seed"]))
-            _save(data)
+            _save(path, data)
             print(json.dumps({"d": d, "T": T, "seed": seed,
                               "elapsed": time.perf_counter() - start}), flush=True)
     data["summary"] = summary(data["runs"])
@@ -201,8 +203,9 @@ def main(argv=None):
     data["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(),
                        "load_average": os.getloadavg(), "reference_seconds": ref,
                        "wall_seconds": time.perf_counter() - start,
-                       "wall_over_reference": (time.perf_counter() - start) / ref}
-    _save(data)
+                       "wall_over_reference": ((time.perf_counter() - start) / ref
+                                               if ref else None)}
+    _save(path, data)
     print(json.dumps(data["summary"], indent=1))
     print("routing rule passes:", data["routing_rule_passes"])
 

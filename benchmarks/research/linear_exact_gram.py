@@ -8,19 +8,18 @@ mean gap of the trained test error over each prediction.
 
 Usage::
 
-    python benchmarks/linear_exact_gram.py [--seeds 8] [--d 100]
+    python benchmarks/research/linear_exact_gram.py [--seeds 8] [--d 100]
+    # writes benchmarks/results/linear_exact_gram.json
 """
 
 import argparse
-import json
 import warnings
 
 import numpy as np
 
-from skattn.data import AttentionIndexedModel
-from skattn.finite_size import FSSConfig, _fss_row, _seed_int
+from _common import add_common_arguments, write_result
 from skattn.theory.seq2seq import solve_seq2seq_state_evolution
-from skattn.validation_grid import VALIDATION_CONFIGS
+from skattn.validation import VALIDATION_CONFIGS, FSSConfig, make_teacher, simulation_row
 
 SCAN = [FSSConfig(label=f"lin T1 α={a}", alpha=a, reg_lambda=0.05, n_tokens=1,
                   attention="linear") for a in (0.3, 0.5, 0.6, 0.8)]
@@ -37,19 +36,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--d", type=int, default=100)
-    parser.add_argument("--output", default=None, help="JSON file for the per-seed rows")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    d, rows = args.d, []
-    for cfg in _configs():
+    d, rows, n_test, configs = args.d, [], 20000, _configs()
+    if args.quick:
+        d, args.seeds, n_test, configs = 12, 2, 500, configs[:1]
+    for cfg in configs:
         g_gauss, g_gram = [], []
         for seed in range(args.seeds):
-            row = _fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000,
-                           same_instance_se=True)
-            teacher = AttentionIndexedModel(d, n_tokens=cfg.n_tokens, target=cfg.make_target(),
-                                            beta=cfg.target_beta, noise=cfg.noise,
-                                            attention=cfg.attention,
-                                            random_state=_seed_int(seed, d, 0))
+            row = simulation_row(cfg, d, seed, n_test=n_test, same_instance_se=True)
+            teacher = make_teacher(cfg, d, seed)
             gram = solve_seq2seq_state_evolution(
                 cfg.alpha, target=teacher, reg_lambda=cfg.reg_lambda, n_tokens=cfg.n_tokens,
                 noise=cfg.noise, loss="seq2lab").seq2lab_test_error
@@ -63,9 +60,8 @@ def main(argv=None):
         print(f"{cfg.label:34s} gap vs Gaussian α_eff {100 * a.mean():+.1f} ± "
               f"{100 * a.std(ddof=1) / se:.1f} %   vs exact Gram {100 * b.mean():+.1f} ± "
               f"{100 * b.std(ddof=1) / se:.1f} %", flush=True)
-    if args.output:
-        with open(args.output, "w") as fh:
-            json.dump(rows, fh, indent=1)
+    write_result(args, "linear_exact_gram.json", {"d": d, "rows": rows}, script=__file__,
+                 argv=argv)
 
 
 if __name__ == "__main__":

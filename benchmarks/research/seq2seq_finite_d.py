@@ -26,7 +26,7 @@ the Gaussian expectation for the trained Ŝ.
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/seq2seq_finite_d.py    # fits + SE, writes the JSON (~5 min)
+    PYTHONPATH=. python benchmarks/research/seq2seq_finite_d.py    # fits + SE (~5 min)
 
 Writes ``benchmarks/results/seq2seq_finite_d.json``.
 """
@@ -34,17 +34,13 @@ Writes ``benchmarks/results/seq2seq_finite_d.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
-from _reference import reference_seconds  # benchmarks/_reference.py
+from _common import add_common_arguments, reference_seconds, write_result
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "seq2seq_finite_d.json"
 
 ALPHA, REG_LAMBDA, KAPPA0, N_TEST = 0.3, 0.05, 0.5, 20_000
 # (d, T, Δ, seeds): the docs' configuration at four d, then label noise and T = 1, 3
@@ -179,10 +175,14 @@ def _seq2lab_with_metric(run, correction=False):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-d", type=int, default=None, help="skip larger d")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
+    global CONFIGS, N_TEST  # --quick: one small configuration (the summaries follow)
+    if args.quick:
+        CONFIGS, N_TEST = [(12, 2, 0.0, (0, 1))], 500
     import torch
     torch.set_num_threads(1)
-    ref = reference_seconds()
+    ref = reference_seconds(args.quick)
     runs = []
     for d, T, noise, seeds in CONFIGS:
         if args.max_d is not None and d > args.max_d:
@@ -198,12 +198,11 @@ def main(argv=None):
                   f"seq2seq test {r['seq2seq']['seq2seq_test_error']:.5g} "
                   f"(exact {r['seq2seq']['seq2seq_test_error_exact']:.5g}, routed "
                   f"{th['routed']['test_error']:.5g})", flush=True)
-    RESULTS.parent.mkdir(exist_ok=True)
     payload = {"alpha": ALPHA, "reg_lambda": REG_LAMBDA, "kappa0": KAPPA0, "n_test": N_TEST,
-               "reference_seconds": ref, "reference_seconds_end": reference_seconds(),
+               "reference_seconds": ref, "reference_seconds_end": reference_seconds(args.quick),
                "machine": platform.node(), "cpu_count": os.cpu_count(),
                "summary": _summary(runs), "runs": runs}
-    RESULTS.write_text(json.dumps(payload, indent=1))
+    write_result(args, "seq2seq_finite_d.json", payload, script=__file__, argv=argv)
     return payload
 
 

@@ -2,7 +2,7 @@
 
 For every softmax seq2lab configuration of the validation grid with T ≤ 3, factored, a rank
 cap that does not bind and a target inside the Gaussian-equivalence domain, trains the
-grid's own teachers at d = 100 (:func:`skattn.finite_size._fss_row`: the same teachers,
+grid's own teachers at d = 100 (:func:`skattn.validation.simulation_row`: the same teachers,
 training and test draws as ``make validate``; 20 000 test samples) and compares the trained
 test error with two same-instance predictions of
 :func:`skattn.theory.solve_state_evolution`: the Gaussian fixed point
@@ -16,23 +16,20 @@ rows as JSON (docs/theory.rst §4 "Finite d").
 
 Usage::
 
-    python benchmarks/exact_gram_seq2lab.py --seeds 6 --output results/exact_gram_seq2lab.json
+    python benchmarks/research/exact_gram_seq2lab.py --seeds 6
     # about 25 min on 2 cores (T = 3 dominates); --labels "α=0.15" for a subset
+    # writes benchmarks/results/exact_gram_seq2lab.json
 """
 
 import argparse
-import json
 import warnings
 
 import numpy as np
 
-from skattn.data import AttentionIndexedModel
-from skattn.finite_size import _fss_row, _seed_int
+from _common import add_common_arguments, write_result
 from skattn.theory import solve_state_evolution
 from skattn.theory.seq2seq import EXACT_GRAM_SEQ2LAB_MAX_T
-from skattn.validation_grid import VALIDATION_CONFIGS
-
-D = 100
+from skattn.validation import VALIDATION_CONFIGS, make_teacher, simulation_row
 
 
 def eligible(cfg):
@@ -42,14 +39,11 @@ def eligible(cfg):
             and not cfg.outside_gaussian_equivalence)
 
 
-def teacher_rows(cfg, n_seeds):
+def teacher_rows(cfg, n_seeds, d=100, n_test=20000):
     rows = []
     for seed in range(n_seeds):
-        sim = _fss_row("simulation", cfg.to_json(), d=D, seed=seed, n_test=20000)
-        teacher = AttentionIndexedModel(D, n_tokens=cfg.n_tokens, target=cfg.make_target(),
-                                        beta=cfg.target_beta, noise=cfg.noise,
-                                        attention=cfg.attention,
-                                        random_state=_seed_int(seed, D, 0))
+        sim = simulation_row(cfg, d, seed, n_test=n_test)
+        teacher = make_teacher(cfg, d, seed)
         pred = {}
         for exact in (False, True):
             res = solve_state_evolution(target=teacher, exact_gram=exact, **cfg.se_kwargs())
@@ -63,14 +57,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--labels", nargs="*", default=None)
-    parser.add_argument("--output", default=None)
+    parser.add_argument("--d", type=int, default=100)
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    d, n_test, configs = args.d, 20000, [c for c in VALIDATION_CONFIGS if eligible(c)]
+    if args.labels:
+        configs = [c for c in configs if any(s in c.label for s in args.labels)]
+    if args.quick:
+        d, n_test, args.seeds, configs = 12, 500, 2, configs[:1]
     out = []
-    for cfg in VALIDATION_CONFIGS:
-        if not eligible(cfg) or (args.labels and not any(s in cfg.label for s in args.labels)):
-            continue
-        rows = teacher_rows(cfg, args.seeds)
+    for cfg in configs:
+        rows = teacher_rows(cfg, args.seeds, d, n_test)
         out += rows
         text = []
         for key in ("gaussian", "exact_gram"):
@@ -78,9 +76,8 @@ def main(argv=None):
             text.append(f"{key} {100 * g.mean():+.2f} ± "
                         f"{100 * g.std(ddof=1) / np.sqrt(g.size):.2f} %")
         print(f"{cfg.label:42s} " + "   ".join(text), flush=True)
-        if args.output:
-            with open(args.output, "w") as fh:
-                json.dump(out, fh, indent=1)
+        write_result(args, "exact_gram_seq2lab.json", {"d": d, "rows": out},
+                     script=__file__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,345 @@
+"""The validation report's tables, rendered from the committed result files.
+
+Every table of ``docs/validation_report.rst`` is a ``.. results-table:: NAME`` directive:
+this extension reads ``benchmarks/results/NAME`` (written by a script of
+``benchmarks/research/``, with the command and the UTC date inside), computes the summary
+(mean ± standard error over teachers of ``trained / prediction − 1``) and emits a table whose
+caption names the command and the date. No number of the report is typed by hand; a rerun
+of the script replaces the file and so the table.
+
+``render(name)`` returns the reST of one table (used by the directive and by
+``tests/test_validation_report.py``).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+# ----------------------------------------------------------------------------------------
+# reading
+# ----------------------------------------------------------------------------------------
+
+def load(name, results=RESULTS):
+    """``(meta, data)`` of one result file; a JSON-lines file gives ``data = {"rows": [...]}``
+    and the provenance lines (each run appends one) in ``meta["runs"]``."""
+    path = pathlib.Path(results) / name
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        runs = [r for r in records if "command" in r]
+        if not runs:
+            raise ValueError(f"{path}: no line with the command and date")
+        meta = dict(runs[-1], runs=runs)
+        return meta, {"rows": [r for r in records if "command" not in r]}
+    data = json.loads(text)
+    if not isinstance(data, dict) or "command" not in data or "date" not in data:
+        raise ValueError(f"{path}: a result file must carry 'command' and 'date'")
+    meta = {k: data[k] for k in ("command", "date", "quick", "provenance") if k in data}
+    return meta, data
+
+
+# ----------------------------------------------------------------------------------------
+# statistics and formatting
+# ----------------------------------------------------------------------------------------
+
+def mean_sem(values):
+    """Mean and standard error (NaN with fewer than two values)."""
+    v = [float(x) for x in values if x is not None and math.isfinite(float(x))]
+    if not v:
+        return math.nan, math.nan
+    m = sum(v) / len(v)
+    if len(v) < 2:
+        return m, math.nan
+    var = sum((x - m) ** 2 for x in v) / (len(v) - 1)
+    return m, math.sqrt(var / len(v))
+
+
+def pct(values):
+    """``"+1.2 ± 0.3 %"`` of relative gaps (fractions)."""
+    m, s = mean_sem(values)
+    if math.isnan(m):
+        return "—"
+    if math.isnan(s):
+        return f"{100 * m:+.1f} %"
+    return f"{100 * m:+.1f} ± {100 * s:.1f} %"
+
+
+def pct_pair(pair):
+    """A stored ``[mean, s.e.]`` pair as :func:`pct` writes it."""
+    m, s = (float(pair[0]), float(pair[1])) if pair is not None else (math.nan, math.nan)
+    if math.isnan(m):
+        return "—"
+    return f"{100 * m:+.1f} %" if math.isnan(s) else f"{100 * m:+.1f} ± {100 * s:.1f} %"
+
+
+def gaps(rows, trained, reference):
+    """``trained / reference − 1`` of each row where both are finite."""
+    out = []
+    for r in rows:
+        t, p = r.get(trained), r.get(reference)
+        if t is None or p is None:
+            continue
+        t, p = float(t), float(p)
+        if math.isfinite(t) and math.isfinite(p) and p != 0:
+            out.append(t / p - 1)
+    return out
+
+
+def grouped(rows, key):
+    groups = collections.OrderedDict()
+    for r in rows:
+        groups.setdefault(key(r), []).append(r)
+    return groups
+
+
+def _cell(value):
+    text = str(value).replace("|", "/")
+    return text if text.strip() else "—"
+
+
+def list_table(title, header, body, meta, note=""):
+    """A reST ``list-table`` whose caption names the command and the date."""
+    lines = [f".. list-table:: {title}", "   :header-rows: 1", ""]
+    for row in [header] + body:
+        lines.append("   * - " + _cell(row[0]))
+        lines += [f"     - {_cell(c)}" for c in row[1:]]
+    lines.append("")
+    runs = meta.get("runs")
+    if runs and len(runs) > 1:
+        made = "; ".join(f"``{r['command']}`` ({r['date']})" for r in runs)
+        lines.append(f"*Produced by* {made}.")
+    else:
+        lines.append(f"*Produced by* ``{meta['command']}`` *on* {meta['date']}.")
+    if meta.get("provenance"):
+        lines[-1] += f" ({meta['provenance']}.)"
+    if meta.get("quick"):
+        lines[-1] += " **A --quick smoke run: not a measurement.**"
+    if note:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------
+# one renderer per result file: (title, header, body[, note])
+# ----------------------------------------------------------------------------------------
+
+def _per_label(rows, refs, label="label"):
+    body = []
+    for key, sel in grouped(rows, lambda r: r[label]).items():
+        body.append([key, len(sel)] + [pct(gaps(sel, "trained", ref)) for ref in refs])
+    return body
+
+
+def _exact_gram_seq2lab(data):
+    return ("Softmax seq2lab at d = {}: trained / prediction − 1".format(data.get("d", 100)),
+            ["configuration", "teachers", "Gaussian SE", "exact-Gram channel"],
+            _per_label(data["rows"], ("gaussian", "exact_gram")))
+
+
+def _linear_exact_gram(data):
+    return ("Linear seq2lab at d = {}: trained / prediction − 1".format(data.get("d", 100)),
+            ["configuration", "teachers", "Gaussian SE at α_eff", "exact-Gram channel"],
+            _per_label(data["rows"], ("gaussian_alpha_eff", "exact_gram")))
+
+
+def _gaussian_sensing(data):
+    body = []
+    for key, block in data.items():
+        if not isinstance(block, dict) or "rows" not in block:
+            continue
+        rows = block["rows"]
+        cells = [key, len(rows), rows[0]["d"] if rows else "—"]
+        for design in ("goe", "rank1", "elliptical"):
+            cells.append(pct(gaps(rows, design, "prediction")))
+        cells.append(pct(gaps(rows, "rank1", "exact_gram")))
+        body.append(cells)
+    return ("Linear T = 1: ERM on each design / same-instance prediction − 1",
+            ["run", "teachers", "d", "GOE design", "rank-one tokens", "elliptical design",
+             "rank-one / exact Gram"], body)
+
+
+def _gaussian_sensing_softmax(data):
+    rows = data["rows"]
+    ds = sorted({r["d"] for r in rows})
+    return ("Softmax T = 2 (α = {}, λ = {}, Δ = {}): trained / same-instance prediction − 1"
+            .format(data["alpha"], data["reg_lambda"], data["noise"]),
+            ["d", "teachers", "Gaussian design", "token data"],
+            [[d, len(sel), pct(gaps(sel, "gaussian_design", "prediction")),
+              pct(gaps(sel, "tokens", "prediction"))]
+             for d in ds for sel in [[r for r in rows if r["d"] == d]]])
+
+
+def _leverage_mixture(data):
+    # one row per (configuration, d, seed): the last one written, as the script reads it
+    rows = list({(r["label"], r["d"], r["seed"]): r for r in data["rows"]}.values())
+    body = []
+    for (label, d), sel in grouped(rows, lambda r: (r["label"], r["d"])).items():
+        body.append([label, d, len(sel), pct(gaps(sel, "trained", "default_se")),
+                     pct(gaps(sel, "trained", "leverage"))])
+    return ("Trained / prediction − 1: default same-instance SE and the leverage mixture",
+            ["configuration", "d", "teachers", "default SE", "leverage mixture"], body)
+
+
+def _seq2seq_finite_d(data):
+    body = [[r["d"], r["n_tokens"], r["noise"], r["n_teachers"],
+             pct_pair(r["excess_measured"]), pct_pair(r["excess_bartlett"]),
+             pct_pair(r["test_gap_mc_routed"])] for r in data["summary"]]
+    return ("Linear seq2seq at finite d (α = {}, λ = {})".format(data["alpha"],
+                                                              data["reg_lambda"]),
+            ["d", "T", "Δ", "teachers", "excess seq2seq / seq2lab, trained",
+             "the same, exact-Gram SE", "seq2seq test error / routed SE − 1"], body)
+
+
+def _seq2seq_softmax(data):
+    s = data.get("settings", {})
+    body = [[r["d"], r["n_tokens"], r["n_teachers"], pct_pair(r["gap_today"]),
+             pct_pair(r["gap_bartlett"])] for r in data["summary"]]
+    return ("Softmax seq2seq at finite d (α = {}, λ = {}): trained / prediction − 1"
+            .format(s.get("alpha", "?"), s.get("reg_lambda", "?")),
+            ["d", "T", "teachers", "seq2lab SE", "exact-Gram seq2seq SE"], body)
+
+
+def _spiked_points(data):
+    body = []
+    for p in data["points"]:
+        body.append([p["n_tokens"], p["d"], p["gamma"], p["reg_lambda"], p["noise"],
+                     f"{p.get('beta', 1.0):g} / {p.get('target_beta', 1.0):g}",
+                     f"{p['trained_mean']:.5f} ± {p['trained_sem']:.5f}",
+                     pct([p["spiked_gap"]]), pct([p["gaussian_gap"]])])
+    return (f"Power-law targets (α = {data['alpha']}): prediction / trained − 1",
+            ["T", "d", "γ", "λ", "Δ", "β / β0", "trained", "spiked SE", "Gaussian SE"], body)
+
+
+def _spiked_learning_curve(data):
+    body = []
+    for p in data["points"]:
+        m = p["trained_mean"]
+        body.append([p["gamma"], p["d"], p["alpha"], f"{m:.5f} ± {p['trained_sem']:.5f}",
+                     pct([p["spiked"] / m - 1]), pct([p["gaussian"] / m - 1])])
+    meta = data.get("meta", {})
+    return ("Learning curve, T = 2 softmax (Δ = {}, λ = {}): prediction / trained − 1"
+            .format(meta.get("noise", "?"), meta.get("reg_lambda", "?")),
+            ["γ", "d", "α", "trained", "spiked SE", "Gaussian SE"], body)
+
+
+def _threshold_scan_token(data):
+    rows = data["rows"]
+    key = "reg_lambda" if data.get("scan", "").endswith("lambda") else "alpha"
+    body = [[v, len(sel), pct(gaps(sel, "trained", "gaussian_se")),
+             pct(gaps(sel, "trained", "token"))]
+            for v, sel in grouped(rows, lambda r: r[key]).items()]
+    name = "λ" if key == "reg_lambda" else "α"
+    return (f"Linear T = 1 at d = {data.get('d', 100)}, scan in {name}: trained / prediction − 1",
+            [name, "teachers", "Gaussian SE", "token leverage"], body)
+
+
+def _token_leverage(data):
+    body = []
+    for key, block in data.items():
+        if key in ("command", "date", "quick", "provenance"):
+            continue
+        rows = block["rows"] if isinstance(block, dict) else block
+        body.append([key, len(rows), pct(gaps(rows, "trained", "gaussian_se")),
+                     pct(gaps(rows, "trained", "token"))])
+    return ("Linear T = 1, rank-one tokens: trained / prediction − 1",
+            ["run", "teachers", "Gaussian SE", "token leverage"], body)
+
+
+RENDERERS = {
+    "exact_gram_seq2lab.json": _exact_gram_seq2lab,
+    "linear_exact_gram.json": _linear_exact_gram,
+    "gaussian_sensing.json": _gaussian_sensing,
+    "gaussian_sensing_softmax.json": _gaussian_sensing_softmax,
+    "leverage_mixture.jsonl": _leverage_mixture,
+    "seq2seq_finite_d.json": _seq2seq_finite_d,
+    "seq2seq_softmax.json": _seq2seq_softmax,
+    "spiked_tokens.json": _spiked_points,
+    "spiked_noiseless.json": _spiked_points,
+    "spiked_beta.json": _spiked_points,
+    "spiked_gamma.json": _spiked_points,
+    "spiked_learning_curve.json": _spiked_learning_curve,
+    "threshold_scan_lin_token.json": _threshold_scan_token,
+    "threshold_scan_lin_lambda_token.json": _threshold_scan_token,
+    "token_leverage.json": _token_leverage,
+}
+
+
+def render(name, results=RESULTS):
+    """The reST table of one result file (see :data:`RENDERERS`)."""
+    if name not in RENDERERS:
+        raise ValueError(f"no renderer for result file {name!r}; known: {sorted(RENDERERS)}")
+    meta, data = load(name, results)
+    title, header, body, *note = RENDERERS[name](data)
+    return list_table(title, header, body, meta, *note)
+
+
+def read_included(name, results=RESULTS):
+    """The text of a reST result file, checked to name its command and date."""
+    text = (pathlib.Path(results) / name).read_text(encoding="utf-8")
+    if "*Produced by* ``" not in text or " *on* " not in text:
+        raise ValueError(f"{name} does not end with its '*Produced by* ``command`` *on* "
+                         "date' line")
+    return text
+
+
+# ----------------------------------------------------------------------------------------
+# Sphinx
+# ----------------------------------------------------------------------------------------
+
+def setup(app):
+    from docutils.parsers.rst import Directive
+    from docutils.statemachine import StringList
+    from sphinx.util.nodes import nested_parse_with_titles
+
+    class ResultsTable(Directive):
+        """``.. results-table:: NAME``: the table of ``benchmarks/results/NAME``."""
+
+        required_arguments = 1
+        has_content = False
+
+        def run(self):
+            from docutils import nodes
+
+            name = self.arguments[0]
+            env = self.state.document.settings.env
+            env.note_dependency(str(RESULTS / name))
+            try:
+                text = render(name)
+            except (OSError, ValueError, KeyError) as exc:
+                raise self.error(f"results-table {name}: {exc}") from None
+            node = nodes.container()
+            nested_parse_with_titles(self.state, StringList(text.splitlines(), name), node)
+            return node.children
+
+    class ResultsInclude(Directive):
+        """``.. results-include:: NAME.rst``: a table written as reST by a run (the
+        validation grid's ``--table``); it must end with its *Produced by* line."""
+
+        required_arguments = 1
+        has_content = False
+
+        def run(self):
+            from docutils import nodes
+
+            name = self.arguments[0]
+            path = RESULTS / name
+            env = self.state.document.settings.env
+            env.note_dependency(str(path))
+            try:
+                text = read_included(name)
+            except (OSError, ValueError) as exc:
+                raise self.error(f"results-include {name}: {exc}") from None
+            node = nodes.container()
+            nested_parse_with_titles(self.state, StringList(text.splitlines(), name), node)
+            return node.children
+
+    app.add_directive("results-table", ResultsTable)
+    app.add_directive("results-include", ResultsInclude)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,49 @@
+"""The documentation is reachable: `skattn docs` and the page titles messages cite."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from skattn.cli import main
+from skattn.documentation import PAGES, documentation, format_documentation
+
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+
+
+def _title(path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for above, line in zip(lines, lines[1:]):
+        if line and len(set(line)) == 1 and line[0] in "=-~" \
+                and len(line) >= len(above.strip()) > 0 \
+                and not above.startswith(".."):
+            return above.strip()
+    raise AssertionError(f"{path} has no title")
+
+
+@pytest.mark.parametrize("title", sorted(PAGES))
+def test_every_listed_page_exists_and_carries_its_title(title):
+    path = DOCS / f"{PAGES[title]}.rst"
+    assert path.is_file(), path
+    # the page's own title starts with the one messages cite ("Theory: the specification")
+    assert _title(path).startswith(title), (title, _title(path))
+
+
+def test_documentation_finds_the_sources_of_a_checkout_and_refuses_unknown_pages():
+    info = documentation("where")
+    assert info["title"] == "Where the predictions hold"
+    assert info["source"].endswith("domain.rst")
+    assert "built" in format_documentation(info) or "make docs" in format_documentation(info)
+    with pytest.raises(ValueError, match="page must be one of"):
+        documentation("no such page")
+    with pytest.raises(ValueError, match="unique prefix"):
+        documentation("v")  # "Validation" and "Validation report" both start so
+
+
+def test_skattn_docs_command(capsys):
+    assert main(["docs", "--list"]) == 0
+    assert "Validation report" in capsys.readouterr().out
+    assert main(["docs", "Theory"]) == 0
+    assert "theory.rst" in capsys.readouterr().out
+    assert main(["docs", "nonsense"]) != 0

@@ -1,0 +1,56 @@
+"""The validation report is rendered from the committed result files (docs/_ext)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+import validation_report as report  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def test_every_committed_result_file_has_a_renderer_and_provenance():
+    files = sorted(p.name for p in RESULTS.iterdir() if p.suffix in (".json", ".jsonl"))
+    assert "*Produced by*" in report.read_included("validate_table.rst")
+    assert set(files) == set(report.RENDERERS), set(files) ^ set(report.RENDERERS)
+    for name in files:
+        meta, _ = report.load(name)
+        assert meta["command"].startswith("python benchmarks/research/"), name
+        assert meta["date"][:4].isdigit(), name
+
+
+@pytest.mark.parametrize("name", sorted(report.RENDERERS))
+def test_each_table_names_its_command_and_date(name):
+    text = report.render(name)
+    meta, _ = report.load(name)
+    assert text.startswith(".. list-table::")
+    assert meta["command"] in text and meta["date"] in text
+    assert "*Produced by*" in text
+
+
+def test_a_rendered_gap_is_the_mean_of_the_file(tmp_path):
+    rows = [{"label": "a", "seed": s, "trained": t, "gaussian_alpha_eff": 1.0,
+             "exact_gram": 2.0} for s, t in enumerate((1.1, 1.3))]
+    (tmp_path / "linear_exact_gram.json").write_text(json.dumps(
+        {"command": "python benchmarks/research/linear_exact_gram.py", "date": "2026-01-01",
+         "d": 50, "rows": rows}))
+    text = report.render("linear_exact_gram.json", tmp_path)
+    sem = np.std([0.1, 0.3], ddof=1) / np.sqrt(2)
+    assert f"+20.0 ± {100 * sem:.1f} %" in text          # over the Gaussian SE
+    assert "-40.0 ± 5.0 %" in text                       # over the exact Gram (0.55, 0.65)
+    assert "d = 50" in text
+
+
+def test_a_file_without_provenance_is_refused(tmp_path):
+    (tmp_path / "linear_exact_gram.json").write_text(json.dumps({"rows": []}))
+    with pytest.raises(ValueError, match="command"):
+        report.render("linear_exact_gram.json", tmp_path)
+    with pytest.raises(ValueError, match="no renderer"):
+        report.render("unknown.json", tmp_path)
