@@ -6,8 +6,8 @@ grid's own teachers at d = 100 (:func:`skattn.validation.simulation_row`: the sa
 training and test draws as ``make validate``; 20 000 test samples) and compares the trained
 test error with two same-instance predictions of
 :func:`skattn.theory.solve_state_evolution`: the Gaussian fixed point
-(``exact_gram=False``) and the exact-Gram channel with the seq2lab loss (the default since
-2026-12-01, :func:`skattn.theory.seq2seq.routes_to_exact_gram`).
+(``correction="none"``) and the exact-Gram channel with the seq2lab loss (the default since
+2026-12-01, :class:`skattn.theory.corrections.exact_gram.ExactGramCorrection`).
 
 The routing rule was fixed before the measurement (as for seq2seq): route if the mean
 absolute gap falls and no configuration's absolute gap grows by more than two standard
@@ -46,7 +46,9 @@ def teacher_rows(cfg, n_seeds, d=100, n_test=20000):
         teacher = make_teacher(cfg, d, seed)
         pred = {}
         for exact in (False, True):
-            res = solve_state_evolution(target=teacher, exact_gram=exact, **cfg.se_kwargs())
+            res = solve_state_evolution(target=teacher,
+                                        correction="exact_gram" if exact else "none",
+                                        **cfg.se_kwargs())
             pred[exact] = float(res.test_error) if res.converged else float("nan")
         rows.append({"label": cfg.label, "seed": seed, "trained": sim["test_error"],
                      "gaussian": pred[False], "exact_gram": pred[True]})

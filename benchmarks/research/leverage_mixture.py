@@ -36,7 +36,8 @@ import warnings
 
 import numpy as np
 from _common import RESULTS, add_common_arguments, provenance, results_dir
-from skattn.theory import solve_leverage_state_evolution, solve_state_evolution
+from skattn.theory import solve_state_evolution
+from skattn.theory.leverage_mixture import solve_leverage_state_evolution
 from skattn.theory.leverage_mixture import LEVERAGE_N_TOKENS
 from skattn.validation import VALIDATION_CONFIGS, FSSConfig, make_teacher, simulation_row
 
@@ -59,16 +60,24 @@ SETS = {
 }
 
 
+def _former(cfg):
+    """The correction that carried the prediction before the leverage mixture: the exact
+    Gram for softmax seq2lab (T <= 3), the Gaussian core for linear attention."""
+    return "exact_gram" if cfg.attention == "softmax" and cfg.n_tokens <= 3 else "none"
+
+
 def one_row(cfg, d, seed, n_test=20000):
     """Trained, former-default and leverage-mixture test errors of one teacher.
 
-    ``default_se`` is the prediction without the leverage mixture (``leverage=False``: the
+    ``default_se`` is the prediction without the leverage mixture (``correction="exact_gram"``
+    for softmax, ``"none"`` for linear attention: the
     exact-Gram channel for softmax, the Gaussian state evolution at α_eff for linear
     attention), the default before the mixture was routed.
     """
     row = simulation_row(cfg, d, seed, n_test=n_test)
     teacher = make_teacher(cfg, d, seed)
-    former = solve_state_evolution(target=teacher, leverage=False, **cfg.se_kwargs())
+    former = solve_state_evolution(target=teacher, correction=_former(cfg),
+                                   **cfg.se_kwargs())
     res = solve_leverage_state_evolution(cfg.alpha, target=teacher, reg_lambda=cfg.reg_lambda,
                                          beta=cfg.beta, random_state=seed)
     return {"label": cfg.label, "d": d, "seed": seed, "alpha": cfg.alpha,

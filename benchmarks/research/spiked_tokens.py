@@ -2,7 +2,7 @@
 predictions.
 
 The route of :func:`skattn.theory.solve_state_evolution` to the spiked state evolution
-(:func:`skattn.theory.spiked.routes_to_spiked`) covers what was measured here and in
+(:class:`skattn.theory.corrections.spiked.SpikedCorrection`) covers what was measured here and in
 ``spiked_learning_curve.py`` (T = 2, λ = 0.05, Δ = 0.2):
 
 - ``tokens``: T = 3 and 4 at d = 60 and 100, power law γ = 1.25, α = 0.3, λ = 0.05,
@@ -19,7 +19,7 @@ target=PowerLawTarget(γ), noise=Δ, random_state=seed)`` draws ``round(α d²)`
 samples (``random_state=1000 + seed``) and 20 000 test samples (``2000 + seed``);
 :class:`~skattn.TiedAttentionRegressor` is fitted with L-BFGS in float64 on one thread.
 Predictions: the routed ``solve_state_evolution`` (the spiked state evolution, default
-``n_spikes``) and the Gaussian ``solve_state_evolution(..., spiked=False)``.
+``n_spikes``) and the Gaussian ``solve_state_evolution(..., correction="none")``.
 
 Usage::
 
@@ -66,7 +66,7 @@ def point(n_tokens, d, gamma, reg_lambda, noise, n_seeds, beta=1.0, target_beta=
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # the Gaussian SE's "spiky target" warning
         spiked = solve_state_evolution(ALPHA, **kw)
-        gauss = solve_state_evolution(ALPHA, spiked=False, **kw)
+        gauss = solve_state_evolution(ALPHA, correction="none", **kw)
     trained = []
     for seed in range(n_seeds):
         teacher = AttentionIndexedModel(d, n_tokens=n_tokens, target=PowerLawTarget(gamma),

@@ -54,7 +54,7 @@ SCANS = {
 
 def token_gaps(cfg, d, n_seeds, n_test=20000):
     """Per teacher: trained, Gaussian same-instance and token-leverage test errors."""
-    from skattn.theory import solve_token_state_evolution
+    from skattn.theory.token_leverage import solve_token_state_evolution
     from skattn.validation import make_teacher, simulation_row
     rows = []
     for seed in range(n_seeds):

@@ -36,7 +36,7 @@ import numpy as np
 
 from _common import RESULTS, add_common_arguments, write_result
 from skattn.data import AttentionIndexedModel, WishartTarget
-from skattn.theory import solve_token_state_evolution
+from skattn.theory.token_leverage import solve_token_state_evolution
 
 
 def _summary(label, rows):

@@ -605,7 +605,8 @@ def token_leverage_row(config, teacher, random_state=0):
     """
     import warnings
 
-    from ..theory import DomainWarning, solve_token_state_evolution
+    from ..theory import DomainWarning
+    from ..theory.token_leverage import solve_token_state_evolution
 
     if not (config.attention == "linear" and config.n_tokens == 1 and config.task == "seq2lab"
             and config.estimator == "tied" and teacher.n_features <= TOKEN_LEVERAGE_MAX_D):
