@@ -114,9 +114,9 @@ def test_state_evolution_reports_certified_fraction():
     from skattn.data import WishartTarget
     from skattn.theory import solve_state_evolution
     res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5),
-                                n_nodes=256)
+                                options=dict(n_nodes=256))
     assert res.converged
     assert res.certified_fraction == 1.0
     lin = solve_state_evolution(0.3, n_tokens=1, attention="linear", reg_lambda=0.01,
-                                target=WishartTarget(0.5), n_nodes=256)
+                                target=WishartTarget(0.5), options=dict(n_nodes=256))
     assert lin.certified_fraction == 1.0

@@ -1,4 +1,4 @@
-"""Continuation in λ where a cold start finds no fixed point (skattn.theory.fixed_point)."""
+"""Continuation in λ where a cold start finds no fixed point (skattn.theory.core.iteration)."""
 
 import warnings
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ import pytest
 
 from skattn.data import AttentionIndexedModel, WishartTarget
 from skattn.theory import solve_state_evolution
-from skattn.theory.fixed_point import lambda_continuation, solve_or_continue
+from skattn.theory.core.iteration import lambda_continuation, solve_or_continue
 
 
 @dataclass
@@ -97,9 +97,9 @@ def test_solver_falls_back_to_continuation_and_finds_the_warm_started_fixed_poin
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = solve_state_evolution(0.3, target=teacher, reg_lambda=1e-3)
+        start = solve_state_evolution(0.3, target=teacher, reg_lambda=1e-2)
         warm = solve_state_evolution(0.3, target=teacher, reg_lambda=1e-3,
-                                     init=solve_state_evolution(0.3, target=teacher,
-                                                                reg_lambda=1e-2))
+                                     options=dict(init=start))
     assert res.converged and warm.converged
     assert res.test_error == pytest.approx(warm.test_error, rel=1e-5)
     assert res.params["reg_lambda"] == 1e-3

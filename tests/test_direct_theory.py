@@ -65,7 +65,7 @@ def test_direct_ridgeless_softmax(alpha):
     """
     target = WishartTarget(0.5)
     res = solve_state_evolution(alpha, n_tokens=2, reg_lambda=1e-6, target=target,
-                                parametrization="direct", n_nodes=4096)
+                                parametrization="direct", options=dict(n_nodes=4096))
     assert res.converged, res.message
     pred = res.Q0 * (1 - 2 * 2 * alpha)
     assert abs(res.s_error / pred - 1) < 6e-3
@@ -119,7 +119,7 @@ def test_direct_state_evolution_matches_simulation(alpha, lam):
         e_sim, obj_sim, eig0 = _simulate_direct(50, alpha, lam, seed)
         res = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam,
                                     target=DiscreteLaw(eig0), parametrization="direct",
-                                    n_nodes=2048)
+                                    options=dict(n_nodes=2048))
         assert res.converged, res.message
         rel_test.append(e_sim / res.test_error - 1)
         rel_obj.append(obj_sim / res.train_objective - 1)

@@ -44,7 +44,7 @@ KW = dict(n_tokens=2, reg_lambda=0.1, n_features=100)
 
 def test_softmax_on_a_spiky_target_warns_without_the_spiked_route():
     with pytest.warns(DomainWarning, match=r"spiky target: its top mode carries 75%"):
-        solve_state_evolution(0.3, target=PowerLawTarget(1.25), spiked=False, **KW)
+        solve_state_evolution(0.3, target=PowerLawTarget(1.25), correction="none", **KW)
 
 
 def test_factored_linear_on_a_spiky_target_warns_and_direct_does_not():
@@ -98,9 +98,10 @@ def test_the_predictor_routes_a_spiky_teacher_and_warns_without_the_route():
     predictor = AsymptoticPredictor(target=teacher, reg_lambda=0.1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DomainWarning)
-        assert "spiked" in predictor.state_evolution(0.3, n_tokens=2).message
+        assert predictor.state_evolution(0.3, n_tokens=2).correction == "spiked"
     with pytest.warns(DomainWarning, match="spiky"):
-        predictor.state_evolution(0.3, n_tokens=2, spiked=False)
+        res = predictor.state_evolution(0.3, n_tokens=2, correction="none")
+    assert res.correction == "none"
 
 
 def test_the_threshold_separates_the_measured_gaussian_equivalence_errors():

@@ -87,7 +87,7 @@ def test_theory_point_matches_theory_rows():
     (row,) = theory_rows([linear_group()], [0.3], n_nodes=1024)
     (job,) = theory_sweep_rows([linear_group()], [0.3], n_nodes=1024)
     assert job == {"alpha": 0.3, **linear_group(), "n_nodes": 1024, "tol": None,
-                   "max_iter": None}
+                   "max_iter": None, "correction": "auto"}
     point = theory_point(**job)
     assert list(point) == list(THEORY_RESULT_COLUMNS)
     assert point["test_error"] == pytest.approx(row["test_error"], rel=1e-6)

@@ -115,7 +115,7 @@ def test_finite_d_solve_is_the_empirical_law_at_alpha_eff():
     eig = np.clip(np.linalg.eigvalsh(WishartTarget(0.5).sample(d, 3)), 0, None)
     # the Gaussian hook (the default at finite d adds the leverage mixture on top)
     finite = solve_state_evolution(alpha, target=DiscreteLaw(eig), n_features=d,
-                                   leverage=False, **LIN_T1)
+                                   correction="none", **LIN_T1)
     law = solve_state_evolution(alpha * d / (d + 1), target=DiscreteLaw(eig), **LIN_T1)
     assert finite.converged and law.converged
     for name in ("m", "q", "sigma", "test_error", "train_error"):
@@ -174,7 +174,7 @@ def test_width_is_only_a_rescaled_penalty_without_a_cap(kappa, alpha, reg_lambda
     target = (AttentionIndexedModel(24, n_tokens=n_tokens, attention=attention,
                                     target=WishartTarget(0.5), random_state=1)
               if finite else WishartTarget(0.5))
-    kw = dict(target=target, task=task, n_nodes=1024)
+    kw = dict(target=target, task=task, options=dict(n_nodes=1024))
     if not finite:
         kw.update(n_tokens=n_tokens, attention=attention)
     import warnings

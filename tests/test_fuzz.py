@@ -483,7 +483,11 @@ def test_attention_error_seq2lab_non_square_raises():
 
 
 # ------------------------------------------------------------ state evolution
-SE_FAST = dict(attention="linear", n_tokens=1, n_nodes=256, max_iter=20)
+SE_OPTIONS = dict(n_nodes=256, max_iter=20)
+SE_FAST = dict(attention="linear", n_tokens=1, options=SE_OPTIONS)
+#: the numerical options, passed in options= (not as keywords: those are deprecated)
+SE_OPTION_NAMES = ("n_nodes", "tol", "max_iter", "damping", "sigma_hat_form", "init",
+                   "random_state", "n_coarse_nodes")
 
 
 @fuzz(40)
@@ -530,8 +534,11 @@ SE_BAD = {
 @given(case=st.sampled_from([(k, v) for k, vs in SE_BAD.items() for v in vs]))
 def test_state_evolution_invalid_is_named(case):
     name, value = case
-    kwargs = {"alpha": 0.5, "reg_lambda": 0.1, "target": WishartTarget(0.5), **SE_FAST,
-              name: value}
+    kwargs = {"alpha": 0.5, "reg_lambda": 0.1, "target": WishartTarget(0.5), **SE_FAST}
+    if name in SE_OPTION_NAMES:
+        kwargs["options"] = {**SE_OPTIONS, name: value}
+    else:
+        kwargs[name] = value
     # width_ratio < 1 and finite-size targets explain themselves via n_features
     match = "n_features" if (name == "target" and not isinstance(value, (str, int))
                              and value is not None) or (name == "width_ratio"
@@ -550,14 +557,15 @@ def test_state_evolution_direct_needs_positive_reg_lambda():
 @pytest.mark.parametrize("init", ["x", (1.0, 2.0)])
 def test_state_evolution_bad_init_is_named(init):
     with pytest.raises(BAD) as info:
-        solve_state_evolution(0.5, reg_lambda=0.1, target=WishartTarget(0.5), init=init,
-                              **SE_FAST)
+        solve_state_evolution(0.5, reg_lambda=0.1, target=WishartTarget(0.5),
+                              **{**SE_FAST, "options": {**SE_OPTIONS, "init": init}})
     assert "init" in str(info.value)
 
 
 def test_state_evolution_bad_random_state_is_named():
     raises_naming("random_state", lambda: solve_state_evolution(
-        0.5, reg_lambda=0.1, target=WishartTarget(0.5), random_state="x", **SE_FAST))
+        0.5, reg_lambda=0.1, target=WishartTarget(0.5),
+        **{**SE_FAST, "options": {**SE_OPTIONS, "random_state": "x"}}))
 
 
 # ---------------------------------------------------------- free convolution

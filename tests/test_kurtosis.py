@@ -39,9 +39,9 @@ def nodes6():
 def test_zero_kurtosis_is_bit_identical_to_the_gaussian_solver():
     target = WishartTarget(KAPPA0)
     default = solve_state_evolution(0.3, reg_lambda=LAMBDA, n_tokens=T, target=target,
-                                    n_nodes=1024)
+                                    options=dict(n_nodes=1024))
     explicit = solve_state_evolution(0.3, reg_lambda=LAMBDA, n_tokens=T, target=target,
-                                     token_kurtosis=0.0, n_nodes=1024)
+                                     token_kurtosis=0.0, options=dict(n_nodes=1024))
     assert default.as_dict() == explicit.as_dict()
     assert "token_kurtosis" not in default.params  # Gaussian tables keep their columns
     problem = StateEvolutionProblem(target, n_tokens=T, reg_lambda=LAMBDA)
@@ -158,7 +158,7 @@ def test_token_excess_kurtosis():
 # ---- the solver --------------------------------------------------------------------------
 def test_solver_with_kurtosis_converges_and_is_self_consistent():
     res = solve_state_evolution(0.3, reg_lambda=LAMBDA, n_tokens=T, target=WishartTarget(KAPPA0),
-                                token_kurtosis=-2.0, n_nodes=2048)
+                                token_kurtosis=-2.0, options=dict(n_nodes=2048))
     assert res.converged, res.message
     assert res.params["token_kurtosis"] == -2.0
     assert res.params["target_trace"] == pytest.approx(np.sqrt(KAPPA0))
@@ -175,7 +175,7 @@ def test_linear_attention_and_direct_parametrization_run():
                                           reg_lambda=0.05, noise=0.1, token_kurtosis=1.0),
                     StateEvolutionProblem(WishartTarget(KAPPA0), n_tokens=2, reg_lambda=0.05,
                                           parametrization="direct", token_kurtosis=-1.0)):
-        res = solve_state_evolution(0.3, problem, n_nodes=1024)
+        res = solve_state_evolution(0.3, problem, options=dict(n_nodes=1024))
         assert res.converged, res.message
         assert np.isfinite(res.test_error) and res.test_error > 0
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from skattn.theory.coords import pair_indices
 from skattn.data import AttentionIndexedModel, WishartTarget
-from skattn.theory import (DomainWarning, solve_leverage_state_evolution,
-                           solve_state_evolution)
+from skattn.theory import DomainWarning, explain, solve_state_evolution
+from skattn.theory.leverage_mixture import solve_leverage_state_evolution
 from skattn.theory.denoisers import relu_divided_differences
 from skattn.theory.leverage_mixture import _leverage_matrices, leverage_multipliers
 
@@ -107,7 +107,7 @@ def test_gaussian_part_is_the_finite_d_state_evolution(small_lambda60):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DomainWarning)
         reference = solve_state_evolution(0.15, target=_teacher(60), reg_lambda=1e-3,
-                                          exact_gram=False, spiked=False, leverage=False)
+                                          correction="none")
     assert small_lambda60.converged, small_lambda60.message
     assert small_lambda60.gaussian_test_error == pytest.approx(reference.test_error,
                                                                rel=0.01)
@@ -152,46 +152,88 @@ def test_small_d_warns():
                                        n_tokens_mc=300, n_nodes=1024)
 
 
+def _leverage_weight(problem, alpha=0.15, eigenvalues=None, rank_capped=False):
+    """The leverage correction's domain weight for ``problem`` (its ``decide`` rule, with a
+    stand-in core that carries only what the rule reads)."""
+    from skattn.theory.core.solve import CoreSolution
+    from skattn.theory.corrections.leverage import LeverageCorrection
+
+    core = CoreSolution(result=None, rank_capped=rank_capped, collapsed=False,
+                        eigenvalues=eigenvalues)
+    return LeverageCorrection().decide(alpha, problem, core).weight
+
+
 def test_route_rule():
-    from skattn.theory import StateEvolutionProblem
-    from skattn.theory.leverage_mixture import routes_to_leverage
+    """The leverage correction's domain (skattn/theory/corrections/leverage.py): full weight
+    inside, 0 outside, smooth ramps at the edges (d in (20, 40) and (400, 480); α/α_perf in
+    (0.85, 1) for a noiseless linear teacher; |κ4| up to 0.25)."""
+    from skattn.theory import StateEvolutionProblem, perfect_recovery_threshold
 
     def problem(**kw):
         base = dict(n_tokens=2, reg_lambda=1e-3, target=WishartTarget(0.5), n_features=100)
         return StateEvolutionProblem(**{**base, **kw})
 
     wishart = np.linspace(0.1, 2.0, 100)
-    assert routes_to_leverage(problem(), eigenvalues=wishart)
-    assert not routes_to_leverage(problem(n_tokens=3))    # T = 3 keeps the exact Gram
-    assert routes_to_leverage(problem(attention="linear", n_tokens=1))
-    # noiseless linear attention: from the perfect-recovery threshold on (0.42 here)
+    assert _leverage_weight(problem(), eigenvalues=wishart) == 1.0
+    assert _leverage_weight(problem(n_tokens=3)) == 0.0    # T = 3 keeps the exact Gram
+    assert _leverage_weight(problem(attention="linear", n_tokens=1), alpha=0.6) == 1.0
+    # noiseless linear attention: fades in over (0.85, 1) x the perfect-recovery threshold
     linear = problem(attention="linear", n_tokens=1)
-    assert not routes_to_leverage(linear, alpha=0.3)
-    assert routes_to_leverage(linear, alpha=0.6)
-    assert routes_to_leverage(linear.replace(noise=0.1), alpha=0.3)
-    assert not routes_to_leverage(problem(), rank_capped=True)
-    assert routes_to_leverage(problem(width_ratio=0.5))    # a cap that does not bind
+    alpha_perf = perfect_recovery_threshold(target=linear.target, n_tokens=1,
+                                            attention="linear", n_features=100)
+    assert 0.3 < alpha_perf < 0.6
+    assert _leverage_weight(linear, alpha=0.8 * alpha_perf) == 0.0
+    assert 0.0 < _leverage_weight(linear, alpha=0.92 * alpha_perf) < 1.0
+    assert _leverage_weight(linear, alpha=1.05 * alpha_perf) == 1.0
+    assert _leverage_weight(linear.replace(noise=0.1), alpha=0.3) == 1.0
+    assert _leverage_weight(problem(), rank_capped=True) == 0.0
+    assert _leverage_weight(problem(width_ratio=0.5)) == 1.0   # a cap that does not bind
     spiky = np.r_[np.full(99, 0.1), 10.0]
-    assert not routes_to_leverage(problem(), eigenvalues=spiky)
-    for kw in (dict(n_features=30), dict(n_features=500), dict(n_features=None),
+    assert _leverage_weight(problem(), eigenvalues=spiky) == 0.0
+    # the d ramps: weight 0 up to d = 20, full from 40 to 400, 0 from 480 on
+    weights = {d: _leverage_weight(problem(n_features=d)) for d in (20, 30, 40, 400, 440, 480)}
+    assert weights[20] == 0.0 and weights[480] == 0.0
+    assert weights[40] == 1.0 and weights[400] == 1.0
+    assert 0.0 < weights[30] < 1.0 and 0.0 < weights[440] < 1.0
+    assert 0.0 < _leverage_weight(problem(token_kurtosis=0.1)) < 1.0
+    for kw in (dict(n_features=500), dict(n_features=None),
                dict(n_tokens=4), dict(task="seq2seq"),
                dict(attention="linear", n_tokens=2), dict(parametrization="direct"),
-               dict(token_kurtosis=-2.0)):
-        assert not routes_to_leverage(problem(**kw)), kw
+               dict(token_kurtosis=-2.0), dict(token_kurtosis=0.25)):
+        assert _leverage_weight(problem(**kw)) == 0.0, kw
+
+
+def test_explain_shows_the_leverage_row():
+    """skattn.theory.explain: at d = 60 the leverage correction carries the prediction, the
+    exact-Gram one is in its domain but left nothing; the spiked one does not apply."""
+    table = explain(0.15, target=_teacher(60), reg_lambda=1e-3,
+                    options=dict(n_nodes=2048))
+    rows = {d.name: d for d in table}
+    assert [d.name for d in table] == ["spiked", "leverage", "exact_gram"]
+    assert rows["leverage"].weight == 1.0 and rows["leverage"].applies
+    assert rows["exact_gram"].weight == 0.0 and rows["exact_gram"].domain_weight == 1.0
+    assert not rows["spiked"].applies
+    assert table.applied == ["leverage"]
+    assert "leverage" in str(table)
+    none = explain(0.15, target=_teacher(60), reg_lambda=1e-3, correction="none",
+                   options=dict(n_nodes=2048))
+    assert none.applied == []
+    assert "not applied" in {d.name: d for d in none}["leverage"].reason
 
 
 def test_solve_state_evolution_routes_softmax_to_the_mixture():
     """The default same-instance prediction of factored softmax seq2lab is the mixture:
     above the exact-Gram one at small λ, without the FiniteSizeWarning that one raises,
-    with a consistent objective and spectrum; ``leverage=False`` restores the old route."""
+    with a consistent objective and spectrum; ``correction="exact_gram"`` forces the exact-Gram
+    prediction."""
     teacher = _teacher(60)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DomainWarning)
         routed = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3)
     assert routed.converged, routed.message
-    assert "leverage mixture" in routed.message
-    assert routed.test_error > routed.params["gaussian_test_error"]
-    assert routed.params["leverage_spread"] > 0.05
+    assert routed.correction == "leverage" and routed.correction_weight == 1.0
+    assert routed.test_error > routed.extras["core_test_error"]
+    assert routed.extras["leverage_spread"] > 0.05
     # L/d² = α e_train + λ̃ Tr Ŝ/d, and the spectrum is that of Ŝ at the mixture's point
     assert routed.train_objective == pytest.approx(
         0.15 * routed.train_error + 1e-3 * routed.params["trace"], rel=1e-10)
@@ -200,20 +242,21 @@ def test_solve_state_evolution_routes_softmax_to_the_mixture():
     assert np.mean(eig) == pytest.approx(routed.params["trace"], rel=0.02)
     assert np.mean(eig ** 2) == pytest.approx(routed.q, rel=0.02)
     with pytest.warns(DomainWarning, match="finite-size effect"):
-        former = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, leverage=False)
-    assert "exact-Gram" in former.message
+        former = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3,
+                                       correction="exact_gram")
+    assert former.correction == "exact_gram" and former.correction_weight == 1.0
     assert routed.test_error > former.test_error
     explicit = solve_leverage_state_evolution(0.15, target=teacher, reg_lambda=1e-3)
     assert explicit.test_error == pytest.approx(routed.test_error, rel=0.01)
-    with pytest.raises(TypeError, match="leverage"):
-        solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, leverage="yes")
+    with pytest.raises(TypeError, match="correction="):
+        solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, leverage=True)
 
 
 @pytest.mark.slow
 def test_routed_prediction_matches_trained_models_next_to_the_interpolation_threshold():
     """Trained softmax T = 2 models at d = 100, λ = 1e-3, α = 0.15 (0.87 α_interp; four of
     the validation grid's teachers, 20 000 test samples) against the routed prediction (the
-    leverage mixture) and the former one (``leverage=False``, exact Gram): the mixture is
+    leverage mixture) and the former one (``correction="exact_gram"``): the mixture is
     within 3 % and closer (measured with eight teachers: +0.9 ± 0.6 % against +3.9 ± 0.6 %;
     benchmarks/research/leverage_mixture.py)."""
     from skattn.validation import FSSConfig, fss_row, seed_for
@@ -227,10 +270,12 @@ def test_routed_prediction_matches_trained_models_next_to_the_interpolation_thre
             teacher = AttentionIndexedModel(d, n_tokens=2, target=cfg.make_target(),
                                             noise=cfg.noise,
                                             random_state=seed_for(seed, d, 0))
-            for leverage, out in ((True, routed), (False, former)):
-                res = solve_state_evolution(target=teacher, leverage=leverage,
+            for correction, out in (("auto", routed), ("exact_gram", former)):
+                res = solve_state_evolution(target=teacher, correction=correction,
                                             **cfg.se_kwargs())
                 assert res.converged
+                assert res.correction == ("leverage" if correction == "auto"
+                                          else "exact_gram")
                 out.append(row["test_error"] / res.test_error - 1)
     assert abs(np.mean(routed)) <= 0.03, (routed, former)
     assert abs(np.mean(routed)) < abs(np.mean(former)), (routed, former)

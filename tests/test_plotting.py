@@ -37,7 +37,7 @@ def _close_figures():
 def linear_result():
     # T = 1 linear attention: converges in a fraction of a second
     return solve_state_evolution(0.3, n_tokens=1, attention="linear", reg_lambda=0.05,
-                                 target=WishartTarget(0.5), n_nodes=1024)
+                                 target=WishartTarget(0.5), options=dict(n_nodes=1024))
 
 
 def _fake_curve(converged=None):
@@ -100,7 +100,7 @@ def test_spectrum_theory_only(linear_result):
 
 def test_spectrum_direct_has_no_atom():
     res = solve_state_evolution(0.3, n_tokens=1, attention="linear", reg_lambda=0.05,
-                                target=WishartTarget(0.5), n_nodes=1024,
+                                target=WishartTarget(0.5), options=dict(n_nodes=1024),
                                 parametrization="direct")
     ax = plot_spectrum(res, np.linspace(-0.5, 2.0, 30))
     assert not any(lab.startswith("atom") for lab in ax.get_legend_handles_labels()[1])

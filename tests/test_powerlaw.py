@@ -33,7 +33,7 @@ def linear_se(d, n, gamma=1.25, c=3.0, noise=0.5, **kw):
     a = n / d ** 2
     return solve_state_evolution(a, n_tokens=2, reg_lambda=c * np.sqrt(a),
                                  target=powerlaw_law(gamma, d), attention="linear",
-                                 noise=noise, n_nodes=1024, **kw)
+                                 noise=noise, options=dict(n_nodes=1024), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -225,13 +225,14 @@ def test_powerlaw_law_is_the_target_law():
 def test_decomposition_softmax_is_accurate(noise):
     # T = 2 softmax: exact along S0, first order in the transverse error
     d = 100
-    # the mode-by-mode decomposition is a Gaussian-bulk construction: spiked=False (which
+    # the mode-by-mode decomposition is a Gaussian-bulk construction: correction="none" (which
     # warns that the softmax channel is outside its domain on this target)
     with pytest.warns(DomainWarning, match="spiky target"):
         lc = theory_learning_curve([4 * d, 40 * d], target=PowerLawTarget(1.25),
                                    n_features=d, n_tokens=2, reg_lambda=0.3 / d,
                                    lambda_exponent=0.5, attention="softmax", noise=noise,
-                                   n_nodes=1024, spiked=False)
+                                   n_nodes=1024, correction="none")
+    assert all(r.correction == "none" for r in lc.results)
     assert lc.converged.all()
     for r in lc.results:
         dec = error_decomposition(r, n_nodes=4096)
@@ -332,8 +333,9 @@ def test_deterministic_equivalent_matches_finite_d_goe_mode():
         cont = linear_se(d, n, gamma)
         fin = [solve_state_evolution(n / d ** 2, n_tokens=2, reg_lambda=3 * np.sqrt(n) / d,
                                      target=PowerLawTarget(gamma), n_features=d,
-                                     attention="linear", noise=0.5, n_nodes=1024,
-                                     random_state=s, init=cont, tol=1e-4)
+                                     attention="linear", noise=0.5,
+                                     options=dict(n_nodes=1024, random_state=s, init=cont,
+                                                  tol=1e-4))
                for s in range(2)]  # the finite-d map has kinks (eigenvalues crossing ε)
         assert all(f.converged for f in fin)
         assert np.mean([f.s_error for f in fin]) == pytest.approx(cont.s_error, rel=0.05)
@@ -356,7 +358,7 @@ def test_softmax_learning_curve_on_a_spiky_target_is_the_spiked_finite_d_predict
                                    n_tokens=2, reg_lambda=lam, noise=noise)
     routed = solve_state_evolution(0.3, target=PowerLawTarget(1.25), n_features=d,
                                    n_tokens=2, reg_lambda=lam, noise=noise)
-    assert lc.converged.all() and "spiked" in lc.results[0].message
+    assert lc.converged.all() and lc.results[0].correction == "spiked"
     assert lc.test_error[0] == pytest.approx(routed.test_error, rel=1e-6)
     equivalent = solve_state_evolution(0.3, target=powerlaw_law(1.25, d), n_tokens=2,
                                        reg_lambda=lam, noise=noise)
@@ -372,9 +374,9 @@ def test_softmax_learning_curve_on_a_spiky_target_is_the_spiked_finite_d_predict
     assert lc.e0 == pytest.approx(measured, rel=0.015)
     assert irreducible_error(2, noise=noise) < 0.92 * measured
     # the mode-by-mode decomposition refuses the spiked result, naming the way out
-    with pytest.raises(ValueError, match="spiked=False"):
+    with pytest.raises(ValueError, match="correction='none'"):
         error_decomposition(lc.results[0])
-    with pytest.raises(ValueError, match="spiked=False"):
+    with pytest.raises(ValueError, match="correction='none'"):
         recovered_modes(lc.results[0])
 
 

@@ -113,9 +113,10 @@ def _same_result(a, b):
 ])
 def test_problem_and_keywords_give_identical_results(model):
     target = WishartTarget(0.5)
-    by_keywords = solve_state_evolution(0.3, target=target, n_nodes=1024, **model)
+    by_keywords = solve_state_evolution(0.3, target=target, options=dict(n_nodes=1024),
+                                        **model)
     problem = StateEvolutionProblem(target, **model)
-    by_problem = solve_state_evolution(0.3, problem, n_nodes=1024)
+    by_problem = solve_state_evolution(0.3, problem, options=dict(n_nodes=1024))
     _same_result(by_keywords, by_problem)
     assert by_problem.problem == problem
     assert by_problem.params["reg_lambda"] == model["reg_lambda"]
@@ -124,15 +125,16 @@ def test_problem_and_keywords_give_identical_results(model):
 def test_curve_with_problem_and_lambda_curve():
     problem = StateEvolutionProblem(WishartTarget(0.5), n_tokens=1, attention="linear",
                                     reg_lambda=0.05)
-    kw = dict(n_tokens=1, attention="linear", target=WishartTarget(0.5), n_nodes=1024)
-    for a, b in zip(state_evolution_curve([0.2, 0.4], problem, n_nodes=1024),
+    fast = dict(n_nodes=1024)
+    kw = dict(n_tokens=1, attention="linear", target=WishartTarget(0.5), options=fast)
+    for a, b in zip(state_evolution_curve([0.2, 0.4], problem, options=fast),
                     state_evolution_curve([0.2, 0.4], reg_lambda=0.05, **kw)):
         _same_result(a, b)
     lams = [0.1, 0.02]
-    curve = state_evolution_curve([0.3, 0.3], problem, reg_lambda=lams, n_nodes=1024)
+    curve = state_evolution_curve([0.3, 0.3], problem, reg_lambda=lams, options=fast)
     assert [r.problem.reg_lambda for r in curve] == lams
     with pytest.raises(ValueError, match="reg_lambda"):
-        state_evolution_curve([0.3], problem, reg_lambda=-1.0, n_nodes=1024)
+        state_evolution_curve([0.3], problem, reg_lambda=-1.0, options=fast)
 
 
 def test_thresholds_and_bayes_accept_a_problem():

@@ -88,13 +88,13 @@ def test_problem_scalars_have_documented_upper_bounds(field):
 
 def test_solver_alpha_upper_bound():
     with pytest.raises(ValueError, match=r"^alpha must lie in \(0, 1000000\.0\]"):
-        solve_state_evolution(1e300, _problem(), n_nodes=64)
+        solve_state_evolution(1e300, _problem(), options=dict(n_nodes=64))
 
 
 @pytest.mark.parametrize("seed", [-1, 2 ** 32])
 def test_solver_random_state_range(seed):
     with pytest.raises(ValueError, match=r"random_state must be an int in \[0, 2\*\*32 - 1\]"):
-        solve_state_evolution(0.3, _problem(), n_nodes=64, random_state=seed)
+        solve_state_evolution(0.3, _problem(), options=dict(n_nodes=64, random_state=seed))
 
 
 def test_wishart_rank_ratio_range_and_draw_size(monkeypatch):
@@ -137,7 +137,7 @@ def test_state_evolution_refuses_huge_n_tokens(n_tokens):
 
 def test_state_evolution_refuses_huge_n_nodes(monkeypatch):
     with pytest.raises(ValueError, match=r"^n_tokens=12 with n_nodes=1000000 .* GiB"):
-        solve_state_evolution(0.3, _problem(n_tokens=12), n_nodes=10 ** 6)
+        solve_state_evolution(0.3, _problem(n_tokens=12), options=dict(n_nodes=10 ** 6))
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "1e-4")  # the limit is read at each call
     with pytest.raises(ValueError, match="n_nodes=8192"):
         solve_state_evolution(0.3, _problem())

@@ -114,8 +114,7 @@ def test_finite_d_on_the_law_quantiles_equals_the_continuum(case, noise):
     # d softmax T = 2 and linear T = 1 seq2lab are otherwise routed to the leverage mixture,
     # softmax T ≤ 3 to the exact-Gram channel: finite-d effects)
     fin = solve_state_evolution(0.3, target=SpectrumTarget(np.clip(eig, 0, None)),
-                                n_features=60, noise=noise, exact_gram=False, leverage=False,
-                                **case)
+                                n_features=60, noise=noise, correction="none", **case)
     assert cont.converged and fin.converged
     assert fin.test_error == pytest.approx(cont.test_error, rel=5e-3)
     assert fin.finite_eigenvalues.shape == (60,)
@@ -128,7 +127,8 @@ def test_finite_d_converges_to_the_continuum(case, noise):
     # the Gaussian finite-d state evolution (the leverage mixture adds a finite-d effect
     # of about 1/d on top: docs/domain.rst "Leverage mixture")
     fins = [solve_state_evolution(0.3, target=WishartTarget(0.5), n_features=400,
-                                  noise=noise, random_state=seed, leverage=False, **case)
+                                  noise=noise, options=dict(random_state=seed),
+                                  correction="none", **case)
             for seed in range(3)]
     assert all(f.converged for f in fins)
     # each draw's own S0 moves the error by up to ±1.6 % at d = 400 (its Q0 by ±1.2 %):
@@ -143,7 +143,7 @@ def test_finite_d_converges_to_the_continuum(case, noise):
 def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
     """Factored softmax T = 2 at finite d ≤ 160 and λ < 0.01 warns (FiniteSizeWarning, a
     DomainWarning that does not mark the configuration as outside the theory's domain)
-    where the leverage mixture does not model the effect (``leverage=False``); the default
+    where the leverage mixture does not model the effect (``correction="exact_gram"``); the default
     (the mixture), the continuum, λ ≥ 0.01, larger d, T = 3, linear and direct attention
     do not."""
     import warnings
@@ -156,14 +156,15 @@ def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
     teacher = AttentionIndexedModel(40, n_tokens=2, target=WishartTarget(0.5), noise=0.1,
                                     random_state=0)
     with pytest.warns(FiniteSizeWarning, match="reg_lambda=0.001") as caught:
-        res = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, n_nodes=1024,
-                                    leverage=False)
+        res = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3,
+                                    options=dict(n_nodes=1024), correction="exact_gram")
     assert res.converged
     assert domain_reasons("; ".join(str(w.message) for w in caught)) == []
     with warnings.catch_warnings():
         warnings.simplefilter("error", FiniteSizeWarning)
-        modelled = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3, n_nodes=1024)
-    assert "leverage mixture" in modelled.message
+        modelled = solve_state_evolution(0.15, target=teacher, reg_lambda=1e-3,
+                                         options=dict(n_nodes=1024))
+    assert modelled.correction == "leverage" and modelled.correction_weight == 1.0
     assert modelled.test_error > res.test_error
     base = StateEvolutionProblem(WishartTarget(0.5), n_tokens=2, reg_lambda=1e-3,
                                  n_features=100)
@@ -177,4 +178,4 @@ def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
                       base.replace(parametrization="direct")):
             assert not warn_finite_size(quiet)
         solve_state_evolution(0.15, target=WishartTarget(0.5), n_tokens=2, noise=0.1,
-                              reg_lambda=1e-3, n_nodes=1024)            # the continuum
+                              reg_lambda=1e-3, options=dict(n_nodes=1024))  # the continuum

@@ -12,19 +12,17 @@ from hypothesis import strategies as st
 
 from skattn import TiedAttentionRegressor
 from skattn.data import AttentionIndexedModel, WishartTarget
-from skattn.theory import StateEvolutionProblem, solve_state_evolution
+from skattn.theory import StateEvolutionProblem, explain, solve_state_evolution
 from skattn.theory.channels import GaussianNodes
 from skattn.theory.coords import u_from_h
 from skattn.theory.seq2seq import (
     bartlett_output_side,
     frame_covariance,
-    routes_to_seq2seq,
     seq2seq_metric_factor,
     seq2seq_output_side,
-    seq2seq_prediction,
-    exact_gram_prediction,
     solve_seq2seq_state_evolution,
 )
+from skattn.theory.corrections.exact_gram import exact_gram_prediction, seq2seq_prediction
 
 LINEAR = dict(reg_lambda=0.05)
 
@@ -41,7 +39,7 @@ def _teacher(d=40, T=2, noise=0.0, seed=0):
 def test_identity_weights_are_the_seq2lab_state_evolution(T, noise):
     """G = I: the multi-index map (with t as a state variable) has the seq2lab fixed point."""
     teacher = _teacher(T=T, noise=noise)
-    ref = solve_state_evolution(0.3, target=teacher, leverage=False, **LINEAR)
+    ref = solve_state_evolution(0.3, target=teacher, correction="none", **LINEAR)
     # start away from the seq2lab fixed point, so that the iteration is tested
     start = ref.__class__(**{**ref.__dict__, "m": 0.9 * ref.m, "q": 0.9 * ref.q,
                              "sigma": 1.2 * ref.sigma,
@@ -169,12 +167,24 @@ def test_metric_factor_decreases_to_one(T, d):
 # -- routing ------------------------------------------------------------------------------
 
 
+def _exact_gram_weight(problem, rank_capped=False, alpha=0.3):
+    """The exact-Gram correction's domain weight (its ``decide`` rule, with a stand-in core
+    that carries only what the rule reads)."""
+    from skattn.theory.core.solve import CoreSolution
+    from skattn.theory.corrections.exact_gram import ExactGramCorrection
+
+    core = CoreSolution(result=None, rank_capped=rank_capped, collapsed=False,
+                        eigenvalues=None)
+    return ExactGramCorrection().decide(alpha, problem, core).weight
+
+
 def test_routed_seq2seq_prediction():
     teacher = _teacher()
     lab = solve_state_evolution(0.3, target=teacher, **LINEAR)
     seq = solve_state_evolution(0.3, target=teacher, task="seq2seq", **LINEAR)
-    assert routes_to_seq2seq(seq.problem) and not routes_to_seq2seq(lab.problem)
-    assert seq.converged and "seq2seq" in seq.message
+    assert lab.correction == "none"              # linear seq2lab: the Gaussian core at α_eff
+    assert seq.converged and seq.correction == "exact_gram" and seq.correction_weight == 1.0
+    assert _exact_gram_weight(seq.problem) == 1.0 and _exact_gram_weight(lab.problem) == 0.0
     assert seq.s_error > 1.1 * lab.s_error            # the Gram weights cost accuracy
     assert seq.test_error > seq2seq_metric_factor(2, 40) * lab.test_error
     direct = seq2seq_prediction(lab)
@@ -189,13 +199,16 @@ def test_routed_seq2seq_prediction():
 def test_continuum_and_binding_softmax_caps_are_not_routed():
     problem = StateEvolutionProblem(WishartTarget(0.5), n_tokens=2, reg_lambda=0.05,
                                     task="seq2seq", attention="linear")
-    assert not routes_to_seq2seq(problem)                     # continuum
+    assert _exact_gram_weight(problem) == 0.0                 # continuum
     softmax_capped = problem.replace(n_features=40, attention="softmax", width_ratio=0.5)
-    assert not routes_to_seq2seq(softmax_capped, rank_capped=True)
-    assert routes_to_seq2seq(softmax_capped, rank_capped=False)
-    assert routes_to_seq2seq(problem.replace(n_features=40))
-    assert routes_to_seq2seq(problem.replace(n_features=40, width_ratio=0.5),
-                             rank_capped=True)             # linear: the capped channel
+    assert _exact_gram_weight(softmax_capped, rank_capped=True) == 0.0
+    assert _exact_gram_weight(softmax_capped, rank_capped=False) == 1.0
+    assert _exact_gram_weight(problem.replace(n_features=40)) == 1.0
+    assert _exact_gram_weight(problem.replace(n_features=40, width_ratio=0.5),
+                              rank_capped=True) == 1.0     # linear: the capped channel
+    # explain() shows the same row for the solved problem
+    table = explain(0.3, problem.replace(n_features=40), options=dict(n_nodes=512))
+    assert table.applied == ["exact_gram"]
 
 
 # -- bad input ----------------------------------------------------------------------------
@@ -234,7 +247,8 @@ def test_solver_rejects_models_outside_its_domain():
         solve_seq2seq_state_evolution(0.3, target=_teacher(20), init=(1.0, 1.0), **LINEAR)
     with pytest.raises(TypeError, match="seq2lab"):
         seq2seq_prediction((1.0, 1.0, 0.5))
-    linear = solve_state_evolution(0.3, target=_teacher(40), n_nodes=512, **LINEAR)
+    linear = solve_state_evolution(0.3, target=_teacher(40), options=dict(n_nodes=512),
+                                   **LINEAR)
     with pytest.raises(ValueError, match="loss='seq2lab'"):
         exact_gram_prediction(linear, loss="seq2lab")
     with pytest.raises(ValueError, match="loss"):

@@ -163,20 +163,31 @@ def test_solver_rejects_problems_outside_its_domain():
 # -- routing ------------------------------------------------------------------------------
 
 
+def _exact_gram_weight(problem, eigenvalues=None, rank_capped=False, alpha=0.3):
+    """The exact-Gram correction's domain weight (its ``decide`` rule, with a stand-in core
+    that carries only what the rule reads)."""
+    from skattn.theory.core.solve import CoreSolution
+    from skattn.theory.corrections.exact_gram import ExactGramCorrection
+
+    core = CoreSolution(result=None, rank_capped=rank_capped, collapsed=False,
+                        eigenvalues=eigenvalues)
+    return ExactGramCorrection().decide(alpha, problem, core).weight
+
+
 def test_solve_state_evolution_routes_softmax_seq2seq_here():
     """Finite-d softmax seq2seq (full rank) is this fixed point, started from seq2lab."""
     from skattn.theory import solve_state_evolution
-    from skattn.theory.seq2seq import routes_to_seq2seq
 
     teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5), random_state=0)
-    lab = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, n_nodes=1024,
-                                exact_gram=False)
+    lab = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1,
+                                options=dict(n_nodes=1024), correction="none")
     seq = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, task="seq2seq",
-                                n_nodes=1024)
-    assert routes_to_seq2seq(seq.problem) and not routes_to_seq2seq(lab.problem)
-    assert routes_to_seq2seq(seq.problem.replace(width_ratio=0.5))
-    assert not routes_to_seq2seq(seq.problem.replace(width_ratio=0.5), rank_capped=True)
-    assert seq.converged and "seq2seq_softmax" in seq.message
+                                options=dict(n_nodes=1024))
+    assert _exact_gram_weight(seq.problem) == 1.0
+    assert _exact_gram_weight(seq.problem.replace(width_ratio=0.5)) == 1.0
+    assert _exact_gram_weight(seq.problem.replace(width_ratio=0.5), rank_capped=True) == 0.0
+    assert seq.converged and seq.correction == "exact_gram" and seq.correction_weight == 1.0
+    assert [d.name for d in seq.decisions if d.applies] == ["exact_gram"]
     assert seq.certified_fraction == 0.0
     own = solve_seq2seq_softmax_state_evolution(0.3, target=teacher, reg_lambda=0.1,
                                                 n_nodes=1024, tol=1e-7, init=lab)
@@ -189,18 +200,20 @@ def test_solve_state_evolution_routes_softmax_seq2seq_here():
 
 def test_solve_state_evolution_routes_softmax_seq2lab_to_the_exact_gram_channel():
     """Finite-d softmax seq2lab (T ≤ 3, no binding cap, no spike) is the exact-Gram fixed
-    point with the seq2lab loss, started from the Gaussian one; exact_gram=False, the
-    continuum, T = 4, a binding cap, a spiky target and linear attention keep the Gaussian
-    state evolution."""
+    point with the seq2lab loss, started from the Gaussian one (forced here: at d = 30 the
+    leverage correction, fading in over d in (20, 40), takes part of the "auto" weight);
+    correction="none", the continuum, T = 4, a binding cap, a spiky target and linear
+    attention keep the Gaussian state evolution."""
     from skattn.theory import solve_state_evolution
-    from skattn.theory.seq2seq import routes_to_exact_gram
 
     teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5), noise=0.1,
                                     random_state=0)
-    gauss = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, n_nodes=1024,
-                                  exact_gram=False)
-    lab = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, n_nodes=1024)
-    assert lab.converged and "seq2lab: exact-Gram" in lab.message
+    gauss = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1,
+                                  options=dict(n_nodes=1024), correction="none")
+    lab = solve_state_evolution(0.3, target=teacher, reg_lambda=0.1,
+                                options=dict(n_nodes=1024), correction="exact_gram")
+    assert lab.converged and lab.correction == "exact_gram" and lab.correction_weight == 1.0
+    assert gauss.correction == "none"
     own = solve_seq2seq_softmax_state_evolution(0.3, target=teacher, reg_lambda=0.1,
                                                 loss="seq2lab", n_nodes=1024, tol=1e-7,
                                                 init=gauss)
@@ -210,19 +223,26 @@ def test_solve_state_evolution_routes_softmax_seq2lab_to_the_exact_gram_channel(
     # the Gram coupling of the features costs accuracy at finite d (measured: trained models
     # sat 1.8 % above the Gaussian prediction at d = 100, 0.6 % above this one)
     assert lab.test_error > gauss.test_error
+    assert {d.name: d for d in lab.decisions}["exact_gram"].domain_weight == 1.0
     problem = lab.problem
-    assert routes_to_exact_gram(problem) == "seq2lab"
-    assert routes_to_exact_gram(problem.replace(task="seq2seq")) == "seq2seq"
-    assert routes_to_exact_gram(problem.replace(n_features=None)) is None
-    assert routes_to_exact_gram(problem.replace(n_tokens=4)) is None
-    assert routes_to_exact_gram(problem.replace(width_ratio=0.5), rank_capped=True) is None
-    assert routes_to_exact_gram(problem.replace(attention="linear")) is None
-    assert routes_to_exact_gram(problem.replace(token_kurtosis=1.0)) is None
+    wishart = np.linspace(0.1, 2.0, 30)
+    assert _exact_gram_weight(problem, eigenvalues=wishart) == 1.0
+    # S0 = c·I: the channel's traceless part degenerates, the correction does not apply
+    assert _exact_gram_weight(problem, eigenvalues=np.ones(30)) == 0.0
+    assert _exact_gram_weight(problem.replace(task="seq2seq")) == 1.0
+    assert _exact_gram_weight(problem.replace(n_features=None)) == 0.0
+    assert _exact_gram_weight(problem.replace(n_tokens=4)) == 0.0
+    assert _exact_gram_weight(problem.replace(width_ratio=0.5), rank_capped=True) == 0.0
+    assert _exact_gram_weight(problem.replace(attention="linear")) == 0.0
+    assert _exact_gram_weight(problem.replace(token_kurtosis=1.0)) == 0.0
+    assert 0.0 < _exact_gram_weight(problem.replace(token_kurtosis=0.1)) < 1.0
     spike = np.r_[np.sqrt(0.5 * 30), np.full(29, np.sqrt(0.5))]     # top mode: 51 % of ‖S0‖²
-    assert routes_to_exact_gram(problem, eigenvalues=spike) is None
-    assert routes_to_exact_gram(problem, eigenvalues=np.ones(30)) == "seq2lab"
-    with pytest.raises(TypeError, match="exact_gram"):
-        solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, exact_gram="yes")
+    assert _exact_gram_weight(problem, eigenvalues=spike) == 0.0
+    # the spiky ramp: the top-mode share between 30 % and 40 % fades the correction out
+    ramp = np.r_[np.sqrt(0.35 / 0.65 * 29), np.ones(29)]            # top mode: 35 %
+    assert 0.0 < _exact_gram_weight(problem, eigenvalues=ramp) < 1.0
+    with pytest.raises(TypeError, match="correction="):
+        solve_state_evolution(0.3, target=teacher, reg_lambda=0.1, exact_gram=True)
 
 
 @pytest.mark.parametrize("kappa", [0.75, 2.0])
@@ -233,10 +253,10 @@ def test_width_without_a_binding_cap_is_full_width_at_scaled_lambda(kappa):
     from skattn.theory import solve_state_evolution
 
     teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5), random_state=0)
-    kw = dict(target=teacher, task="seq2seq", n_nodes=1024)
+    kw = dict(target=teacher, task="seq2seq", options=dict(n_nodes=1024))
     width = solve_state_evolution(0.3, reg_lambda=0.1, width_ratio=kappa, **kw)
     full = solve_state_evolution(0.3, reg_lambda=0.1 * np.sqrt(kappa), **kw)
-    assert "seq2seq_softmax" in width.message and "seq2seq_softmax" in full.message
+    assert width.correction == "exact_gram" and full.correction == "exact_gram"
     for name in ("m", "q", "sigma", "test_error", "train_objective"):
         assert getattr(width, name) == pytest.approx(getattr(full, name), rel=1e-9), name
 
@@ -248,12 +268,12 @@ def test_binding_cap_keeps_the_seq2lab_prediction():
     from skattn.theory import DomainWarning, solve_state_evolution
 
     teacher = AttentionIndexedModel(30, n_tokens=2, target=WishartTarget(0.5), random_state=0)
-    kw = dict(target=teacher, reg_lambda=0.01, width_ratio=0.25, n_nodes=1024)
+    kw = dict(target=teacher, reg_lambda=0.01, width_ratio=0.25, options=dict(n_nodes=1024))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DomainWarning)
         seq = solve_state_evolution(0.3, task="seq2seq", **kw)
         lab = solve_state_evolution(0.3, **kw)
-    assert seq.converged and "seq2seq" not in seq.message
+    assert seq.converged and seq.correction == "none" and lab.correction == "none"
     assert seq.test_error == pytest.approx(lab.test_error, rel=1e-12)
 
 
@@ -278,10 +298,10 @@ def test_routed_seq2lab_prediction_is_closer_to_trained_softmax_models():
             row = fss_row("simulation", cfg.to_json(), d=d, seed=seed, n_test=20000)
         teacher = AttentionIndexedModel(d, n_tokens=2, target=cfg.make_target(),
                                         noise=cfg.noise, random_state=seed_for(seed, d, 0))
-        for exact, out in ((True, routed), (False, gaussian)):
-            res = solve_state_evolution(target=teacher, exact_gram=exact, leverage=False,
+        for correction, out in (("exact_gram", routed), ("none", gaussian)):
+            res = solve_state_evolution(target=teacher, correction=correction,
                                         **cfg.se_kwargs())
-            assert res.converged
+            assert res.converged and res.correction == correction
             out.append(row["test_error"] / res.test_error - 1)
     gap, spread = np.mean(routed), np.std(routed, ddof=1) / 2
     assert abs(gap) <= max(0.03, 2 * spread), (routed, gaussian)

@@ -31,23 +31,24 @@ def _assert_same_point(a, b, rel):
     dict(n_tokens=2, reg_lambda=0.01, alpha=0.3, beta=4.0),   # cold (no warm prox) path
 ])
 def test_coarse_to_fine_agrees_with_the_direct_solve(kwargs):
-    kwargs = dict(kwargs, target=WishartTarget(0.5), n_nodes=4096, tol=1e-10)
+    kwargs = dict(kwargs, target=WishartTarget(0.5))
     alpha = kwargs.pop("alpha")
-    direct = solve_state_evolution(alpha, n_coarse_nodes=None, **kwargs)
-    coarse = solve_state_evolution(alpha, n_coarse_nodes=1024, **kwargs)
+    fine = dict(n_nodes=4096, tol=1e-10)
+    direct = solve_state_evolution(alpha, options=dict(fine, n_coarse_nodes=None), **kwargs)
+    coarse = solve_state_evolution(alpha, options=dict(fine, n_coarse_nodes=1024), **kwargs)
     _assert_same_point(direct, coarse, rel=1e-6)
 
 
 def test_coarse_stage_is_off_for_linear_attention_and_few_nodes():
     # T = 1 linear: nothing to gain, so the path (and every bit) is the direct one
     kw = dict(n_tokens=1, reg_lambda=0.01, target=WishartTarget(0.5), attention="linear")
-    a = solve_state_evolution(0.3, n_coarse_nodes=None, **kw)
+    a = solve_state_evolution(0.3, options=dict(n_coarse_nodes=None), **kw)
     b = solve_state_evolution(0.3, **kw)
     assert (a.m, a.q, a.sigma, a.n_iter) == (b.m, b.q, b.sigma, b.n_iter)
     # fewer than 4 × n_coarse_nodes nodes: no coarse stage either
-    kw = dict(n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5), n_nodes=1024)
-    a = solve_state_evolution(0.3, n_coarse_nodes=None, **kw)
-    b = solve_state_evolution(0.3, n_coarse_nodes=512, **kw)
+    kw = dict(n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5))
+    a = solve_state_evolution(0.3, options=dict(n_nodes=1024, n_coarse_nodes=None), **kw)
+    b = solve_state_evolution(0.3, options=dict(n_nodes=1024, n_coarse_nodes=512), **kw)
     assert (a.m, a.q, a.sigma, a.n_iter) == (b.m, b.q, b.sigma, b.n_iter)
 
 
@@ -55,14 +56,14 @@ def test_coarse_stage_is_off_for_linear_attention_and_few_nodes():
 def test_bad_n_coarse_nodes(bad):
     with pytest.raises((ValueError, TypeError), match="n_coarse_nodes"):
         solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5),
-                              n_coarse_nodes=bad)
+                              options=dict(n_coarse_nodes=bad))
 
 
 @pytest.mark.parametrize("bad", [(1.0, 1.0), (1.0, -1.0, 1.0), (np.nan, 1.0, 1.0), "abc"])
 def test_bad_init_raises_before_any_work(bad):
     with pytest.raises(ValueError, match="init"):
         solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5),
-                              init=bad)
+                              options=dict(init=bad))
 
 
 def test_node_subset_is_the_prefix():

@@ -70,7 +70,7 @@ def test_trusted_warm_start_keeps_its_local_minimum(monkeypatch):
 def test_warm_iterations_then_polish_equal_cold(kwargs, monkeypatch):
     kwargs = dict(kwargs)
     alpha = kwargs.pop("alpha")
-    common = dict(target=WishartTarget(0.5), n_nodes=1024, **kwargs)
+    common = dict(target=WishartTarget(0.5), options=dict(n_nodes=1024), **kwargs)
     fast = solve_state_evolution(alpha, **common)
     monkeypatch.setattr(SoftmaxChannel, "warm_startable", False)  # today's cold iterations
     cold = solve_state_evolution(alpha, **common)

@@ -184,7 +184,7 @@ def test_fixed_point_satisfies_the_spike_stationarity_and_reduces_to_todays_at_k
         warnings.simplefilter("ignore", DomainWarning)
         gauss = solve_state_evolution(alpha, StateEvolutionProblem(
             PowerLawTarget(1.25), n_tokens=2, reg_lambda=lam, noise=NOISE, n_features=d),
-            n_nodes=2048, spiked=False)
+            options=dict(n_nodes=2048), correction="none")
     assert base.m == pytest.approx(gauss.m, rel=1e-3)
     assert base.q == pytest.approx(gauss.q, rel=1e-3)
     assert base.sigma == pytest.approx(gauss.sigma, rel=1e-3)
@@ -256,7 +256,7 @@ def test_spiked_se_predicts_trained_students_on_a_power_law_target():
         warnings.simplefilter("ignore")
         gauss = solve_state_evolution(alpha, StateEvolutionProblem(
             PowerLawTarget(gamma), n_tokens=2, reg_lambda=lam, noise=NOISE, n_features=d),
-            spiked=False)
+            correction="none")
     errors = []
     for seed in range(2):
         teacher = AttentionIndexedModel(d, target=PowerLawTarget(gamma), noise=NOISE,
@@ -287,8 +287,8 @@ def test_no_spike_linear_is_the_finite_d_state_evolution_at_alpha_eff():
         warnings.simplefilter("ignore", DomainWarning)
         gauss = solve_state_evolution(alpha, StateEvolutionProblem(
             SpectrumTarget(eig), n_tokens=1, reg_lambda=lam, attention="linear",
-            n_features=d), n_nodes=2048, sigma_hat_form="stein",  # the spiked SE's Σ̂
-            leverage=False)
+            n_features=d), options=dict(n_nodes=2048, sigma_hat_form="stein"),  # its Σ̂
+            correction="none")
     # (at the nominal α they differ by 1.1 % in q and 4.7 % in Σ)
     for name in ("m", "q", "sigma", "train_objective"):
         assert getattr(base, name) == pytest.approx(getattr(gauss, name), rel=1e-4), name
@@ -298,7 +298,7 @@ def test_no_spike_linear_is_the_finite_d_state_evolution_at_alpha_eff():
 def test_solve_state_evolution_routes_spiky_softmax_targets_to_the_spiked_state_evolution():
     """Finite-d factored softmax seq2lab on a spiky target is the spiked fixed point, with
     the whole matrix's overlaps, the spike in the learned spectrum and no "spiky target"
-    warning; spiked=False keeps the Gaussian fixed point and its warning."""
+    warning; correction="none" keeps the Gaussian fixed point and its warning."""
     from skattn.theory import solve_state_evolution
     from skattn.theory.problem import DomainWarning
 
@@ -310,7 +310,10 @@ def test_solve_state_evolution_routes_spiky_softmax_targets_to_the_spiked_state_
         warnings.simplefilter("error", DomainWarning)   # inside the spiked domain here
         routed = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam, noise=NOISE,
                                        target=PowerLawTarget(1.25), n_features=d)
-    assert routed.converged and "spiked" in routed.message
+    assert routed.converged and routed.correction == "spiked"
+    assert routed.correction_weight == 1.0
+    assert [d.name for d in routed.decisions if d.applies] == ["spiked"]
+    assert routed.extras["n_spikes"] == 1
     assert routed.test_error == pytest.approx(own.test_error.value, rel=1e-12)
     assert routed.train_objective == pytest.approx(own.train_objective, rel=1e-12)
     t, s = own.target_strengths, own.student_strengths
@@ -336,7 +339,8 @@ def test_solve_state_evolution_routes_spiky_softmax_targets_to_the_spiked_state_
     with pytest.warns(DomainWarning, match="spiky target"):
         gauss = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam, noise=NOISE,
                                       target=PowerLawTarget(1.25), n_features=d,
-                                      spiked=False)
+                                      correction="none")
+    assert gauss.correction == "none"
     assert gauss.test_error < 0.95 * routed.test_error   # 9 % lower (docs/spiked.rst)
 
 
@@ -345,17 +349,50 @@ def test_solve_state_evolution_routes_spiky_softmax_targets_to_the_spiked_state_
                                      dict(parametrization="direct"), dict(n_tokens=5),
                                      dict(target=WishartTarget(0.5))])
 def test_only_validated_problems_are_routed(changes):
+    """The spiked correction's domain (skattn/theory/corrections/spiked.py); a width whose
+    cap binds is outside it (one whose cap does not bind is solved at full width, below)."""
     from skattn.theory import StateEvolutionProblem
-    from skattn.theory.spiked import routes_to_spiked
 
     problem = StateEvolutionProblem(PowerLawTarget(1.25), n_tokens=2, reg_lambda=0.05,
                                     noise=NOISE, n_features=60)
     eig = PowerLawTarget(1.25).eigenvalues(60)
-    assert routes_to_spiked(problem, eig)
-    assert not routes_to_spiked(problem, None)           # the continuum
+    assert _spiked_weight(problem, eig) == 1.0
+    continuum = StateEvolutionProblem(WishartTarget(0.5), n_tokens=2, reg_lambda=0.05)
+    assert _spiked_weight(continuum, eig) == 0.0
+    assert _spiked_weight(problem, None) == 0.0          # no eigenvalues: nothing is spiky
     changed = problem.replace(**changes)
     eig = changed.target_law(0)[1]
-    assert not routes_to_spiked(changed, eig)
+    assert _spiked_weight(changed, eig, rank_capped="width_ratio" in changes) == 0.0
+
+
+def _spiked_weight(problem, eigenvalues, rank_capped=False, alpha=0.3):
+    """The spiked correction's domain weight (its ``decide`` rule, with a stand-in core that
+    carries only what the rule reads)."""
+    from skattn.theory.core.solve import CoreSolution
+    from skattn.theory.corrections.spiked import SpikedCorrection
+
+    core = CoreSolution(result=None, rank_capped=rank_capped, collapsed=False,
+                        eigenvalues=eigenvalues)
+    return SpikedCorrection().decide(alpha, problem, core).weight
+
+
+def test_spiked_weight_ramps_with_the_top_mode_share_and_the_width():
+    """The spiked correction fades in as the top mode's share of ||S0||_F^2 goes from 30 %
+    to 40 %; a width whose cap does not bind is in its domain (computed at full width)."""
+    from skattn.theory import StateEvolutionProblem
+
+    problem = StateEvolutionProblem(PowerLawTarget(1.25), n_tokens=2, reg_lambda=0.05,
+                                    noise=NOISE, n_features=30)
+
+    def share(x):     # a top mode with share x of Σλ² over 29 unit modes
+        return np.r_[np.sqrt(x / (1 - x) * 29), np.ones(29)]
+
+    assert _spiked_weight(problem, share(0.29)) == 0.0
+    assert 0.0 < _spiked_weight(problem, share(0.35)) < 1.0
+    assert _spiked_weight(problem, share(0.41)) == 1.0
+    wide = problem.replace(width_ratio=0.5)
+    assert _spiked_weight(wide, share(0.5), rank_capped=False) == 1.0
+    assert _spiked_weight(wide, share(0.5), rank_capped=True) == 0.0
 
 
 def test_spiked_route_warm_starts_along_a_curve_and_in_the_predictor():
@@ -386,10 +423,11 @@ def test_spiked_route_warm_starts_along_a_curve_and_in_the_predictor():
 def test_spiked_route_falls_back_to_continuation_in_lambda(monkeypatch):
     """A routed solve that finds no fixed point from its cold start is continued from a
     larger λ, like the Gaussian solver, and says so."""
+    import skattn.theory.corrections.spiked as spiked_correction
     import skattn.theory.state_evolution as se
     from skattn.theory import solve_state_evolution
 
-    real = se.spiked_prediction
+    real = spiked_correction.spiked_prediction
     calls = []
 
     def cold_start_fails(alpha, problem, eigenvalues, **kw):
@@ -399,7 +437,7 @@ def test_spiked_route_falls_back_to_continuation_in_lambda(monkeypatch):
             res.converged, res.message = False, "stalled (simulated)"
         return res
 
-    monkeypatch.setattr(se, "spiked_prediction", cold_start_fails)
+    monkeypatch.setattr(spiked_correction, "spiked_prediction", cold_start_fails)
     kw = dict(n_tokens=2, noise=NOISE, target=PowerLawTarget(1.25), n_features=60)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -409,7 +447,8 @@ def test_spiked_route_falls_back_to_continuation_in_lambda(monkeypatch):
                                                     n_features=60),
                       PowerLawTarget(1.25).eigenvalues(60), n_nodes=8192, tol=1e-7,
                       max_iter=600, damping=0.5, init=None, random_state=0)
-    assert res.converged and "continuation" in res.message
+    assert res.converged and res.correction == "spiked"
+    assert "continuation" in res.message
     assert calls[0] == (5e-3, True) and calls[1] == (pytest.approx(0.05), True)
     assert res.params["reg_lambda"] == 5e-3
     assert res.test_error == pytest.approx(direct.test_error, rel=1e-4)

@@ -105,7 +105,7 @@ def test_finite_d_agrees_with_continuum():
     cont = solve_state_evolution(0.3, target=WishartTarget(0.5), **kw)
     # one fixed draw fluctuates by a few % at d = 300 (measured ±5%); average three draws
     fins = [solve_state_evolution(0.3, target=WishartTarget(0.5), n_features=300,
-                                  random_state=seed, **kw) for seed in range(3)]
+                                  options=dict(random_state=seed), **kw) for seed in range(3)]
     assert cont.converged and all(f.converged for f in fins)
     assert np.mean([f.test_error for f in fins]) == pytest.approx(cont.test_error, rel=0.04)
     fin = fins[0]
@@ -138,7 +138,7 @@ def test_discrete_law_target():
 
 def test_unconverged_is_flagged_not_silent():
     res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5),
-                                max_iter=2)
+                                options=dict(max_iter=2))
     assert not res.converged
     assert "residual" in res.message
 
@@ -153,8 +153,14 @@ def test_unconverged_is_flagged_not_silent():
     (dict(attention="relu"), "attention"),
     (dict(parametrization="lowrank"), "parametrization"),
     (dict(target="wishart"), "target"),
-    (dict(tol=0.0), "tol"),
-    (dict(sigma_hat_form="exact"), "sigma_hat_form"),
+    (dict(options=dict(tol=0.0)), "tol"),
+    (dict(options=dict(sigma_hat_form="exact")), "sigma_hat_form"),
+    (dict(options=dict(n_nodez=1024)), "n_nodez"),
+    (dict(options=[("tol", 1e-3)]), "options"),
+    (dict(correction="leverage_mixture"), "correction"),
+    (dict(exact_gram=False), "exact_gram"),
+    (dict(spiked=False), "spiked"),
+    (dict(leverage=False), "leverage"),
 ])
 def test_bad_input(kwargs, name):
     params = dict(alpha=0.3, n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5))
@@ -162,6 +168,37 @@ def test_bad_input(kwargs, name):
     alpha = params.pop("alpha")
     with pytest.raises((ValueError, TypeError), match=name):
         solve_state_evolution(alpha, **params)
+
+
+
+def test_options_as_keywords_are_deprecated_but_equal():
+    """Numerical knobs as plain keywords still work, with a FutureWarning, and give the
+    options= result bit for bit (SolverOptions or a dict alike)."""
+    from skattn.theory import SolverOptions, state_evolution_curve
+
+    kw = dict(n_tokens=1, reg_lambda=0.05, target=WishartTarget(0.5), attention="linear")
+    new = solve_state_evolution(0.3, options=dict(n_nodes=512, tol=1e-6), **kw)
+    same = solve_state_evolution(0.3, options=SolverOptions(n_nodes=512, tol=1e-6), **kw)
+    with pytest.warns(FutureWarning, match="options="):
+        old = solve_state_evolution(0.3, n_nodes=512, tol=1e-6, **kw)
+    assert new.as_dict() == old.as_dict() == same.as_dict()
+    curve = state_evolution_curve([0.3], options=dict(n_nodes=512, tol=1e-6), **kw)
+    assert curve[0].test_error == new.test_error
+    with pytest.raises(TypeError, match="correction="):
+        state_evolution_curve([0.3], leverage=False, **kw)
+
+
+def test_forced_correction_outside_its_domain_raises():
+    """correction=<name> outside that correction's domain is a ValueError with the reason;
+    "none" is the Gaussian core, recorded as such."""
+    kw = dict(n_tokens=1, reg_lambda=0.05, target=WishartTarget(0.5), attention="linear",
+              options=dict(n_nodes=512))
+    with pytest.raises(ValueError, match="correction='exact_gram' does not apply"):
+        solve_state_evolution(0.3, correction="exact_gram", **kw)   # the continuum
+    core = solve_state_evolution(0.3, correction="none", **kw)
+    assert core.correction == "none" and core.correction_weight == 0.0
+    assert [d.name for d in core.decisions] == ["spiked", "leverage", "exact_gram"]
+    assert not any(d.applies for d in core.decisions)
 
 
 def test_theory_does_not_import_torch():

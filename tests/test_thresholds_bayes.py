@@ -140,7 +140,7 @@ def _continuation(alpha, lams, **kwargs):
     """Solve along decreasing λ, each point warm-started from the previous one."""
     out, prev = {}, None
     for lam in lams:
-        prev = solve_state_evolution(alpha, reg_lambda=lam, init=prev, **kwargs)
+        prev = solve_state_evolution(alpha, reg_lambda=lam, options=dict(init=prev), **kwargs)
         assert prev.converged, (alpha, lam, prev.message)
         out[lam] = prev
     return out
@@ -254,7 +254,7 @@ def test_no_factored_erm_below_bayes_softmax():
         assert bo.predictor_error <= bo.test_error
         for lam in (1e-3, 3e-2):
             r = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam, target=tg,
-                                      n_nodes=4096)
+                                      options=dict(n_nodes=4096))
             assert r.converged, r.message
             assert r.s_error > bo.mmse
             assert r.test_error > bo.predictor_error
@@ -309,7 +309,7 @@ def test_se_interpolation_threshold_softmax():
         prev = solve_state_evolution(f * a_int, n_tokens=2, reg_lambda=1e-3, target=tg,
                                      noise=0.5)
         r = solve_state_evolution(f * a_int, n_tokens=2, reg_lambda=1e-4, target=tg,
-                                  noise=0.5, init=prev)
+                                  noise=0.5, options=dict(init=prev))
         assert prev.converged and r.converged
         ratio[f] = r.train_error / prev.train_error
     assert ratio[0.8] < 0.15

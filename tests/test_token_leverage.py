@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skattn.data import AttentionIndexedModel, WishartTarget
-from skattn.theory import DomainWarning, solve_state_evolution, solve_token_state_evolution
+from skattn.theory import DomainWarning, solve_state_evolution
+from skattn.theory.token_leverage import solve_token_state_evolution
 from skattn.theory.token_leverage import _spectral_threshold
 
 FAST = dict(n_draws=16, n_tokens_mc=800)
@@ -33,11 +34,13 @@ def noisy40():
 def test_gaussian_solve_is_the_finite_d_state_evolution(noisy40):
     """With a concentrated leverage the equations are the same-instance Gaussian SE (its
     free-convolution form differs by the Monte Carlo draws and O(1/d))."""
-    reference = solve_state_evolution(0.6, target=_teacher(40), reg_lambda=0.05).test_error
+    reference = solve_state_evolution(0.6, target=_teacher(40), reg_lambda=0.05,
+                                      correction="none").test_error
     assert noisy40.converged, noisy40.message
     assert noisy40.gaussian_test_error == pytest.approx(reference, rel=0.05)
     # and it follows λ: a strong penalty moves the prediction far, and the solve with it
-    strong = solve_state_evolution(0.6, target=_teacher(40), reg_lambda=1.0).test_error
+    strong = solve_state_evolution(0.6, target=_teacher(40), reg_lambda=1.0,
+                                   correction="none").test_error
     assert abs(strong / reference - 1) > 0.15
     solved = solve_token_state_evolution(0.6, target=_teacher(40), reg_lambda=1.0, **FAST)
     assert solved.gaussian_test_error == pytest.approx(strong, rel=0.05)

@@ -146,7 +146,8 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
         p[0].weight * p[1].certified_fraction for p in pieces)
     label = ", ".join(f"{d.name} {d.weight:.2f}" if d.weight < 1 else d.name
                       for d, _, _ in pieces)
-    message = ("converged" if converged else
+    # a converged prediction keeps the lead correction's message (a continuation in λ, say)
+    message = (lead_result.message if converged else
                "; ".join(r.message for r in [base] + [p[1] for p in pieces]
                          if not r.converged) or "non-finite values")
     params = {**lead_result.params, "trace": trace}
