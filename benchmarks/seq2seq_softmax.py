@@ -66,8 +66,9 @@ def simulate(d, T, seed):
 
     teacher = _teacher(d, T, seed)
     n = int(round(ALPHA * d * d))
-    X, A = teacher.sample(n, task="seq2lab", random_state=_seed_int(seed, d, 1))
-    X_test, A_test = teacher.sample(N_TEST, task="seq2lab", random_state=_seed_int(seed, d, 2))
+    X, A = teacher.sample(n, task="seq2lab", random_state=_seed_int(seed, d, 1), layout="tokens")
+    X_test, A_test = teacher.sample(N_TEST, task="seq2lab", random_state=_seed_int(seed, d, 2),
+                                    layout="tokens")
     out = {"d": d, "n_tokens": T, "seed": seed, "n_samples": n}
     for task, y in (("seq2lab", A), ("seq2seq", A @ X)):
         start = time.perf_counter()

@@ -345,8 +345,8 @@ def fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kappa
                                     beta=target_beta, noise=noise, attention=attention,
                                     random_state=seed)
     n = max(1, int(round(alpha * d * d)))
-    X, y = teacher.sample(n, task=task, random_state=10_000 + seed)
-    Xt, yt = teacher.sample(n_test, task=task, random_state=20_000 + seed)
+    X, y = teacher.sample(n, task=task, random_state=10_000 + seed, layout="tokens")
+    Xt, yt = teacher.sample(n_test, task=task, random_state=20_000 + seed, layout="tokens")
     width = 1.0 if width_ratio is None else float(width_ratio)
     if estimator == "tied":
         est = TiedAttentionRegressor(width=width, reg_lambda=reg_lambda, beta=beta,

@@ -390,8 +390,9 @@ def _fss_row(kind, config, d=None, seed=None, n_test=None, same_instance_se=None
                                     beta=cfg.target_beta, noise=cfg.noise,
                                     attention=cfg.attention, random_state=_seed_int(seed, d, 0))
     n = max(1, int(round(cfg.alpha * d * d)))
-    X, y = teacher.sample(n, task=cfg.task, random_state=_seed_int(seed, d, 1))
-    Xt, yt = teacher.sample(n_test, task=cfg.task, random_state=_seed_int(seed, d, 2))
+    X, y = teacher.sample(n, task=cfg.task, random_state=_seed_int(seed, d, 1), layout="tokens")
+    Xt, yt = teacher.sample(n_test, task=cfg.task, random_state=_seed_int(seed, d, 2),
+                            layout="tokens")
     common = dict(reg_lambda=cfg.reg_lambda, beta=cfg.beta, attention=cfg.attention,
                   task=cfg.task, solver=cfg.solver, max_iter=cfg.max_iter, tol=cfg.tol,
                   dtype=cfg.dtype, device="cpu", random_state=_seed_int(seed, d, 3))

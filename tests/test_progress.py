@@ -47,7 +47,7 @@ def test_log_step_only_at_verbose_2(capsys):
 
 
 def _small_fit_data():
-    X, y = make_attention_indexed(n_samples=60, n_features=6, random_state=0)
+    X, y = make_attention_indexed(n_samples=60, n_features=6, random_state=0, layout="tokens")
     return torch.as_tensor(X), torch.as_tensor(y)
 
 

@@ -40,7 +40,7 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
         X, y, S0 = make_attention_indexed(n_samples=int(1.5 * sizes[-1]), n_features=d,
                                           n_tokens=T, target=PowerLawTarget(gamma),
                                           noise=NOISE, attention="linear",
-                                          return_target=True, random_state=1)
+                                          return_target=True, random_state=1, layout="tokens")
 
         def neg_excess(est, X_, y_, S0=S0):
             """Minus the population excess risk, exact for linear attention."""
