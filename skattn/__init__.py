@@ -21,6 +21,7 @@ _LAZY = {
     "UntiedAttentionRegressor": "skattn.estimators",
     "DirectAttentionRegressor": "skattn.estimators",
     "AsymptoticPredictor": "skattn.estimators",
+    "ScaledLambdaRegressor": "skattn.estimators",
     "solve_state_evolution": "skattn.theory",
     "state_evolution_curve": "skattn.theory",
     "limit_threads": "skattn.threads",
