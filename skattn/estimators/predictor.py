@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -19,6 +18,7 @@ from ..theory.channels import channel_for
 from ..theory.problem import StateEvolutionProblem, split_model_keywords
 from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
 from ._mixin import DEVICE_STRING, WIDTH_CONSTRAINT, AttentionRegressorMixin, resolve_width
+from .._warnings import warn
 
 __all__ = ["AsymptoticPredictor"]
 
@@ -253,8 +253,8 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         self.n_iter_ = result.n_iter
         self.amp_result_ = result
         if not result.converged:
-            warnings.warn(f"AsymptoticPredictor: AMP did not converge ({result.message}); "
-                          "lower damping or raise max_iter.", ConvergenceWarning)
+            warn(f"AsymptoticPredictor: AMP did not converge ({result.message}); "
+                 "lower damping or raise max_iter.", ConvergenceWarning)
         self.state_ = None
         self._predicted_spectrum = None
         if self.target is not None:
@@ -266,8 +266,8 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
                 "eigenvalues": state.sample_spectrum(d, random_state=self._seed()),
             }
             if not state.converged:
-                warnings.warn(f"state evolution did not converge: {state.message}",
-                              ConvergenceWarning)
+                warn(f"state evolution did not converge: {state.message}",
+                     ConvergenceWarning)
         return self
 
     # ------------------------------------------------------------- predictions

@@ -55,6 +55,7 @@ from .fixed_point import robust_fixed_point
 from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem, is_spiky,
                       is_teacher)
 from .state_evolution import _FixedPointMap, solve_state_evolution
+from .._warnings import warn
 
 __all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "routes_to_leverage",
            "leverage_prediction", "solve_leverage_state_evolution"]
@@ -473,9 +474,8 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
     max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
     d = int(target.n_features)
     if d < LEVERAGE_MIN_D:
-        warnings.warn(f"n_features={d} is below {LEVERAGE_MIN_D}: the leverage spread is no "
-                      "longer a small correction there (docs/domain.rst).", DomainWarning,
-                      stacklevel=2)
+        warn(f"n_features={d} is below {LEVERAGE_MIN_D}: the leverage spread is no "
+             "longer a small correction there (docs/domain.rst).", DomainWarning)
     rng = check_random_state_arg(random_state)
     seed = int(rng.randint(0, 2 ** 31 - 1))
 

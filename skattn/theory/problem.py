@@ -21,6 +21,7 @@ from .._validation import (MAX_INVERSE_TEMPERATURE, MAX_NOISE, channel_memory_by
 from .channels import channel_for
 from .denoisers import DirectDenoiser, FactoredDenoiser
 from .laws import DiscreteLaw, SpectralLaw
+from .._warnings import warn
 
 __all__ = ["StateEvolutionProblem", "DomainWarning", "FiniteSizeWarning", "resolve_target_law",
            "top_mode_share", "is_spiky", "GAUSSIAN_EQUIVALENCE_MAX_SHARE", "RANK_CONSTRAINT_MIN_D",
@@ -134,7 +135,7 @@ def warn_finite_size(problem, stacklevel=3):
             and problem.parametrization == "factored" and problem.n_tokens == 2
             and problem.reg_lambda < FINITE_SIZE_MIN_LAMBDA):
         return False
-    warnings.warn(
+    warn(
         f"finite-size effect not modelled: at reg_lambda={problem.reg_lambda:g} < "
         f"{FINITE_SIZE_MIN_LAMBDA:g} and n_features={d} <= {FINITE_SIZE_MAX_D}, trained "
         "factored softmax models were measured above this same-instance prediction by the "
@@ -143,8 +144,7 @@ def warn_finite_size(problem, stacklevel=3):
         "next to it (T = 3: within 3 %); "
         "the leverage mixture (solve_state_evolution's default, leverage=True, where its "
         "rule applies) models it: within 3 % there at d = 60 and 100; "
-        "the continuum prediction is not affected (docs/domain.rst).", FiniteSizeWarning,
-        stacklevel=stacklevel)
+        "the continuum prediction is not affected (docs/domain.rst).", FiniteSizeWarning)
     return True
 
 
@@ -719,6 +719,5 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
             "minima (measured 8-12% below the prediction at every d, linear T = 1, "
             "width_ratio 0.25 against 0.58)")
     for reason in reasons:
-        warnings.warn(f"outside the validated domain: {reason}.", DomainWarning,
-                      stacklevel=stacklevel)
+        warn(f"outside the validated domain: {reason}.", DomainWarning)
     return reasons
