@@ -27,8 +27,8 @@ _LAZY = {
     "limit_threads": "skattn.threads",
 }
 _SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "parallel", "sweep",
-               "scaling", "spectra", "experiments", "reporting", "demo", "finite_size",
-               "validation_grid", "threads", "plotting", "figures", "cli")
+               "scaling", "spectra", "experiments", "progress", "reporting", "demo",
+               "finite_size", "validation_grid", "threads", "plotting", "figures", "cli")
 
 __all__ = sorted(_LAZY) + ["metrics", "theory", "__version__"]
 

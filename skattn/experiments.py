@@ -23,6 +23,7 @@ import numpy as np
 from sklearn.utils import check_scalar
 
 from .parallel import map_jobs
+from .progress import ticker
 from .reporting import format_rows, format_table
 
 __all__ = [
@@ -194,7 +195,8 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     n_jobs : int or None
         Parallel chunks of each α curve (joblib).
     verbose : int, default=0
-        > 0 shows a progress bar.
+        > 0 shows a progress bar over the points (a ticker of the elapsed time for a
+        single point).
 
     Returns
     -------
@@ -215,9 +217,14 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     plans = [(params, row_problem(params)) for params in groups]
     options = _solver_options(n_nodes, tol, max_iter)
     rows = []
+    single = len(plans) == 1 and len(alphas) == 1
     for params, problem in plans:
-        results = state_evolution_curve(alphas, problem, n_jobs=n_jobs, verbose=verbose,
-                                        **options)
+        if single:  # one solve (up to a minute): the elapsed time, not a 0/1 bar
+            with ticker(verbose, f"state evolution at alpha={alphas[0]:g}"):
+                results = state_evolution_curve(alphas, problem, **options)
+        else:
+            results = state_evolution_curve(alphas, problem, n_jobs=n_jobs, verbose=verbose,
+                                            **options)
         for res in results:
             rows.append({"alpha": res.alpha, **params, **_result_values(res, float("nan"))})
     return rows

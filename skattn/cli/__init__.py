@@ -73,9 +73,10 @@ def build_parser():
     p.add_argument("--n-jobs", type=nonzero_int, default=None,
                    help="parallel chunks of each α curve (joblib)")
     p.add_argument("--verbose", "-v", action="count", default=0,
-                   help="progress bar also for a single point")
+                   help="progress (the default unless --quiet; kept for compatibility)")
     p.add_argument("--quiet", "-q", action="store_true",
-                   help="no progress bar (shown by default for several points)")
+                   help="no progress on stderr (by default: a bar over several points, "
+                        "the elapsed time of a single one)")
     add_output_options(p)
     p.set_defaults(func=cmd_theory)
 

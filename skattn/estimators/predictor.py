@@ -18,6 +18,7 @@ from ..theory.channels import channel_for
 from ..theory.problem import StateEvolutionProblem, split_model_keywords
 from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
 from ._mixin import DEVICE_STRING, WIDTH_CONSTRAINT, AttentionRegressorMixin, resolve_width
+from .._progress import ticker
 from .._warnings import warn
 
 __all__ = ["AsymptoticPredictor"]
@@ -79,6 +80,9 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         Seeds the quadrature nodes and finite-d draws of the state evolution (an int;
         None or a random generator give the fixed seed 0).
     verbose : int, default=0
+        0: silent; 1: a bar over AMP's iterations (no total: AMP stops when it
+        converges) and, with ``target``, a ticker of the elapsed time of the state
+        evolution; 2: also one line per AMP iteration.
 
     Attributes
     ----------
@@ -258,7 +262,9 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         self.state_ = None
         self._predicted_spectrum = None
         if self.target is not None:
-            state = solve_state_evolution(n / d ** 2, problem, **options)
+            # one solve, seconds to a minute at finite d: a ticker of the elapsed time
+            with ticker(self.verbose, f"state evolution at alpha={n / d ** 2:.3g}"):
+                state = solve_state_evolution(n / d ** 2, problem, **options)
             self.state_ = state
             self._predicted_spectrum = {
                 "atom_mass": state.atom_mass,
