@@ -246,7 +246,7 @@ def cmd_finite_size(args):
                                      same_instance_se=not args.no_same_instance_se,
                                      verbose=not args.quiet)
     except (ValueError, TypeError) as exc:
-        raise user_error(exc) from None
+        raise user_error(exc, aliases={"n_features": "d"}) from None
     write(format_rows(result.table_rows(), FINITE_SIZE_COLUMNS, args.format), args.output_table)
     if args.figure:
         import matplotlib

@@ -252,7 +252,9 @@ class AttentionIndexedModel:
     Parameters
     ----------
     n_features : int
-        Token dimension d.
+        Token dimension d: features per token, as in the theory API (not the column count
+        of X: the flat layout has ``n_tokens * n_features`` columns, which the
+        estimators' ``n_features_in_`` counts; their ``token_dim_`` is d).
     n_tokens : int, default=2
         Sequence length T (``T ≥ 2`` for softmax attention, ``T ≥ 1`` for linear).
     target : Target or list of Target, default=WishartTarget(0.5)
@@ -452,7 +454,11 @@ def make_attention_indexed(n_samples=1000, n_features=50, *, n_tokens=2, target=
 
     Parameters
     ----------
-    n_samples, n_features, n_tokens : int
+    n_samples : int, default=1000
+    n_features : int, default=50
+        Token dimension d (features per token, not the column count of X: the flat X has
+        ``n_tokens * n_features`` columns).
+    n_tokens : int, default=2
     target : Target or list of Target, default=WishartTarget(0.5)
     beta, noise : float
     attention : {"softmax", "linear"}
