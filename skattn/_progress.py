@@ -29,8 +29,9 @@ from tqdm.auto import tqdm
 
 __all__ = ["progress_bar", "iteration_bar", "finish_progress", "log_step", "ticker"]
 
-# seconds between two refreshes of a ticker
+# seconds between two refreshes of a ticker, and before it shows at all
 _TICK = 0.5
+_TICKER_DELAY = 1.0
 
 
 def progress_bar(total, verbose, desc, **kwargs):
@@ -45,37 +46,49 @@ def iteration_bar(verbose, desc, **kwargs):
 
 
 @contextlib.contextmanager
-def ticker(verbose, desc, **kwargs):
+def ticker(verbose, desc, *, delay=None, **kwargs):
     """Show ``desc`` with the elapsed time, refreshed every half second, while the body
-    runs (``verbose >= 1``); at the end the line reads "desc: done in 12.3 s".
+    runs (``verbose >= 1``); at the end the line reads "desc: done in 12.3 s" (or
+    "failed in …" when the body raises).
 
     For a long call that reports no steps of its own (e.g. one state-evolution solve): the
-    user sees that it runs and for how long, and no invented fraction of completion.
+    user sees that it runs and for how long, and no invented fraction of completion. A
+    body that ends within ``delay`` seconds (default 1) shows nothing (a quick result, or
+    an error message, is not preceded by a line of progress).
     """
     if not verbose or verbose < 1:
-        yield None
+        yield
         return
-    bar = tqdm(total=None, desc=desc, bar_format="{desc}: {elapsed} elapsed{postfix}",
-               **kwargs)
+    delay = _TICKER_DELAY if delay is None else delay
     stop = threading.Event()
+    state = {"bar": None}
+    lock = threading.Lock()
 
     def tick():
+        if stop.wait(delay):
+            return
+        with lock:
+            state["bar"] = tqdm(total=None, desc=desc,
+                                bar_format="{desc}: {elapsed} elapsed", **kwargs)
         while not stop.wait(_TICK):
-            bar.refresh()
+            with lock:
+                state["bar"].refresh()
 
     thread = threading.Thread(target=tick, daemon=True)
     start = time.perf_counter()
     thread.start()
     ok = False
     try:
-        yield bar
+        yield
         ok = True
     finally:
         stop.set()
         thread.join()
-        elapsed = time.perf_counter() - start
-        bar.bar_format = "{desc}: " + f"{'done' if ok else 'failed'} in {elapsed:.1f} s"
-        bar.close()
+        bar = state["bar"]
+        if bar is not None:
+            elapsed = time.perf_counter() - start
+            bar.bar_format = "{desc}: " + f"{'done' if ok else 'failed'} in {elapsed:.1f} s"
+            bar.close()
 
 
 def finish_progress(bar, completed=True):

@@ -88,9 +88,10 @@ def _match_layouts(y_true, y_pred, n_tokens, task):
     ``n_tokens`` (or √columns for seq2lab). Shapes that hold different samples or entries
     per sample raise a ValueError naming both.
     """
-    mismatch = (f"y_true and y_pred must hold the same samples and outputs, in the 3-D "
-                f"(n_samples, n_tokens, n_outputs) or the flattened (n_samples, "
-                f"n_tokens·n_outputs) layout; got shapes {y_true.shape} and {y_pred.shape}.")
+    mismatch = (f"y_true and y_pred must have the same shape, or the same samples and "
+                f"outputs in the other layout (3-D (n_samples, n_tokens, n_outputs) or "
+                f"flattened (n_samples, n_tokens·n_outputs)); got shapes {y_true.shape} and "
+                f"{y_pred.shape}.")
     if (y_true.shape[0] != y_pred.shape[0]
             or y_true.size != y_pred.size):
         raise ValueError(mismatch)

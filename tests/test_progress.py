@@ -84,21 +84,27 @@ def test_ticker_shows_elapsed_time_then_done(capsys):
 
     from skattn import _progress
 
-    with _progress.ticker(1, "solve"):
-        time.sleep(1.2)  # two refreshes at least
+    with _progress.ticker(1, "solve", delay=0.2):
+        time.sleep(1.3)  # shown after 0.2 s, then refreshed every 0.5 s
     err = capsys.readouterr().err
     assert "solve: 00:00 elapsed" in err and "solve: 00:01 elapsed" in err
     assert re.search(r"solve: done in 1\.\d s", err)
-    with _progress.ticker(0, "quiet"):
+    with _progress.ticker(0, "quiet", delay=0):
+        time.sleep(0.1)
+    with _progress.ticker(1, "fast"):  # ends before the default delay of 1 s: nothing
         pass
-    with pytest.raises(KeyError), _progress.ticker(1, "boom"):
+    with pytest.raises(KeyError), _progress.ticker(1, "boom", delay=0.1):
+        time.sleep(0.3)
         raise KeyError("x")
     err = capsys.readouterr().err
-    assert "quiet" not in err and re.search(r"boom: failed in \d", err)
+    assert "quiet" not in err and "fast" not in err
+    assert re.search(r"boom: failed in 0\.\d s", err)
 
 
-def test_asymptotic_predictor_shows_the_state_evolution_at_verbose_1(capfd):
-    from skattn import AsymptoticPredictor
+def test_asymptotic_predictor_shows_the_state_evolution_at_verbose_1(capfd, monkeypatch):
+    from skattn import AsymptoticPredictor, _progress
+
+    monkeypatch.setattr(_progress, "_TICKER_DELAY", 0.0)  # shown however fast the solve
 
     X, y = make_attention_indexed(n_samples=200, n_features=10, random_state=0)
     kw = dict(target=WishartTarget(0.5), n_nodes=256, max_iter=300)
