@@ -86,7 +86,7 @@ def bench_solvers(quick):
 
     d = 60 if quick else 100
     teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5), random_state=0)
-    X, y = teacher.sample(int(0.3 * d * d), random_state=1)
+    X, y = teacher.sample(int(0.3 * d * d), random_state=1, layout="tokens")
     ref = TiedAttentionRegressor(reg_lambda=0.01, solver="lbfgs", dtype="float64", tol=1e-10,
                                  random_state=0).fit(X, y).train_objective_
     rows = []
@@ -217,7 +217,7 @@ def bench_device(device, quick):
     if device.startswith("cuda") and not torch.cuda.is_available():
         return [{"section": "e", "what": f"device {device}", "skipped": "CUDA not available"}]
     d = 64 if quick else 128
-    X, y = make_attention_indexed(int(0.3 * d * d), d, n_tokens=2, random_state=0)
+    X, y = make_attention_indexed(int(0.3 * d * d), d, n_tokens=2, random_state=0, layout="tokens")
     rows = []
     for cls in (TiedAttentionRegressor, DirectAttentionRegressor):
         times = {}

@@ -21,7 +21,7 @@ from skattn.metrics import attention_error_scorer
 
 def main():
     X, y = make_attention_indexed(1200, 40, n_tokens=2, target=WishartTarget(0.5),
-                                  random_state=0)
+                                  random_state=0, layout="tokens")
     est = TiedAttentionRegressor(random_state=0)
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
             Client(cluster), joblib.parallel_backend("dask"):

@@ -21,13 +21,14 @@ _LAZY = {
     "UntiedAttentionRegressor": "skattn.estimators",
     "DirectAttentionRegressor": "skattn.estimators",
     "AsymptoticPredictor": "skattn.estimators",
+    "ScaledLambdaRegressor": "skattn.estimators",
     "solve_state_evolution": "skattn.theory",
     "state_evolution_curve": "skattn.theory",
     "limit_threads": "skattn.threads",
 }
 _SUBMODULES = ("data", "nn", "estimators", "theory", "metrics", "amp", "parallel", "sweep",
-               "scaling", "spectra", "experiments", "reporting", "demo", "validation",
-               "threads", "plotting", "figures", "cli")
+               "scaling", "spectra", "experiments", "progress", "reporting", "demo",
+               "validation", "threads", "plotting", "figures", "cli")
 
 __all__ = sorted(_LAZY) + ["metrics", "theory", "__version__"]
 

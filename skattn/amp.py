@@ -270,8 +270,9 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
         "direct" replaces the spectral threshold by the ridge denoiser of docs: Theory §5,
         ``Ŝ = M/(Σ̂ + 4λ)``, for the objective ``Σ ℓ + λ‖V‖²_F``; ``reg_trace`` is then λ.
     verbose : int, default=0
-        0: silent; 1: a progress bar over the iterations (it ends at 100 % on
-        convergence); 2: also one log line per iteration (see :mod:`skattn._progress`).
+        0: silent; 1: a progress bar with no total (AMP stops when it converges): the
+        iterations done, the elapsed time and the relative change of S; 2: also one log
+        line per iteration (see :mod:`skattn._progress`).
 
     Returns
     -------
@@ -291,8 +292,8 @@ def amp(channel, X, y, *, reg_trace, rank=None, max_iter=500, tol=1e-8, damping=
     start = channel.fit_logits(y)
     history, converged, it = [], False, 0
     sigma_hat = 1.0
-    from ._progress import finish_progress, log_step, progress_bar
-    bar = progress_bar(max_iter, verbose, "AMP")
+    from ._progress import finish_progress, iteration_bar, log_step
+    bar = iteration_bar(verbose, "AMP")  # no total: AMP stops when it converges
     for it in range(1, max_iter + 1):
         omega = ops.components(S) - sigma * g_old
         z = channel.prox(y, omega, sigma, start=start)

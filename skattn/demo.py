@@ -49,6 +49,10 @@ def run_demo(out="out", *, quick=False, solver="adam", n_features=None, n_jobs=1
     quick : bool, default=False
         The small settings of :data:`DEMO_SETTINGS` (d = 32, fewer points).
     solver : {"adam", "lbfgs"}, default="adam"
+        Adam, the paper's optimiser, on purpose: the demo shows the paper's claim that
+        gradient training from a random start, on a non-convex objective, reaches the
+        minimiser the theory describes. ``"lbfgs"`` (the estimators' and ``skattn
+        simulate``'s default) reaches the same minimum in fewer iterations.
     n_features : int, optional
         Dimension d of the simulations (default: that of the settings).
     n_jobs : int, default=1

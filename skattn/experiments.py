@@ -23,6 +23,7 @@ import numpy as np
 from sklearn.utils import check_scalar
 
 from .parallel import map_jobs
+from .progress import ticker
 from .reporting import format_rows, format_table
 
 __all__ = [
@@ -233,7 +234,8 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     n_jobs : int or None
         Parallel chunks of each α curve (joblib).
     verbose : int, default=0
-        > 0 shows a progress bar.
+        > 0 shows a progress bar over the points (a ticker of the elapsed time for a
+        single point).
     correction : str, default="auto"
         The finite-size correction (:func:`skattn.theory.solve_state_evolution`).
 
@@ -256,9 +258,14 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     plans = [(params, row_problem(params)) for params in groups]
     options = _solver_options(n_nodes, tol, max_iter, correction)
     rows = []
+    single = len(plans) == 1 and len(alphas) == 1
     for params, problem in plans:
-        results = state_evolution_curve(alphas, problem, n_jobs=n_jobs, verbose=verbose,
-                                        **options)
+        if single:  # one solve (up to a minute): the elapsed time, not a 0/1 bar
+            with ticker(verbose, f"state evolution at alpha={alphas[0]:g}"):
+                results = state_evolution_curve(alphas, problem, **options)
+        else:
+            results = state_evolution_curve(alphas, problem, n_jobs=n_jobs, verbose=verbose,
+                                            **options)
         for res in results:
             rows.append({"alpha": res.alpha, **params, **_result_values(res, float("nan"))})
     return rows
@@ -390,8 +397,8 @@ def fit_one(*, estimator, n_features, alpha, n_tokens, reg_lambda, target, kappa
                                     beta=target_beta, noise=noise, attention=attention,
                                     random_state=seed)
     n = max(1, int(round(alpha * d * d)))
-    X, y = teacher.sample(n, task=task, random_state=10_000 + seed)
-    Xt, yt = teacher.sample(n_test, task=task, random_state=20_000 + seed)
+    X, y = teacher.sample(n, task=task, random_state=10_000 + seed, layout="tokens")
+    Xt, yt = teacher.sample(n_test, task=task, random_state=20_000 + seed, layout="tokens")
     width = 1.0 if width_ratio is None else float(width_ratio)
     if estimator == "tied":
         est = TiedAttentionRegressor(width=width, reg_lambda=reg_lambda, beta=beta,

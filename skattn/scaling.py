@@ -25,6 +25,7 @@ from .theory.powerlaw import (
     phase_diagram,
     scaling_regime,
 )
+from ._warnings import warn
 
 __all__ = [
     "REGIMES",
@@ -242,8 +243,8 @@ def _warn_if_curved(x, ly, slope, e0):
         hint = "e0 may be too low"
     else:
         hint = "e0 may be too high"
-    warnings.warn(
+    warn(
         f"log(err − e0) is curved in log n (local slope changes by {drift:+.2f} across the "
         f"range, p = {p_value:.1g}) with e0 = {e0:g}: {hint}, or the points straddle two "
         "regimes. Check e0 (irreducible_error gives it for a configuration).",
-        RuntimeWarning, stacklevel=3)
+        RuntimeWarning)

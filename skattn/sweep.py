@@ -60,12 +60,12 @@ import pathlib
 import sqlite3
 import time
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from .parallel import check_backend, map_jobs
+from ._warnings import warn
 
 try:  # POSIX only; elsewhere the single-writer rule is documented, not enforced
     import fcntl
@@ -255,8 +255,7 @@ def _fsync_dir(path):
 
 
 def _warn_corrupt(path, where, why):
-    warnings.warn(f"sweep output {str(path)!r}: ignored {where} ({why}).", RuntimeWarning,
-                  stacklevel=4)
+    warn(f"sweep output {str(path)!r}: ignored {where} ({why}).", RuntimeWarning)
 
 
 @contextlib.contextmanager
@@ -756,10 +755,10 @@ def run_sweep(func, grid, *, output, backend="joblib", n_jobs=1, scheduler_addre
         if export is not None and legacy:
             n_imported = store.import_records(legacy)
             if n_imported:
-                warnings.warn(f"run_sweep: imported {n_imported} rows of {str(export)!r} "
-                              f"into the SQLite store {str(path)!r}, which now holds the "
-                              f"sweep; {str(export)!r} is rewritten from it at the end.",
-                              UserWarning, stacklevel=2)
+                warn(f"run_sweep: imported {n_imported} rows of {str(export)!r} "
+                     f"into the SQLite store {str(path)!r}, which now holds the "
+                     f"sweep; {str(export)!r} is rewritten from it at the end.",
+                     UserWarning)
                 store.records = _read_store(store.conn, path)
         done = {}
         if resume:

@@ -15,7 +15,7 @@ ESTIMATORS = [TiedAttentionRegressor, DirectAttentionRegressor]
 
 @pytest.fixture(scope="module")
 def data():
-    return make_attention_indexed(40, 5, n_tokens=2, random_state=0)
+    return make_attention_indexed(40, 5, n_tokens=2, random_state=0, layout="tokens")
 
 
 @pytest.fixture(scope="module")

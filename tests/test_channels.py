@@ -409,7 +409,7 @@ def test_test_error_at_zero_overlap_matches_teacher(T):
     beta, noise = 1.5, 0.2
     model = AttentionIndexedModel(300, n_tokens=T, target=WishartTarget(0.5), beta=beta,
                                   noise=noise, random_state=16)
-    _, y = model.sample(6000, random_state=15)
+    _, y = model.sample(6000, random_state=15, layout="tokens")
     err = np.sum((y - 1 / T) ** 2, axis=(1, 2))
     ch = SoftmaxChannel(T, beta=beta, target_beta=beta)
     nodes = GaussianNodes(2 * ch.K, 8192, seed=0)

@@ -376,10 +376,16 @@ def test_finite_size_command(capsys, tmp_path):
     args = ["finite-size", "--alpha", "0.3", "--n-tokens", "1", "--attention", "linear",
             "--reg-lambda", "0.05", "--d", "8,10,12", "--n-seeds", "2", "--n-test", "200",
             "--no-same-instance-se", "--store", str(store), "--quiet", "--format", "csv"]
-    code, out, err = run(capsys, *args)
+    from skattn.validation import UndecidedVerdictWarning
+
+    with pytest.warns(UndecidedVerdictWarning, match="undecided: 2 seeds"):
+        code, out, err = run(capsys, *args)
     assert code == 0, err
     rows = out.strip().splitlines()
     assert rows[0] == "quantity,d,mean,sem,reference,verdict" and len(rows) == 1 + 2 * 4
+    # 2 seeds and 3 values of d cannot decide: the verdict says so, not "consistent"
+    verdicts = [r for r in rows[1:] if ",inf," in r]
+    assert len(verdicts) == 2 and all("undecided: 2 seeds at some d" in r for r in verdicts)
     assert store.exists()
     code, out, err = run(capsys, *args[:-2], "--d", "8,10", "--format", "csv")
     assert code == 1 and "at least 3 distinct values" in err and err.count("\n") == 1

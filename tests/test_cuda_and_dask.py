@@ -15,7 +15,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not ava
 
 @pytest.fixture(scope="module")
 def data():
-    return make_attention_indexed(300, 16, n_tokens=2, random_state=0)
+    return make_attention_indexed(300, 16, n_tokens=2, random_state=0, layout="tokens")
 
 
 @cuda

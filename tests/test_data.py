@@ -63,11 +63,11 @@ def test_spectrum_target_matrix_and_errors():
 @pytest.mark.parametrize("attention", ["softmax", "linear"])
 def test_teacher_shapes_and_rows(attention):
     model = AttentionIndexedModel(20, n_tokens=3, attention=attention, random_state=0)
-    X, y = model.sample(50, random_state=1)
+    X, y = model.sample(50, random_state=1, layout="tokens")
     assert X.shape == (50, 3, 20) and y.shape == (50, 3, 3)
     if attention == "softmax":
         assert np.allclose(y.sum(-1), 1.0)
-    X2, y2 = model.sample(50, task="seq2seq", random_state=1)
+    X2, y2 = model.sample(50, task="seq2seq", random_state=1, layout="tokens")
     assert np.array_equal(X, X2)
     assert y2.shape == (50, 3, 20)
     assert np.allclose(y2, y @ X)
@@ -98,11 +98,11 @@ def test_teacher_seed_independence():
     a = AttentionIndexedModel(10, random_state=3)
     b = AttentionIndexedModel(10, random_state=3)
     assert np.array_equal(a.S0_, b.S0_)
-    Xa, _ = a.sample(5, random_state=0)
-    Xb, _ = b.sample(5, random_state=1)
+    Xa, _ = a.sample(5, random_state=0, layout="tokens")
+    Xb, _ = b.sample(5, random_state=1, layout="tokens")
     assert not np.array_equal(Xa, Xb)
-    X1, y1 = make_attention_indexed(30, 8, random_state=4)
-    X2, y2 = make_attention_indexed(30, 8, random_state=4)
+    X1, y1 = make_attention_indexed(30, 8, random_state=4, layout="tokens")
+    X2, y2 = make_attention_indexed(30, 8, random_state=4, layout="tokens")
     assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
 
 
@@ -131,16 +131,16 @@ def test_teacher_bad_input(kwargs, name):
 def test_sample_bad_input():
     model = AttentionIndexedModel(5)
     with pytest.raises(ValueError, match="n_samples"):
-        model.sample(0)
+        model.sample(0, layout="tokens")
     with pytest.raises(ValueError, match="task"):
-        model.sample(3, task="seq2vec")
+        model.sample(3, task="seq2vec", layout="tokens")
 
 
 def test_random_state_helper_accepts_generators_and_names_bad_seeds():
     from skattn._validation import check_random_state_arg
 
-    X1, y1 = make_attention_indexed(10, 4, random_state=np.random.default_rng(3))
-    X2, y2 = make_attention_indexed(10, 4, random_state=np.random.default_rng(3))
+    X1, y1 = make_attention_indexed(10, 4, random_state=np.random.default_rng(3), layout="tokens")
+    X2, y2 = make_attention_indexed(10, 4, random_state=np.random.default_rng(3), layout="tokens")
     np.testing.assert_array_equal(X1, X2)
     np.testing.assert_array_equal(y1, y2)
     assert isinstance(check_random_state_arg(np.random.default_rng(0)), np.random.RandomState)

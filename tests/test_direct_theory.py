@@ -95,8 +95,8 @@ def _simulate_direct(d, alpha, lam, seed, T=2, attention="softmax", n_test=4000)
 
     model = AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(0.5),
                                   attention=attention, random_state=seed)
-    X, y = model.sample(int(round(alpha * d * d)), random_state=1000 + seed)
-    Xt, yt = model.sample(n_test, random_state=2000 + seed)
+    X, y = model.sample(int(round(alpha * d * d)), random_state=1000 + seed, layout="tokens")
+    Xt, yt = model.sample(n_test, random_state=2000 + seed, layout="tokens")
     est = DirectAttentionRegressor(reg_lambda=lam, attention=attention, dtype="float64",
                                    device="cpu", tol=1e-8).fit(X, y)
     eig0 = np.linalg.eigvalsh(model.S0_)
@@ -170,10 +170,10 @@ def test_gridsearch_factored_beats_direct_and_matches_theory():
     T, d, grid = 2, 80, [1e-3, 1e-2, 1e-1]
     target = WishartTarget(0.2)
     teacher = AttentionIndexedModel(d, n_tokens=T, target=target, random_state=0)
-    X_test, y_test = teacher.sample(4000, random_state=1)
+    X_test, y_test = teacher.sample(4000, random_state=1, layout="tokens")
     rows = []
     for i, alpha in enumerate([0.05, 0.1, 0.2]):
-        X, y = teacher.sample(int(round(alpha * d * d)), random_state=10 + i)
+        X, y = teacher.sample(int(round(alpha * d * d)), random_state=10 + i, layout="tokens")
         out = {}
         for par, Est in (("factored", TiedAttentionRegressor),
                          ("direct", DirectAttentionRegressor)):

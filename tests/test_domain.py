@@ -78,7 +78,7 @@ def test_factored_linear_on_a_power_law_target_is_above_the_prediction():
     for seed in range(3):
         teacher = AttentionIndexedModel(d, n_tokens=1, target=PowerLawTarget(1.5),
                                         attention="linear", random_state=seed_for(seed, d, 0))
-        X, y = teacher.sample(3000, random_state=seed_for(seed, d, 1))
+        X, y = teacher.sample(3000, random_state=seed_for(seed, d, 1), layout="tokens")
         est = TiedAttentionRegressor(reg_lambda=0.05, attention="linear", n_tokens=1,
                                      dtype="float64", device="cpu",
                                      random_state=seed_for(seed, d, 3)).fit(X, y)
@@ -112,7 +112,7 @@ def test_the_threshold_separates_the_measured_gaussian_equivalence_errors():
     gaps = {}
     for target in (WishartTarget(0.5), PowerLawTarget(1.25)):
         teacher = AttentionIndexedModel(100, target=target, noise=0.2, random_state=0)
-        X, y = teacher.sample(20000, random_state=1)
+        X, y = teacher.sample(20000, random_state=1, layout="tokens")
         mc = attention_error(y, np.full_like(y, 0.5), task="seq2lab")
         se = test_error(channel, m=0.0, q=0.0, Q0=teacher.Q0_, noise=0.2, nodes=nodes)
         share = top_mode_share(np.linalg.eigvalsh(teacher.S0_))

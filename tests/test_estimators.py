@@ -31,7 +31,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 @pytest.fixture(scope="module")
 def data():
-    X, y = make_attention_indexed(300, 12, n_tokens=3, random_state=0)
+    X, y = make_attention_indexed(300, 12, n_tokens=3, random_state=0, layout="tokens")
     return X, y
 
 
@@ -49,7 +49,7 @@ def _objective_numpy(est, X, y, task):
 @pytest.mark.parametrize("Est", ESTIMATORS)
 @pytest.mark.parametrize("task", ["seq2lab", "seq2seq"])
 def test_fit_attributes_and_objective(Est, task):
-    X, y = make_attention_indexed(300, 12, n_tokens=3, task=task, random_state=1)
+    X, y = make_attention_indexed(300, 12, n_tokens=3, task=task, random_state=1, layout="tokens")
     est = Est(reg_lambda=0.05, dtype="float64", random_state=0).fit(X, y)
     d = 12
     assert est.token_dim_ == d and est.n_tokens_ == 3 and est.task_ == task
@@ -108,7 +108,8 @@ def test_predict_layouts_follow_fit(data):
 
 
 def test_flattened_seq2seq_needs_n_tokens():
-    X, y = make_attention_indexed(200, 8, n_tokens=3, task="seq2seq", random_state=0)
+    X, y = make_attention_indexed(200, 8, n_tokens=3, task="seq2seq", random_state=0,
+                                  layout="tokens")
     n = X.shape[0]
     Xf, yf = X.reshape(n, -1), y.reshape(n, -1)
     with pytest.raises(ValueError, match="n_tokens"):
@@ -122,7 +123,8 @@ def test_flattened_seq2seq_needs_n_tokens():
 
 
 def test_ambiguous_task_requires_explicit_task():
-    X, y = make_attention_indexed(100, 3, n_tokens=3, task="seq2lab", random_state=0)
+    X, y = make_attention_indexed(100, 3, n_tokens=3, task="seq2lab", random_state=0,
+                                  layout="tokens")
     with pytest.raises(ValueError, match="task"):
         TiedAttentionRegressor().fit(X, y)
     est = TiedAttentionRegressor(task="seq2lab", max_iter=20, random_state=0).fit(X, y)
@@ -150,7 +152,8 @@ def test_infer_structure(X_shape, y_shape, task, n_tokens, expected):
 
 def test_linear_single_token_quadratic_network():
     """T = 1 linear attention: y = (xᵀ S0 x − Tr S0)/√d, a 1-D target (docs/theory.rst §4)."""
-    X, y = make_attention_indexed(600, 10, n_tokens=1, attention="linear", random_state=0)
+    X, y = make_attention_indexed(600, 10, n_tokens=1, attention="linear", random_state=0,
+                                  layout="tokens")
     y1 = y.reshape(-1)
     est = TiedAttentionRegressor(attention="linear", reg_lambda=1e-3, random_state=0)
     est.fit(X[:, 0, :], y1)
@@ -186,8 +189,8 @@ def test_recovers_low_rank_target():
     below 1% of the zero predictor (S = 0, uniform attention 1/T)."""
     d = 30
     model = AttentionIndexedModel(d, target=WishartTarget(0.2), random_state=1)
-    X, y = model.sample(d * d, random_state=2)
-    X_test, y_test = model.sample(2000, random_state=3)
+    X, y = model.sample(d * d, random_state=2, layout="tokens")
+    X_test, y_test = model.sample(2000, random_state=3, layout="tokens")
     est = TiedAttentionRegressor(reg_lambda=1e-4, random_state=0).fit(X, y)
     err = attention_error(y_test, est.predict(X_test))
     err_zero = attention_error(y_test, np.full_like(y_test, 1.0 / 2))
@@ -200,8 +203,8 @@ def test_seq2seq_and_seq2lab_give_same_attention_error():
     have the same test error up to finite-size corrections (relative gap ~ 1/√d)."""
     d = 30
     model = AttentionIndexedModel(d, target=WishartTarget(0.5), random_state=0)
-    X, y_lab = model.sample(d * d // 2, random_state=10)
-    X_test, A_test = model.sample(2000, random_state=20)
+    X, y_lab = model.sample(d * d // 2, random_state=10, layout="tokens")
+    X_test, A_test = model.sample(2000, random_state=20, layout="tokens")
     lab = TiedAttentionRegressor(random_state=0).fit(X, y_lab)
     seq = TiedAttentionRegressor(random_state=0).fit(X, y_lab @ X)
     assert lab.task_ == "seq2lab" and seq.task_ == "seq2seq"
@@ -217,8 +220,8 @@ def test_seq2seq_seq2lab_gap_shrinks_with_d():
     gaps = []
     for d in (20, 80):
         model = AttentionIndexedModel(d, target=WishartTarget(0.5), random_state=0)
-        X, y_lab = model.sample(d * d // 2, random_state=10)
-        X_test, A_test = model.sample(4000, random_state=20)
+        X, y_lab = model.sample(d * d // 2, random_state=10, layout="tokens")
+        X_test, A_test = model.sample(4000, random_state=20, layout="tokens")
         lab = TiedAttentionRegressor(random_state=0).fit(X, y_lab)
         seq = TiedAttentionRegressor(random_state=0).fit(X, y_lab @ X)
         e_lab = attention_error(A_test, lab.attention_matrix(X_test))
@@ -232,7 +235,8 @@ def test_seq2seq_seq2lab_gap_shrinks_with_d():
 def test_defaults_reach_erm_minimum_paper_scale():
     """d = 100, n = 3000 (α = 0.3), T = 2, κ0 = 0.5, λ = 0.01: default (L-BFGS) and Adam
     reach the float64 L-BFGS minimum within 1e-3 relative."""
-    X, y = make_attention_indexed(3000, 100, target=WishartTarget(0.5), random_state=0)
+    X, y = make_attention_indexed(3000, 100, target=WishartTarget(0.5), random_state=0,
+                                  layout="tokens")
     ref = TiedAttentionRegressor(reg_lambda=0.01, dtype="float64", tol=1e-10,
                                  n_iter_no_change=20, random_state=0).fit(X, y)
     for kw in ({}, {"solver": "adam"}):
@@ -277,7 +281,8 @@ def test_convergence_warning(data):
 
 
 def test_divergence_keeps_last_finite_parameters():
-    X, y = make_attention_indexed(200, 10, n_tokens=2, attention="linear", random_state=0)
+    X, y = make_attention_indexed(200, 10, n_tokens=2, attention="linear", random_state=0,
+                                  layout="tokens")
     est = TiedAttentionRegressor(attention="linear", solver="adam", learning_rate_init=1e12,
                                  max_iter=50, random_state=0)
     with pytest.raises(TrainingDivergedError, match="learning_rate_init"):
@@ -325,7 +330,7 @@ def test_auto_device():
     est = TiedAttentionRegressor(max_iter=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        est.fit(*make_attention_indexed(50, 4, random_state=0))
+        est.fit(*make_attention_indexed(50, 4, random_state=0, layout="tokens"))
     assert est.device_ == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -338,7 +343,8 @@ def test_score_is_variance_weighted_r2(data):
 
 
 def test_attention_matrix_and_verbose(data, capsys):
-    X, y = make_attention_indexed(100, 6, n_tokens=2, task="seq2seq", random_state=0)
+    X, y = make_attention_indexed(100, 6, n_tokens=2, task="seq2seq", random_state=0,
+                                  layout="tokens")
     est = TiedAttentionRegressor(max_iter=20, verbose=1, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -354,7 +360,7 @@ def test_n_features_in_counts_the_columns_sklearn_sees():
     """n_features_in_ is the width of the flattened X, so it agrees with
     feature_names_in_; the token dimension d is token_dim_."""
     pa = pytest.importorskip("pyarrow")
-    X, y = make_attention_indexed(60, 5, n_tokens=2, random_state=0)
+    X, y = make_attention_indexed(60, 5, n_tokens=2, random_state=0, layout="tokens")
     Xf = X.reshape(60, -1)
     table = pa.table({f"x{i}": Xf[:, i] for i in range(Xf.shape[1])})
     est = TiedAttentionRegressor(max_iter=5, random_state=0).fit(table, y)

@@ -146,7 +146,7 @@ def test_same_instance_prediction_of_trained_linear_t1_at_d100():
     for seed in range(2):
         teacher = AttentionIndexedModel(d, n_tokens=1, target=WishartTarget(0.5),
                                         attention="linear", random_state=500 + seed)
-        X, y = teacher.sample(n, random_state=600 + seed)
+        X, y = teacher.sample(n, random_state=600 + seed, layout="tokens")
         est = TiedAttentionRegressor(width=1.0, reg_lambda=0.05, attention="linear",
                                      solver="lbfgs", max_iter=5000, tol=1e-6,
                                      dtype="float64", device="cpu", random_state=seed)

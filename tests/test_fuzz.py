@@ -78,7 +78,7 @@ def problems(draw, linear_ok=True):
     beta0 = draw(st.floats(0.1, 5.0))
     X, y = make_attention_indexed(n, d, n_tokens=T, beta=beta0, noise=noise,
                                   attention=attention, task=task,
-                                  random_state=draw(st.integers(0, 2**16)))
+                                  random_state=draw(st.integers(0, 2**16)), layout="tokens")
     return X, y, dict(attention=attention, task=task)
 
 
@@ -166,7 +166,7 @@ def _bad_param_cases():
 
 @pytest.fixture(scope="module")
 def data():
-    return make_attention_indexed(12, 3, n_tokens=2, random_state=0)
+    return make_attention_indexed(12, 3, n_tokens=2, random_state=0, layout="tokens")
 
 
 @fuzz(60)
@@ -256,7 +256,7 @@ def test_predictor_valid_inputs_give_finite_outputs(problem, reg_lambda, damping
 
 
 def test_predictor_seq2seq_fewer_features_than_tokens_is_named():
-    X, y = make_attention_indexed(6, 1, n_tokens=2, task="seq2seq", random_state=0)
+    X, y = make_attention_indexed(6, 1, n_tokens=2, task="seq2seq", random_state=0, layout="tokens")
     with pytest.raises(ValueError) as info:
         AsymptoticPredictor(max_iter=2).fit(X, y)
     assert "n_features" in str(info.value) or "n_tokens" in str(info.value)
@@ -316,7 +316,7 @@ def test_make_attention_indexed_valid(n, d, attention, T, beta, noise, task, see
            "spectrum": SpectrumTarget(np.arange(d, dtype=float))}[target]
     X, y, S0 = make_attention_indexed(n, d, n_tokens=T, target=tgt, beta=beta, noise=noise,
                                       attention=attention, task=task, return_target=True,
-                                      random_state=seed)
+                                      random_state=seed, layout="tokens")
     assert X.shape == (n, T, d)
     assert y.shape == ((n, T, T) if task == "seq2lab" else (n, T, d))
     assert np.all(np.isfinite(X)) and np.all(np.isfinite(y))
@@ -352,14 +352,15 @@ def test_generators_invalid_parameter_is_named(case, model):
 
 def test_model_sample_errors():
     model = AttentionIndexedModel(3, random_state=0)
-    raises_naming("n_samples", lambda: model.sample(0))
-    raises_naming("task", lambda: model.sample(2, task="seq2vec"))
+    raises_naming("n_samples", lambda: model.sample(0, layout="tokens"))
+    raises_naming("task", lambda: model.sample(2, task="seq2vec", layout="tokens"))
     raises_naming("n_features=3", lambda: make_attention_indexed(
-        4, 3, target=SpectrumTarget([1.0, 2.0])))
+        4, 3, target=SpectrumTarget([1.0, 2.0]), layout="tokens"))
 
 
 def test_make_bad_random_state_is_named():
-    raises_naming("random_state", lambda: make_attention_indexed(4, 3, random_state="x"))
+    raises_naming("random_state", lambda: make_attention_indexed(4, 3, random_state="x",
+                                                                 layout="tokens"))
 
 
 def test_model_attention_matrix_wrong_shape_is_named():

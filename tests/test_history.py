@@ -22,7 +22,8 @@ FAST = dict(dtype="float64", device="cpu", random_state=0, max_iter=40)
 
 @pytest.fixture(scope="module")
 def data():
-    X, y, S0 = make_attention_indexed(200, D, n_tokens=3, return_target=True, random_state=0)
+    X, y, S0 = make_attention_indexed(200, D, n_tokens=3, return_target=True, random_state=0,
+                                      layout="tokens")
     return X, y, S0
 
 
@@ -118,7 +119,7 @@ def test_refit_without_history_drops_history(data):
 
 
 def test_train_calls_the_callback_every_iteration():
-    X, y = make_attention_indexed(100, 6, random_state=1)
+    X, y = make_attention_indexed(100, 6, random_state=1, layout="tokens")
     module = UntiedAttention(6, 6, dtype=torch.float64)
     calls = []
     result = train(module, torch.as_tensor(X), torch.as_tensor(y), max_iter=15,

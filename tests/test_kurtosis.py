@@ -194,7 +194,7 @@ def test_collapsed_state_evolution_predicts_the_null_predictor(law, kwargs, kapp
     d, n = 200, 40_000
     teacher = AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(KAPPA0),
                                     random_state=0, **kwargs)
-    _, y = teacher.sample(n, random_state=1)
+    _, y = teacher.sample(n, random_state=1, layout="tokens")
     errors = np.sum((y - 0.5) ** 2, axis=(1, 2))
     measured, sem = errors.mean(), errors.std(ddof=1) / np.sqrt(n)
     # the same-instance SE (the teacher's own spectrum: Q0, t0 at this d)
@@ -241,8 +241,8 @@ def test_corrected_se_matches_rademacher_students_where_the_gaussian_se_does_not
     for seed in seeds:
         teacher = AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(KAPPA0),
                                         random_state=seed, token_distribution="rademacher")
-        X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 + seed)
-        X_test, y_test = teacher.sample(4000, random_state=2000 + seed)
+        X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 + seed, layout="tokens")
+        X_test, y_test = teacher.sample(4000, random_state=2000 + seed, layout="tokens")
         student = TiedAttentionRegressor(reg_lambda=LAMBDA, solver="lbfgs", dtype="float64",
                                          random_state=seed).fit(X, y)
         errors.append(attention_error(y_test, student.predict(X_test)))

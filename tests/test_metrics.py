@@ -16,7 +16,7 @@ LAMBDAS = [300.0, 3.0, 0.03]
 
 @pytest.fixture(scope="module")
 def small_problem():
-    X, y = make_attention_indexed(n_samples=90, n_features=8, random_state=1)
+    X, y = make_attention_indexed(n_samples=90, n_features=8, random_state=1, layout="tokens")
     return X, y
 
 

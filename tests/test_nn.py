@@ -243,7 +243,7 @@ def test_module_gradients_match_autograd_of_functional():
 
 
 def test_direct_V_stays_symmetric_under_adam():
-    X, y = make_attention_indexed(200, 8, random_state=0)
+    X, y = make_attention_indexed(200, 8, random_state=0, layout="tokens")
     Xt, yt = torch.tensor(X), torch.tensor(y)
     m = DirectAttention(8, V=np.random.default_rng(0).normal(size=(8, 8)), init_scale=0.0,
                         dtype=torch.float64)
@@ -270,7 +270,7 @@ def test_module_shapes_and_errors():
 # ----------------------------------------------------------------------------- training
 def _problem(n=300, d=12, T=2, seed=0, task="seq2lab", attention="softmax"):
     X, y = make_attention_indexed(n, d, n_tokens=T, task=task, attention=attention,
-                                  random_state=seed)
+                                  random_state=seed, layout="tokens")
     return torch.tensor(X), torch.tensor(y)
 
 
@@ -363,7 +363,7 @@ def test_verbose_progress_bar(capsys):
 def sharp_problem():
     from skattn.data import WishartTarget
     return make_attention_indexed(120, 20, n_tokens=2, target=WishartTarget(0.5),
-                                  random_state=0)
+                                  random_state=0, layout="tokens")
 
 
 @pytest.mark.parametrize("est_name", ["TiedAttentionRegressor", "DirectAttentionRegressor"])

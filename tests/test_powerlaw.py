@@ -369,7 +369,7 @@ def test_softmax_learning_curve_on_a_spiky_target_is_the_spiked_finite_d_predict
     from skattn.metrics import attention_error
     teacher = AttentionIndexedModel(d, target=PowerLawTarget(1.25), noise=noise,
                                     random_state=0)
-    X, y = teacher.sample(40000, random_state=5)
+    X, y = teacher.sample(40000, random_state=5, layout="tokens")
     measured = attention_error(y, attention_map(preactivation(X, teacher.S0_)))
     assert lc.e0 == pytest.approx(measured, rel=0.015)
     assert irreducible_error(2, noise=noise) < 0.92 * measured

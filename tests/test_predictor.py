@@ -18,8 +18,8 @@ from skattn.theory.channels import channel_for
 def problem():
     d = 20
     teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5), random_state=0)
-    X, y = teacher.sample(int(0.4 * d * d), random_state=1)
-    Xt, yt = teacher.sample(500, random_state=2)
+    X, y = teacher.sample(int(0.4 * d * d), random_state=1, layout="tokens")
+    Xt, yt = teacher.sample(500, random_state=2, layout="tokens")
     return teacher, X, y, Xt, yt
 
 
@@ -90,7 +90,7 @@ def test_data_free_methods():
 
 def test_seq2seq_reduces_to_attention(problem):
     teacher, _, _, _, _ = problem
-    X, y = teacher.sample(30, task="seq2seq", random_state=5)
+    X, y = teacher.sample(30, task="seq2seq", random_state=5, layout="tokens")
     A = teacher.attention_matrix(X)
     assert np.allclose(seq2seq_to_attention(X, y), A, atol=1e-8)
 

@@ -1,4 +1,6 @@
-"""Progress bars count real work: an early stop ends at 100 %; verbose=2 logs each step."""
+"""Progress bars count real work: loops that stop on convergence show no total (iterations,
+objective, elapsed time), long calls a ticker; verbose=2 logs each step; verbose=0 is
+silent."""
 
 import io
 import re
@@ -10,7 +12,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from tqdm import tqdm
 
-from skattn import TiedAttentionRegressor, make_attention_indexed
+from skattn import TiedAttentionRegressor, WishartTarget, make_attention_indexed
 from skattn._progress import finish_progress, log_step, progress_bar
 from skattn.nn.modules import FactoredAttention
 from skattn.nn.training import train
@@ -47,20 +49,71 @@ def test_log_step_only_at_verbose_2(capsys):
 
 
 def _small_fit_data():
-    X, y = make_attention_indexed(n_samples=60, n_features=6, random_state=0)
+    X, y = make_attention_indexed(n_samples=60, n_features=6, random_state=0, layout="tokens")
     return torch.as_tensor(X), torch.as_tensor(y)
 
 
-def test_converged_fit_bar_ends_at_total(capsys):
+def test_training_bar_has_no_fake_total(capsys):
+    """The bar shows the iterations done, the objective and the elapsed time, and never
+    max_iter as a total (an ETA from it was minutes for a fit of seconds)."""
     X, y = _small_fit_data()
     module = FactoredAttention(6, 6, W=np.random.default_rng(0).standard_normal((6, 6)),
                                dtype=torch.float64)
     result = train(module, X, y, reg_lambda=0.1, max_iter=5000, verbose=1)
     assert result.n_iter < 5000  # stopped early
     err = capsys.readouterr().err
+    assert "/5000" not in err and "%" not in err  # no total, no percentage, no ETA
     final = err.strip().split("\r")[-1]
-    assert f"{result.n_iter}/{result.n_iter}" in final and "100%" in final
-    assert "/5000" not in final
+    assert f"{result.n_iter}it" in final
+    assert "objective/d²=" in final
+    assert re.search(r"\[\d\d:\d\d", final)  # elapsed time
+
+
+def test_amp_bar_has_no_fake_total(capfd):
+    from skattn import AsymptoticPredictor
+
+    X, y = make_attention_indexed(n_samples=200, n_features=6, random_state=0)
+    est = AsymptoticPredictor(max_iter=500, verbose=1).fit(X, y)
+    err = capfd.readouterr().err
+    assert "/500" not in err and "%" not in err
+    assert f"AMP: {est.n_iter_}it" in err.strip().split("\r")[-1]
+
+
+def test_ticker_shows_elapsed_time_then_done(capsys):
+    import time
+
+    from skattn import _progress
+
+    with _progress.ticker(1, "solve", delay=0.2):
+        time.sleep(1.3)  # shown after 0.2 s, then refreshed every 0.5 s
+    err = capsys.readouterr().err
+    assert "solve: 00:00 elapsed" in err and "solve: 00:01 elapsed" in err
+    assert re.search(r"solve: done in 1\.\d s", err)
+    with _progress.ticker(0, "quiet", delay=0):
+        time.sleep(0.1)
+    with _progress.ticker(1, "fast"):  # ends before the default delay of 1 s: nothing
+        pass
+    with pytest.raises(KeyError), _progress.ticker(1, "boom", delay=0.1):
+        time.sleep(0.3)
+        raise KeyError("x")
+    err = capsys.readouterr().err
+    assert "quiet" not in err and "fast" not in err
+    assert re.search(r"boom: failed in 0\.\d s", err)
+
+
+def test_asymptotic_predictor_shows_the_state_evolution_at_verbose_1(capfd, monkeypatch):
+    from skattn import AsymptoticPredictor, _progress
+
+    monkeypatch.setattr(_progress, "_TICKER_DELAY", 0.0)  # shown however fast the solve
+
+    X, y = make_attention_indexed(n_samples=200, n_features=10, random_state=0)
+    kw = dict(target=WishartTarget(0.5), n_nodes=256, max_iter=300)
+    AsymptoticPredictor(verbose=1, **kw).fit(X, y)
+    err = capfd.readouterr().err
+    assert "AMP:" in err and re.search(r"state evolution at alpha=2: done in \d", err)
+    AsymptoticPredictor(verbose=0, **kw).fit(X, y)
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == ""
 
 
 def test_verbose_2_logs_every_iteration(capsys):

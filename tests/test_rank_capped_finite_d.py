@@ -172,8 +172,9 @@ def test_the_capped_prior_predicts_trained_students_at_d_80():
     for seed in range(2):
         teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.2),
                                         random_state=1000 * seed + d)
-        X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 * seed + d + 1)
-        X_test, y_test = teacher.sample(20000, random_state=1000 * seed + d + 2)
+        X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 * seed + d + 1,
+                              layout="tokens")
+        X_test, y_test = teacher.sample(20000, random_state=1000 * seed + d + 2, layout="tokens")
         est = TiedAttentionRegressor(width=KAPPA, reg_lambda=LAMBDA, solver="lbfgs",
                                      max_iter=5000, tol=1e-6, dtype="float64",
                                      random_state=seed).fit(X, y)

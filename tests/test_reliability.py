@@ -17,7 +17,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 @pytest.fixture(scope="module")
 def data():
-    return make_attention_indexed(200, 12, n_tokens=2, random_state=0)
+    return make_attention_indexed(200, 12, n_tokens=2, random_state=0, layout="tokens")
 
 
 @pytest.mark.parametrize("cls", [TiedAttentionRegressor, DirectAttentionRegressor])
@@ -35,21 +35,21 @@ def test_same_seed_same_result(cls, data):
 
 def test_teacher_seeded_and_independent_of_estimator_seed():
     t1 = AttentionIndexedModel(10, random_state=0)
-    X, y = t1.sample(50, random_state=1)
+    X, y = t1.sample(50, random_state=1, layout="tokens")
     TiedAttentionRegressor(random_state=123, max_iter=5).fit(X, y)
     t2 = AttentionIndexedModel(10, random_state=0)
-    X2, y2 = t2.sample(50, random_state=1)
+    X2, y2 = t2.sample(50, random_state=1, layout="tokens")
     assert np.array_equal(t1.S0_, t2.S0_)
     assert np.array_equal(X, X2) and np.array_equal(y, y2)
     # both seeds matter: the target's and the samples'
-    X3, y3 = t1.sample(50, random_state=2)
+    X3, y3 = t1.sample(50, random_state=2, layout="tokens")
     assert not np.array_equal(X, X3) and not np.array_equal(y, y3)
     t4 = AttentionIndexedModel(10, random_state=1)
-    X4, y4 = t4.sample(50, random_state=1)
+    X4, y4 = t4.sample(50, random_state=1, layout="tokens")
     assert not np.array_equal(t1.S0_, t4.S0_) and not np.array_equal(y, y4)
-    Xa, ya = make_attention_indexed(50, 10, random_state=7)
-    Xb, yb = make_attention_indexed(50, 10, random_state=7)
-    Xc, yc = make_attention_indexed(50, 10, random_state=8)
+    Xa, ya = make_attention_indexed(50, 10, random_state=7, layout="tokens")
+    Xb, yb = make_attention_indexed(50, 10, random_state=7, layout="tokens")
+    Xc, yc = make_attention_indexed(50, 10, random_state=8, layout="tokens")
     assert np.array_equal(Xa, Xb) and np.array_equal(ya, yb)
     assert not np.array_equal(Xa, Xc) and not np.array_equal(ya, yc)
 
@@ -139,7 +139,7 @@ for name in ("tied", "direct", "state", "amp", "bayes"):
 @pytest.mark.parametrize("n_features, n_samples", [(1, 20), (5, 1)])
 def test_tiny_problems_are_valid_and_finite(cls, n_features, n_samples):
     # d = 1 and a single sample are legal ERM problems: they fit and stay finite
-    X, y = make_attention_indexed(n_samples, n_features, random_state=0)
+    X, y = make_attention_indexed(n_samples, n_features, random_state=0, layout="tokens")
     est = cls(max_iter=5).fit(X, y)
     assert np.all(np.isfinite(est.S_)) and np.all(np.isfinite(est.predict(X)))
 
@@ -196,7 +196,7 @@ def test_amp_returns_the_zero_fixed_point():
 
     d = 20
     X, y = make_attention_indexed(120, d, n_tokens=2, target=WishartTarget(0.5),
-                                  random_state=0)
+                                  random_state=0, layout="tokens")
     grad0 = loss_gradient(channel_for("softmax", 2), X, y, np.zeros((d, d)), 5.0)
     assert np.linalg.eigvalsh(grad0).min() > 0  # KKT at S = 0, checked from the loss
     est = AsymptoticPredictor(reg_lambda=5.0, target=WishartTarget(0.5)).fit(X, y)

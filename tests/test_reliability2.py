@@ -28,7 +28,7 @@ GIB = 2 ** 30
 
 @pytest.fixture(scope="module")
 def data6():
-    return make_attention_indexed(60, 6, n_tokens=2, random_state=0)
+    return make_attention_indexed(60, 6, n_tokens=2, random_state=0, layout="tokens")
 
 
 def _problem(**changes):
@@ -65,7 +65,7 @@ def test_teacher_attention_matrix_on_huge_X_raises_naming_X(data6):
 
 def test_linear_seq2seq_output_overflow_names_X():
     X, y = make_attention_indexed(60, 6, n_tokens=2, attention="linear", task="seq2seq",
-                                  random_state=0)
+                                  random_state=0, layout="tokens")
     est = AsymptoticPredictor(attention="linear", task="seq2seq", max_iter=5).fit(X, y)
     # h ~ |X|² ≈ 1e300 is finite; the output h·x ≈ 1e450 is not
     with pytest.raises(ValueError, match="X has entries up to"):
@@ -146,7 +146,7 @@ def test_state_evolution_refuses_huge_n_nodes(monkeypatch):
 def test_teacher_sample_refuses_huge_n_samples():
     teacher = AttentionIndexedModel(12, random_state=0)
     with pytest.raises(ValueError, match=r"^n_samples=144000000 .* GiB"):
-        teacher.sample(144_000_000)
+        teacher.sample(144_000_000, layout="tokens")
 
 
 @pytest.mark.parametrize("cls", [TiedAttentionRegressor, AsymptoticPredictor])
@@ -211,7 +211,7 @@ def test_predictor_failed_refit_leaves_state_and_runs_no_amp(monkeypatch, data6)
     import skattn.estimators.predictor as predictor_module
 
     X6, y6 = data6
-    X10, y10 = make_attention_indexed(60, 10, n_tokens=2, random_state=1)
+    X10, y10 = make_attention_indexed(60, 10, n_tokens=2, random_state=1, layout="tokens")
     est = AsymptoticPredictor(target=WishartTarget(0.5), n_nodes=256, max_iter=20)
     est.fit(X6, y6)
     before = _fitted_state(est)
@@ -234,7 +234,7 @@ def test_predictor_failed_refit_leaves_state_and_runs_no_amp(monkeypatch, data6)
 def test_torch_failed_refit_leaves_state(cls, data6):
     pa = pytest.importorskip("pyarrow")
     X6, y6 = data6
-    X10, y10 = make_attention_indexed(60, 10, n_tokens=2, random_state=1)
+    X10, y10 = make_attention_indexed(60, 10, n_tokens=2, random_state=1, layout="tokens")
     names = [f"x{i}" for i in range(12)]
     est = cls(max_iter=5, random_state=0, warm_start=True)
     X6f = X6.reshape(60, 12)

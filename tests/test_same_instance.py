@@ -84,7 +84,7 @@ def test_predictor_with_a_teacher_as_target(teacher):
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 30 AMP steps
 def test_predictor_fit_with_a_teacher(teacher):
-    X, y = teacher.sample(200, random_state=0)
+    X, y = teacher.sample(200, random_state=0, layout="tokens")
     est = AsymptoticPredictor(target=teacher, reg_lambda=0.1, max_iter=30).fit(X, y)
     ref = solve_state_evolution(200 / 40 ** 2, target=teacher, reg_lambda=0.1)
     assert est.predicted_test_error_ == pytest.approx(ref.test_error, rel=1e-12)

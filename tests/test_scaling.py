@@ -244,7 +244,7 @@ def test_scaled_lambda_regressor():
     from skattn import TiedAttentionRegressor, make_attention_indexed
 
     X, y = make_attention_indexed(n_samples=64, n_features=6, n_tokens=2,
-                                  attention="linear", random_state=0)
+                                  attention="linear", random_state=0, layout="tokens")
     base = TiedAttentionRegressor(attention="linear", max_iter=50, device="cpu",
                                   random_state=0)
     est = ScaledLambdaRegressor(base, scale=0.25, exponent=0.5)
@@ -282,7 +282,7 @@ def simulated_learning_curve(gamma, sizes, n_splits=3, seed=1):
     X, y, S0 = make_attention_indexed(n_samples=int(1.5 * sizes[-1]), n_features=D,
                                       n_tokens=2, target=PowerLawTarget(gamma),
                                       noise=NOISE, attention="linear", return_target=True,
-                                      random_state=seed)
+                                      random_state=seed, layout="tokens")
 
     def neg_excess(est, X_, y_):
         return -2 * K * np.sum((est.estimator_.S_ - S0) ** 2) / D
@@ -330,7 +330,7 @@ def test_learning_curve_exponent_matches_theory(gamma):
     teacher = AttentionIndexedModel(D, n_tokens=2, target=PowerLawTarget(gamma), noise=NOISE,
                                     attention="linear", random_state=1)
     assert np.allclose(teacher.S0_, S0)
-    X2, y2 = teacher.sample(30000, random_state=12345)
+    X2, y2 = teacher.sample(30000, random_state=12345, layout="tokens")
     lam = C_LAMBDA * np.sqrt(sizes[0]) / D
     est = TiedAttentionRegressor(width=1.0, reg_lambda=lam, attention="linear",
                                  device="cpu", dtype="float64", random_state=0)

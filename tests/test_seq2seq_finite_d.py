@@ -290,7 +290,7 @@ def test_predicted_excess_matches_training_d40():
     predicts +10 %)."""
     d = 40
     teacher = _teacher(d)
-    X, A = teacher.sample(int(0.3 * d * d), random_state=1000)
+    X, A = teacher.sample(int(0.3 * d * d), random_state=1000, layout="tokens")
     errors = {}
     for task, y in (("seq2lab", A), ("seq2seq", A @ X)):
         est = TiedAttentionRegressor(reg_lambda=0.05, attention="linear", task=task,

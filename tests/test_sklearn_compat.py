@@ -87,7 +87,7 @@ def test_sklearn_estimator_checks(estimator, check):
 
 @pytest.fixture(scope="module")
 def data():
-    X, y = make_attention_indexed(240, 10, n_tokens=2, random_state=0)
+    X, y = make_attention_indexed(240, 10, n_tokens=2, random_state=0, layout="tokens")
     return X, y
 
 

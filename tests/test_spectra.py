@@ -199,7 +199,7 @@ def test_trained_spectrum_recovers_state_evolution():
 
     d, alpha, lam = 200, 0.2, 0.1
     teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5), random_state=0)
-    X, y = teacher.sample(int(alpha * d * d), random_state=1)
+    X, y = teacher.sample(int(alpha * d * d), random_state=1, layout="tokens")
     est = TiedAttentionRegressor(reg_lambda=lam, solver="lbfgs", dtype="float64", tol=1e-10,
                                  max_iter=20000, random_state=0).fit(X, y)
     pred = solve_state_evolution(alpha, n_tokens=2, reg_lambda=lam, target=WishartTarget(0.5))

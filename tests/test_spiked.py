@@ -120,7 +120,7 @@ def test_the_spiked_null_error_reproduces_the_teacher_and_the_gaussian_one_does_
     eig = PowerLawTarget(1.25).eigenvalues(d)
     teacher = AttentionIndexedModel(d, target=PowerLawTarget(1.25), noise=NOISE,
                                     random_state=0)
-    _, y = teacher.sample(40000, random_state=1)
+    _, y = teacher.sample(40000, random_state=1, layout="tokens")
     per_sample = np.sum((y - 0.5) ** 2, axis=(1, 2))
     simulated, sem = per_sample.mean(), per_sample.std() / np.sqrt(per_sample.size)
     gaussian = null_predictor_error(eig, 0, noise=NOISE, n_points=2 ** 12, n_replicates=2)
@@ -136,7 +136,7 @@ def test_all_modes_explicit_is_exact_at_small_d():
     eig = np.array([3.0, 1.5, 1.0, 0.6, 0.3, 0.1])
     teacher = AttentionIndexedModel(d, target=SpectrumTarget(eig), noise=NOISE,
                                     random_state=0)
-    _, y = teacher.sample(60000, random_state=2)
+    _, y = teacher.sample(60000, random_state=2, layout="tokens")
     per_sample = np.sum((y - 0.5) ** 2, axis=(1, 2))
     simulated, sem = per_sample.mean(), per_sample.std() / np.sqrt(per_sample.size)
     exact = null_predictor_error(eig, d - 1, noise=NOISE, n_points=2 ** 13)
@@ -261,8 +261,8 @@ def test_spiked_se_predicts_trained_students_on_a_power_law_target():
     for seed in range(2):
         teacher = AttentionIndexedModel(d, target=PowerLawTarget(gamma), noise=NOISE,
                                         random_state=seed)
-        X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 + seed)
-        X_test, y_test = teacher.sample(20000, random_state=2000 + seed)
+        X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 + seed, layout="tokens")
+        X_test, y_test = teacher.sample(20000, random_state=2000 + seed, layout="tokens")
         student = TiedAttentionRegressor(reg_lambda=lam, solver="lbfgs", dtype="float64",
                                          device="cpu", random_state=seed).fit(X, y)
         errors.append(attention_error(y_test, student.predict(X_test)))
@@ -411,7 +411,7 @@ def test_spiked_route_warm_starts_along_a_curve_and_in_the_predictor():
     assert curve[1].n_iter < cold.n_iter
     teacher = AttentionIndexedModel(d, target=PowerLawTarget(1.25), noise=NOISE,
                                     random_state=0)
-    X, y = teacher.sample(int(round(0.3 * d * d)), random_state=1)
+    X, y = teacher.sample(int(round(0.3 * d * d)), random_state=1, layout="tokens")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pred = AsymptoticPredictor(target=teacher, reg_lambda=lam, max_iter=50).fit(X, y)

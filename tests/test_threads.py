@@ -25,7 +25,7 @@ class _ThreadRecordingRegressor(TiedAttentionRegressor):
 
 @pytest.fixture(scope="module")
 def data():
-    return make_attention_indexed(n_samples=40, n_features=5, random_state=0)
+    return make_attention_indexed(n_samples=40, n_features=5, random_state=0, layout="tokens")
 
 
 def _threads_seen(X, y, n_jobs):

@@ -330,7 +330,7 @@ def test_small_lambda_simulation_lands_on_the_predicted_side():
     for f in (0.8, 1.25):
         teacher = AttentionIndexedModel(d, n_tokens=1, target=tg, attention="linear",
                                         noise=noise, random_state=0)
-        X, y = teacher.sample(int(round(f * a_int * d * d)), random_state=1)
+        X, y = teacher.sample(int(round(f * a_int * d * d)), random_state=1, layout="tokens")
         est = TiedAttentionRegressor(reg_lambda=1e-4, attention="linear", device="cpu",
                                      dtype="float64", tol=1e-10, max_iter=20000,
                                      random_state=0).fit(X, y)

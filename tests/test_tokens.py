@@ -49,13 +49,15 @@ def test_rademacher_is_plus_minus_one_and_student_t_is_heavy_tailed():
                                      ("student_t", 3.0)])
 def test_tokens_reproducible_with_random_state(law, df):
     kw = dict(n_tokens=3, token_distribution=law, token_df=df, random_state=1)
-    a = AttentionIndexedModel(6, **kw).sample(20, random_state=7)
-    b = AttentionIndexedModel(6, **kw).sample(20, random_state=7)
-    c = AttentionIndexedModel(6, **kw).sample(20, random_state=8)
+    a = AttentionIndexedModel(6, **kw).sample(20, random_state=7, layout="tokens")
+    b = AttentionIndexedModel(6, **kw).sample(20, random_state=7, layout="tokens")
+    c = AttentionIndexedModel(6, **kw).sample(20, random_state=8, layout="tokens")
     assert all(np.array_equal(u, v) for u, v in zip(a, b))
     assert not np.array_equal(a[0], c[0])
-    X1, y1 = make_attention_indexed(10, 4, token_distribution=law, token_df=df, random_state=3)
-    X2, y2 = make_attention_indexed(10, 4, token_distribution=law, token_df=df, random_state=3)
+    X1, y1 = make_attention_indexed(10, 4, token_distribution=law, token_df=df, random_state=3,
+                                    layout="tokens")
+    X2, y2 = make_attention_indexed(10, 4, token_distribution=law, token_df=df, random_state=3,
+                                    layout="tokens")
     assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
 
 
@@ -64,7 +66,7 @@ def test_callable_token_distribution():
         return rng.uniform(-np.sqrt(3), np.sqrt(3), size=shape)
 
     model = AttentionIndexedModel(5, token_distribution=uniform, random_state=0)
-    X, y = model.sample(30, random_state=0)
+    X, y = model.sample(30, random_state=0, layout="tokens")
     assert X.shape == (30, 2, 5) and np.all(np.abs(X) <= np.sqrt(3))
     assert np.allclose(y.sum(-1), 1.0)
     np.testing.assert_array_equal(X, uniform(np.random.RandomState(0), (30, 2, 5)))
@@ -81,7 +83,7 @@ def test_callable_token_distribution():
 def test_callable_token_distribution_is_checked(bad, match):
     model = AttentionIndexedModel(4, token_distribution=bad, random_state=0)
     with pytest.raises(ValueError, match="token_distribution") as info:
-        model.sample(3, random_state=0)
+        model.sample(3, random_state=0, layout="tokens")
     assert match in str(info.value)
 
 
@@ -139,9 +141,9 @@ def test_token_covariance_tokens_and_centring():
 
 
 def test_identity_covariance_changes_nothing():
-    a = make_attention_indexed(20, 5, random_state=0, return_target=True)
+    a = make_attention_indexed(20, 5, random_state=0, return_target=True, layout="tokens")
     b = make_attention_indexed(20, 5, token_covariance=np.eye(5), random_state=0,
-                               return_target=True)
+                               return_target=True, layout="tokens")
     for u, v in zip(a, b):
         np.testing.assert_allclose(u, v, atol=1e-12)
 
@@ -156,7 +158,7 @@ def test_single_head_is_todays_model():
     for model in (AttentionIndexedModel(d, n_tokens=T, beta=1.5, random_state=11),
                   AttentionIndexedModel(d, n_tokens=T, beta=1.5, n_heads=1,
                                         target=[WishartTarget(0.5)], random_state=11)):
-        X, y = model.sample(n, random_state=12)
+        X, y = model.sample(n, random_state=12, layout="tokens")
         assert model.S0_.shape == (d, d) and isinstance(model.Q0_, float)
         np.testing.assert_array_equal(model.S0_, S0)
         np.testing.assert_array_equal(X, X_ref)
@@ -171,7 +173,7 @@ def test_multi_head_teacher(attention):
                                   attention=attention, noise=0.2, random_state=0)
     assert model.S0_.shape == (H, d, d) and model.Q0_.shape == (H,)
     np.testing.assert_allclose(model.Q0_[1], 1.0)  # power-law normalisation
-    X, y = model.sample(50, random_state=1)
+    X, y = model.sample(50, random_state=1, layout="tokens")
     assert y.shape == (50, T, T)
     if attention == "softmax":
         np.testing.assert_allclose(y.sum(-1), 1.0)
@@ -179,7 +181,7 @@ def test_multi_head_teacher(attention):
     per_head = [attention_map(preactivation(X, S), model.beta, attention) for S in model.S0_]
     np.testing.assert_allclose(model.attention_matrix(X), np.mean(per_head, axis=0),
                                rtol=1e-12, atol=1e-14)
-    Xs, ys = model.sample(5, task="seq2seq", random_state=1)
+    Xs, ys = model.sample(5, task="seq2seq", random_state=1, layout="tokens")
     assert ys.shape == (5, T, d)
 
 

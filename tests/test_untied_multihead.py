@@ -178,7 +178,7 @@ def test_module_rejects_bad_n_heads(Module):
 # --------------------------------------------------------------------- estimators
 @pytest.fixture(scope="module")
 def data():
-    return make_attention_indexed(240, 8, n_tokens=3, random_state=0)
+    return make_attention_indexed(240, 8, n_tokens=3, random_state=0, layout="tokens")
 
 
 def test_n_heads_one_is_the_single_head_estimator(data):

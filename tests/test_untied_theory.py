@@ -41,8 +41,8 @@ def measure(alpha, reg_lambda, d, seed=0, attention="softmax"):
     teacher = AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(0.5),
                                     attention=attention, random_state=seed)
     n = int(round(alpha * d * d))
-    X, y = teacher.sample(n, random_state=seed + 1)
-    X_test, y_test = teacher.sample(N_TEST, random_state=seed + 2)
+    X, y = teacher.sample(n, random_state=seed + 1, layout="tokens")
+    X_test, y_test = teacher.sample(N_TEST, random_state=seed + 2, layout="tokens")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence is reported in the row instead
         tied = TiedAttentionRegressor(reg_lambda=reg_lambda, attention=attention,

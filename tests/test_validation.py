@@ -25,8 +25,9 @@ def _simulate(d, alpha, reg_lambda, *, n_tokens=2, kappa0=0.5, beta=1.0, target_
         teacher = AttentionIndexedModel(d, n_tokens=n_tokens, target=WishartTarget(kappa0),
                                         beta=target_beta, noise=noise, attention=attention,
                                         random_state=seed)
-        X, y = teacher.sample(int(round(alpha * d * d)), task=task, random_state=1000 + seed)
-        Xt, yt = teacher.sample(N_TEST, task=task, random_state=2000 + seed)
+        X, y = teacher.sample(int(round(alpha * d * d)), task=task, random_state=1000 + seed,
+                              layout="tokens")
+        Xt, yt = teacher.sample(N_TEST, task=task, random_state=2000 + seed, layout="tokens")
         est = TiedAttentionRegressor(reg_lambda=reg_lambda, beta=beta, attention=attention,
                                      solver=solver, dtype="float64", random_state=seed)
         est.fit(X, y)
@@ -79,8 +80,8 @@ def test_softmax_variants(label, kw):
 def test_amp_fixed_point_is_the_erm_minimiser():
     d, alpha, lam = 60, 0.3, 0.05
     teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5), random_state=0)
-    X, y = teacher.sample(int(alpha * d * d), random_state=1)
-    Xt, yt = teacher.sample(N_TEST, random_state=2)
+    X, y = teacher.sample(int(alpha * d * d), random_state=1, layout="tokens")
+    Xt, yt = teacher.sample(N_TEST, random_state=2, layout="tokens")
     amp_est = AsymptoticPredictor(reg_lambda=lam, max_iter=1000, tol=1e-9).fit(X, y)
     print(f"\n[AMP] n_iter={amp_est.n_iter_} KKT residual={amp_est.kkt_residual_:.2e}")
     assert amp_est.converged_ and amp_est.kkt_residual_ <= 1e-6
@@ -96,7 +97,7 @@ def test_amp_fixed_point_is_the_erm_minimiser():
 def test_learned_spectrum_matches_prediction():
     d, alpha, lam = 200, 0.2, 0.1
     teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(0.5), random_state=0)
-    X, y = teacher.sample(int(alpha * d * d), random_state=1)
+    X, y = teacher.sample(int(alpha * d * d), random_state=1, layout="tokens")
     # directions that the trace penalty removes decay slowly under Adam: a float32 run
     # stopped at the default tol leaves ~1% of them just above the zero cut (KS 0.059 seen);
     # the comparison needs the converged minimiser, so run Adam to a tight tol in float64

@@ -92,7 +92,7 @@ def test_null_predictor_error_follows_the_kurtosis_corrected_variance(law, exces
     d = 200
     teacher = AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(KAPPA0),
                                     random_state=0, **LAWS[law])
-    _, y = teacher.sample(40_000, random_state=1)
+    _, y = teacher.sample(40_000, random_state=1, layout="tokens")
     errors = np.sum((y - 0.5) ** 2, axis=(1, 2))
     # g = h11 − h12: Var h12 = Tr S0²/d, Var h11 = (2 Tr S0² + κ4 Σ S0_ii²)/d
     predicted = null_error_prediction(teacher.S0_, excess_kurtosis, beta=teacher.beta)

@@ -1,11 +1,14 @@
 """The form-robust verdict: a gap must hold under every plausible finite-size form."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skattn.validation.finite_size import _compare
+from skattn.validation.fits import UndecidedVerdictWarning
 from skattn.validation.fits import (
     EXPONENTS,
     PLAUSIBLE_WEIGHT,
@@ -63,10 +66,15 @@ def test_compare_reads_the_verdict_from_every_plausible_form():
              80: (0.0036696897, 0.0034297210, 0.0036078056),
              100: (0.0035990549, 0.0032140551, 0.0036022085)}
     rows = [{"d": d, "test_error": v} for d, vs in seeds.items() for v in vs]
-    comp = _compare("test_error", rows, D, LIN_SEQ2SEQ_SE, "continuum", 0.95, 0.01)
+    with pytest.warns(UndecidedVerdictWarning, match="finite-size test_error: undecided"):
+        comp = _compare("test_error", rows, D, LIN_SEQ2SEQ_SE, "continuum", 0.95, 0.01)
     assert comp.chosen.form == "d^-1/2" and comp.relative_gap == pytest.approx(-0.286,
                                                                                 abs=1e-3)
-    assert comp.verdict.startswith("consistent within 2σ under fit d^-1 only")
+    # consistent under the plausible d^-1 form, but its interval [-25 %, +31 %] is wider
+    # than the +21.7 % excess at d = 100 that it extrapolates away: undecided
+    assert not comp.decided
+    assert comp.verdict.startswith("undecided: the extrapolation's interval [-24.7%, +30.8%]")
+    assert "(fits: consistent within 2σ under fit d^-1 only" in comp.verdict
 
 
 def test_rule_does_not_rescue_an_implausible_form():
@@ -149,3 +157,47 @@ def test_empty_fits_raise():
         akaike_weights([])
     with pytest.raises(ValueError, match="fits"):
         form_robust_verdict([], 1.0, 1.0, kind="continuum SE")
+
+
+def _one_over_d_rows(rng, ds, n_seeds, noise):
+    return _synthetic_rows(rng, 1.0, 8.0, noise, ds, n_seeds)
+
+
+def test_precise_data_decide_and_imprecise_data_are_undecided():
+    """The same true 1/d law: 6 values of d, 4 seeds, 0.3 % noise decide "consistent"; 3
+    values of d, 2 seeds, or 20 % noise (an interval wider than the excess at d = 100)
+    are "undecided" and warn, instead of "consistent"."""
+    rng = np.random.default_rng(1)
+    ds = np.array([40, 60, 80, 100, 160, 250])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UndecidedVerdictWarning)
+        good = _compare("test_error", _one_over_d_rows(rng, ds, 4, 0.003), ds, 1.0,
+                        "continuum", 0.95, 0.01)
+    assert good.decided and good.verdict.startswith("consistent")
+    cases = [(ds, 2, 0.003, "2 seeds at some d (a verdict needs >= 3)"),
+             (ds[:3], 4, 0.003, "3 values of d (a verdict needs >= 4"),
+             (ds[:4], 4, 0.2, "the extrapolation's interval")]
+    for d_values, n_seeds, noise, why in cases:
+        rows = _one_over_d_rows(rng, d_values, n_seeds, noise)
+        with pytest.warns(UndecidedVerdictWarning, match="undecided"):
+            comp = _compare("test_error", rows, d_values, 1.0, "continuum", 0.95, 0.01)
+        assert not comp.decided
+        assert comp.verdict.startswith(f"undecided: {why}"), comp.verdict
+        assert "(fits: " in comp.verdict
+
+
+def test_undecided_reason_rules():
+    from skattn.validation.fits import undecided_reason
+
+    ok = "consistent within 2σ (gap -6.3%)"
+    # the issue's run: d = 20, 30, 40 with 2 seeds, interval [-15 %, +33 %]
+    assert undecided_reason(ok, 2, 3, (-0.15, 0.33), 0.12).startswith("2 seeds")
+    assert undecided_reason(ok, 3, 4, (-0.15, 0.33), 0.12).startswith(
+        "the extrapolation's interval [-15.0%, +33.0%]")
+    # an interval narrower than the excess, or within ±10 %, decides
+    assert undecided_reason(ok, 3, 4, (-0.15, 0.15), 0.2) is None
+    assert undecided_reason(ok, 3, 4, (-0.09, 0.09), 0.01) is None
+    # a gap away from zero is a decision even with a wide interval, not with 2 seeds
+    gap = "gap of +40.0% beyond 2σ"
+    assert undecided_reason(gap, 3, 4, (0.1, 0.7), 0.5) is None
+    assert undecided_reason(gap, 2, 4, (0.1, 0.7), 0.5).startswith("2 seeds")

@@ -66,8 +66,9 @@ def simulate(d, T, noise, seed):
     teacher = AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(KAPPA0),
                                     attention="linear", noise=noise, random_state=seed)
     n = int(round(ALPHA * d * d))
-    X, A = teacher.sample(n, task="seq2lab", random_state=1000 + seed)
-    X_test, A_test = teacher.sample(N_TEST, task="seq2lab", random_state=2000 + seed)
+    X, A = teacher.sample(n, task="seq2lab", random_state=1000 + seed, layout="tokens")
+    X_test, A_test = teacher.sample(N_TEST, task="seq2lab", random_state=2000 + seed,
+                                    layout="tokens")
     S0 = teacher.S0_
     out = {"d": d, "n_tokens": T, "noise": noise, "seed": seed, "n_samples": n}
     for task, y in (("seq2lab", A), ("seq2seq", A @ X)):

@@ -63,8 +63,10 @@ def simulate(d, T, seed):
 
     teacher = _teacher(d, T, seed)
     n = int(round(ALPHA * d * d))
-    X, A = teacher.sample(n, task="seq2lab", random_state=seed_for(seed, d, "train"))
-    X_test, A_test = teacher.sample(N_TEST, task="seq2lab", random_state=seed_for(seed, d, "test"))
+    X, A = teacher.sample(n, task="seq2lab", random_state=seed_for(seed, d, "train"),
+                          layout="tokens")
+    X_test, A_test = teacher.sample(N_TEST, task="seq2lab",
+                                    random_state=seed_for(seed, d, "test"), layout="tokens")
     out = {"d": d, "n_tokens": T, "seed": seed, "n_samples": n}
     for task, y in (("seq2lab", A), ("seq2seq", A @ X)):
         start = time.perf_counter()

@@ -58,8 +58,8 @@ def _trained_error(gamma, d, alpha, seed):
 
     teacher = AttentionIndexedModel(d, target=PowerLawTarget(gamma), noise=NOISE,
                                     random_state=seed)
-    X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 + seed)
-    X_test, y_test = teacher.sample(N_TEST, random_state=2000 + seed)
+    X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 + seed, layout="tokens")
+    X_test, y_test = teacher.sample(N_TEST, random_state=2000 + seed, layout="tokens")
     student = TiedAttentionRegressor(reg_lambda=REG_LAMBDA, solver="lbfgs", dtype="float64",
                                      device="cpu", random_state=seed).fit(X, y)
     return float(attention_error(y_test, student.predict(X_test)))

@@ -71,8 +71,8 @@ def point(n_tokens, d, gamma, reg_lambda, noise, n_seeds, beta=1.0, target_beta=
     for seed in range(n_seeds):
         teacher = AttentionIndexedModel(d, n_tokens=n_tokens, target=PowerLawTarget(gamma),
                                         noise=noise, beta=target_beta, random_state=seed)
-        X, y = teacher.sample(int(round(ALPHA * d * d)), random_state=1000 + seed)
-        X_test, y_test = teacher.sample(N_TEST, random_state=2000 + seed)
+        X, y = teacher.sample(int(round(ALPHA * d * d)), random_state=1000 + seed, layout="tokens")
+        X_test, y_test = teacher.sample(N_TEST, random_state=2000 + seed, layout="tokens")
         student = TiedAttentionRegressor(reg_lambda=reg_lambda, beta=beta, solver="lbfgs",
                                          dtype="float64", device="cpu",
                                          random_state=seed).fit(X, y)

@@ -94,7 +94,7 @@ def main(argv=None):
         rows = []
         for d in args.dims:
             X, y = make_attention_indexed(n_samples=int(args.alpha * d * d), n_features=d,
-                                          random_state=0)
+                                          random_state=0, layout="tokens")
             X = X.reshape(len(X), -1)
             base = None
             for index, (name, (n_jobs, context)) in enumerate(POLICIES.items()):

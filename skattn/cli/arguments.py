@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -113,6 +114,7 @@ def choice_list(choices):
                     f"invalid choice {item!r} (choose from {', '.join(choices)})")
         return items
     parse.__name__ = "choice list"
+    parse.choices = tuple(choices)  # listed in the help by add_model_params
     return parse
 
 
@@ -163,7 +165,8 @@ MODEL_PARAMS = [
     ("reg_lambda", float_list, "0.01",
      "weight decay λ >= 0 in Σ_μ ℓ_μ + λ‖W‖²_F (λ‖V‖²_F for the direct model)"),
     ("target", choice_list(("wishart", "powerlaw")), "wishart",
-     "target family: Wishart(κ0) or power law (γ; needs --n-features)"),
+     "target family: wishart (rank ratio --kappa0) or powerlaw (exponent --gamma; needs a "
+     "finite dimension d)"),
     ("kappa0", float_list, "0.5", "rank ratio κ0 = p0/d of a Wishart target"),
     ("gamma", float_list, "1.0", "decay exponent γ of a power-law target"),
     ("width_ratio", float_list, "1.0", "width ratio κ = p/d of the factored student"),
@@ -188,18 +191,22 @@ def option_flag(name):
 
 
 def add_model_params(p, *, alpha_required, n_features_default, n_features_help,
-                      parametrization=True):
+                      parametrization=True, n_features=True):
     g = p.add_argument_group("parameters (each may be a comma list or START:STOP:NUM[:log]; "
                              "the cartesian product is run)")
     g.add_argument("--alpha", type=float_list, required=alpha_required,
                    default=None if alpha_required else [0.3],
                    help="sample ratio α = n/d² > 0" + ("" if alpha_required else
                                                         " (default: 0.3)"))
-    g.add_argument("--n-features", dest="n_features", type=opt_int_list,
-                   default=n_features_default, help=n_features_help)
+    if n_features:  # the token dimension d (the theory's n_features), not a column count
+        g.add_argument("--n-features", dest="n_features", type=opt_int_list,
+                       default=n_features_default, help=n_features_help)
     for name, conv, default, help_ in MODEL_PARAMS:
+        choices = getattr(conv, "choices", None)
+        metavar = "{" + ",".join(choices) + "}" if choices else name.upper()
+        listed = f"; one or more of {', '.join(choices)}" if choices else ""
         g.add_argument(option_flag(name), dest=name, type=conv, default=conv(default),
-                       metavar=name.upper(), help=f"{help_} (default: {default})")
+                       metavar=metavar, help=f"{help_} (default: {default}{listed})")
     if parametrization:
         g.add_argument("--parametrization", type=choice_list(("factored", "direct")),
                        default=["factored"],
@@ -227,18 +234,30 @@ def param_grid(args, names):
     return parameter_grid({n: getattr(args, n) for n in names})
 
 
-def user_error(exc):
-    """A library ValueError/TypeError as a one-line CLIError naming the option if we can."""
+# Python parameter names that a library message may mention anywhere (not only first):
+# the CLI shows their flags instead (only names that cannot be ordinary words)
+_SPELLED_NAMES = ("n_features", "n_tokens", "reg_lambda", "width_ratio", "target_beta")
+
+
+def user_error(exc, aliases=None):
+    """A library ValueError/TypeError as a one-line CLIError naming the option if we can.
+
+    Python parameter names in the message become the command's flags (``n_features`` →
+    ``--n-features``, or the flag of ``aliases``, e.g. ``{"n_features": "d"}``).
+    """
+    aliases = {"rank_ratio": "kappa0", "n_samples": "alpha", "width": "width_ratio",
+               **(aliases or {})}
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    prefix = ""
     for name in sorted(PARAM_NAMES + ["n_samples", "rank_ratio", "width", "n_nodes"],
                        key=len, reverse=True):
         if msg.startswith((name + " ", name + "=")) or msg.startswith(f"The '{name}' "
                                                                        "parameter"):
-            option = {"rank_ratio": "kappa0", "n_samples": "alpha",
-                      "width": "width_ratio"}.get(name, name)
-            msg = f"{option_flag(option)}: {msg}"
+            prefix = f"{option_flag(aliases.get(name, name))}: "
             break
-    return CLIError(msg)
+    for name in _SPELLED_NAMES:
+        msg = re.sub(rf"(?<![\w'-]){name}\b", option_flag(aliases.get(name, name)), msg)
+    return CLIError(prefix + msg)
 
 
 # ----------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ def cmd_theory(args):
     check_columns(args, all_columns)
     groups = param_grid(args, names)
     try:
-        # a curve of several points shows its progress unless --quiet
-        show = not args.quiet and (args.verbose or len(groups) * len(set(args.alpha)) > 1)
+        # progress (a bar over several points, the elapsed time of one) unless --quiet
+        show = not args.quiet
         rows = theory_rows(groups, args.alpha, n_nodes=args.n_nodes, tol=args.tol,
                            max_iter=args.max_iter, n_jobs=args.n_jobs, verbose=int(show),
                            correction=args.correction)
@@ -249,7 +249,7 @@ def cmd_finite_size(args):
                                      same_instance_se=not args.no_same_instance_se,
                                      verbose=not args.quiet, correction=args.correction)
     except (ValueError, TypeError) as exc:
-        raise user_error(exc) from None
+        raise user_error(exc, aliases={"n_features": "d"}) from None
     write(format_rows(result.table_rows(), FINITE_SIZE_COLUMNS, args.format), args.output_table)
     if args.figure:
         import matplotlib

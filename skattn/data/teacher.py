@@ -39,10 +39,14 @@ __all__ = [
     "attention_output",
     "AttentionIndexedModel",
     "make_attention_indexed",
+    "LAYOUTS",
 ]
 
 ATTENTIONS = ("softmax", "linear")
 TASKS = ("seq2lab", "seq2seq")
+# "flat": scikit-learn's 2-D layout, one row per sample (every sklearn scorer accepts it);
+# "tokens": the model's 3-D layout, one (T, d) or (T, T) block per sample
+LAYOUTS = ("flat", "tokens")
 TOKEN_DISTRIBUTIONS = ("gaussian", "rademacher", "student_t")
 # relative tolerance of the symmetry and PSD checks of a token covariance
 _COVARIANCE_TOL = 1e-10
@@ -248,7 +252,9 @@ class AttentionIndexedModel:
     Parameters
     ----------
     n_features : int
-        Token dimension d.
+        Token dimension d: features per token, as in the theory API (not the column count
+        of X: the flat layout has ``n_tokens * n_features`` columns, which the
+        estimators' ``n_features_in_`` counts; their ``token_dim_`` is d).
     n_tokens : int, default=2
         Sequence length T (``T ≥ 2`` for softmax attention, ``T ≥ 1`` for linear).
     target : Target or list of Target, default=WishartTarget(0.5)
@@ -377,7 +383,7 @@ default="gaussian"
         return attention_map(h, self.beta, self.attention,
                              head_axis=-3 if S.ndim == 3 else None)
 
-    def sample(self, n_samples, task="seq2lab", random_state=None):
+    def sample(self, n_samples, task="seq2lab", random_state=None, *, layout="flat"):
         """Draw ``(X, y)``.
 
         Parameters
@@ -386,15 +392,31 @@ default="gaussian"
         task : {"seq2lab", "seq2seq"}, default="seq2lab"
         random_state : int, RandomState or None
             Seeds X and the noise (independent of the seed that drew S0).
+        layout : {"flat", "tokens"}, default="flat"
+            ``"flat"``: scikit-learn's 2-D layout, X of shape ``(n_samples, T·d)`` (the
+            tokens of a sample side by side) and y of shape ``(n_samples, T·T)`` (seq2lab,
+            the attention matrix row by row) or ``(n_samples, T·d)`` (seq2seq); every
+            scikit-learn scorer and model-selection tool accepts it. ``"tokens"``: the
+            model's 3-D layout, X ``(n_samples, T, d)`` and y ``(n_samples, T, T)`` or
+            ``(n_samples, T, d)``. The draws are the same; ``"flat"`` is
+            ``X.reshape(n_samples, -1)``, ``y.reshape(n_samples, -1)`` of ``"tokens"``.
 
         Returns
         -------
-        X : ndarray of shape (n_samples, n_tokens, n_features)
-        y : ndarray of shape (n_samples, n_tokens, n_tokens) for seq2lab,
-            or (n_samples, n_tokens, n_features) for seq2seq
+        X : ndarray of shape (n_samples, n_tokens * n_features) or \
+                (n_samples, n_tokens, n_features)
+        y : ndarray of shape (n_samples, n_tokens * n_tokens) or \
+                (n_samples, n_tokens, n_tokens) for seq2lab, (n_samples, n_tokens * \
+                n_features) or (n_samples, n_tokens, n_features) for seq2seq
+
+        Raises
+        ------
+        ValueError
+            Naming ``layout`` and its choices, for another value.
         """
         n_samples = check_scalar_range(n_samples, "n_samples", low=1, integer=True)
         check_choice(task, "task", TASKS)
+        check_choice(layout, "layout", LAYOUTS)
         T, d = self.n_tokens, self.n_features
         # X, y (at most T·d per sample), noise, pre-activations and maps, in float64
         check_memory(8 * n_samples * (2 * T * d + 3 * T * T),
@@ -403,6 +425,8 @@ default="gaussian"
         X = self.sample_tokens(n_samples, rng)
         noise = self.sample_noise(n_samples, rng) if self.noise > 0 else None
         y = attention_output(self.attention_matrix(X, noise=noise), X, task)
+        if layout == "flat":
+            return X.reshape(n_samples, -1), y.reshape(n_samples, -1)
         return X, y
 
     def __repr__(self):
@@ -424,12 +448,17 @@ default="gaussian"
 def make_attention_indexed(n_samples=1000, n_features=50, *, n_tokens=2, target=None,
                            beta=1.0, noise=0.0, attention="softmax", task="seq2lab",
                            n_heads=1, token_distribution="gaussian", token_df=None,
-                           token_covariance=None, return_target=False, random_state=None):
+                           token_covariance=None, return_target=False, layout="flat",
+                           random_state=None):
     """Generate an attention-indexed regression problem (sklearn ``make_*`` style).
 
     Parameters
     ----------
-    n_samples, n_features, n_tokens : int
+    n_samples : int, default=1000
+    n_features : int, default=50
+        Token dimension d (features per token, not the column count of X: the flat X has
+        ``n_tokens * n_features`` columns).
+    n_tokens : int, default=2
     target : Target or list of Target, default=WishartTarget(0.5)
     beta, noise : float
     attention : {"softmax", "linear"}
@@ -441,13 +470,22 @@ def make_attention_indexed(n_samples=1000, n_features=50, *, n_tokens=2, target=
         See :class:`AttentionIndexedModel`.
     return_target : bool, default=False
         Also return the target matrix S0.
+    layout : {"flat", "tokens"}, default="flat"
+        ``"flat"``: scikit-learn's 2-D layout, X ``(n_samples, n_tokens·n_features)`` and
+        y ``(n_samples, n_tokens·n_tokens)`` (seq2lab) or ``(n_samples,
+        n_tokens·n_features)`` (seq2seq), usable with every scikit-learn scorer.
+        ``"tokens"``: the 3-D layout ``(n_samples, n_tokens, ·)``. See
+        :meth:`AttentionIndexedModel.sample`.
     random_state : int, RandomState or None
         Seeds both the target and the samples.
 
     Returns
     -------
-    X : ndarray of shape (n_samples, n_tokens, n_features)
-    y : ndarray of shape (n_samples, n_tokens, n_tokens) or (n_samples, n_tokens, n_features)
+    X : ndarray of shape (n_samples, n_tokens * n_features), or \
+            (n_samples, n_tokens, n_features) with ``layout="tokens"``
+    y : ndarray of shape (n_samples, n_tokens * n_tokens) (seq2lab) or \
+            (n_samples, n_tokens * n_features) (seq2seq); with ``layout="tokens"``
+            (n_samples, n_tokens, n_tokens) or (n_samples, n_tokens, n_features)
     S0 : ndarray of shape (n_features, n_features), or (n_heads, n_features, n_features)
         Only when ``return_target=True``.
     """
@@ -456,5 +494,6 @@ def make_attention_indexed(n_samples=1000, n_features=50, *, n_tokens=2, target=
                                   noise=noise, attention=attention, n_heads=n_heads,
                                   token_distribution=token_distribution, token_df=token_df,
                                   token_covariance=token_covariance, random_state=rng)
-    X, y = model.sample(n_samples, task=task, random_state=rng)
+    check_choice(layout, "layout", LAYOUTS)  # before any draw
+    X, y = model.sample(n_samples, task=task, random_state=rng, layout=layout)
     return (X, y, model.S0_) if return_target else (X, y)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
@@ -16,6 +14,7 @@ from ..nn import functional as F
 from ..nn.history import HistoryRecorder, make_history_recorder
 from ..nn.training import TrainingDivergedError, train
 from ._mixin import DEVICE_STRING, WIDTH_CONSTRAINT, AttentionRegressorMixin, infer_structure
+from .._warnings import warn
 
 __all__ = ["BaseAttentionRegressor", "infer_structure"]
 
@@ -196,7 +195,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         self._store_result(module, result, fitted, previous_curve, recorder)
         self._warn_low_precision(X3)
         if not result.converged:
-            warnings.warn(
+            warn(
                 f"{type(self).__name__}: the {self.solver} solver {result.message}. "
                 "Increase max_iter"
                 + (" or use solver='lbfgs'" if self.solver == "adam" else "") + ".",
@@ -230,7 +229,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
                             torch.as_tensor(self.S_, dtype=torch.float64))
         scale = self.beta * float(h.abs().max()) if h.numel() else 0.0
         if scale > _FLOAT32_LOGIT_LIMIT:
-            warnings.warn(
+            warn(
                 f"dtype='float32' with beta={self.beta:g}: the softmax logits beta·|h| reach "
                 f"{scale:.3g} on the training data, where float32 training loses accuracy "
                 f"(test errors orders of magnitude above float64's); use dtype='float64'.",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -30,6 +29,7 @@ from .._validation import (
     validate_parameters,
 )
 from ..data.teacher import attention_map, attention_output, preactivation
+from .._warnings import warn
 
 __all__ = ["AttentionRegressorMixin", "infer_structure", "resolve_width", "WIDTH_CONSTRAINT",
            "DEVICE_STRING"]
@@ -254,7 +254,7 @@ class AttentionRegressorMixin(RegressorMixin):
             rows = y3.sum(axis=-1)
             if not np.allclose(rows, 1.0, atol=1e-4):
                 # legal (noisy or foreign targets), but usually a sign of the wrong layout
-                warnings.warn(
+                warn(
                     f"y has rows that do not sum to one (max deviation "
                     f"{np.max(np.abs(rows - 1)):.2g}), although softmax attention predicts "
                     "row-stochastic matrices; check the layout of y (seq2lab expects "

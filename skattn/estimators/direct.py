@@ -81,8 +81,10 @@ device_, feature_names_in_ :
     --------
     >>> from skattn import DirectAttentionRegressor, make_attention_indexed
     >>> X, y = make_attention_indexed(n_samples=400, n_features=20, random_state=0)
+    >>> X.shape, y.shape  # scikit-learn's layout: (n, n_tokens·n_features), (n, n_tokens²)
+    ((400, 40), (400, 4))
     >>> DirectAttentionRegressor().fit(X, y).predict(X[:2]).shape
-    (2, 2, 2)
+    (2, 4)
     """
 
     def __init__(self, reg_lambda=1e-2, beta=1.0, attention="softmax", task="auto",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -20,6 +19,8 @@ from ..theory.corrections import CORRECTION_NAMES
 from ..theory.problem import StateEvolutionProblem, split_model_keywords
 from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
 from ._mixin import DEVICE_STRING, WIDTH_CONSTRAINT, AttentionRegressorMixin, resolve_width
+from .._progress import ticker
+from .._warnings import warn
 
 __all__ = ["AsymptoticPredictor"]
 
@@ -84,6 +85,9 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         Seeds the quadrature nodes and finite-d draws of the state evolution (an int;
         None or a random generator give the fixed seed 0).
     verbose : int, default=0
+        0: silent; 1: a bar over AMP's iterations (no total: AMP stops when it
+        converges) and, with ``target``, a ticker of the elapsed time of the state
+        evolution; 2: also one line per AMP iteration.
 
     Attributes
     ----------
@@ -264,13 +268,15 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         self.n_iter_ = result.n_iter
         self.amp_result_ = result
         if not result.converged:
-            warnings.warn(f"AsymptoticPredictor: AMP did not converge ({result.message}); "
-                          "lower damping or raise max_iter.", ConvergenceWarning)
+            warn(f"AsymptoticPredictor: AMP did not converge ({result.message}); "
+                 "lower damping or raise max_iter.", ConvergenceWarning)
         self.state_ = None
         self.correction_ = None
         self._predicted_spectrum = None
         if self.target is not None:
-            state = solve_state_evolution(n / d ** 2, problem, **options)
+            # one solve, seconds to a minute at finite d: a ticker of the elapsed time
+            with ticker(self.verbose, f"state evolution at alpha={n / d ** 2:.3g}"):
+                state = solve_state_evolution(n / d ** 2, problem, **options)
             self.state_ = state
             self.correction_ = state.correction
             self._predicted_spectrum = {
@@ -279,8 +285,8 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
                 "eigenvalues": state.sample_spectrum(d, random_state=self._seed()),
             }
             if not state.converged:
-                warnings.warn(f"state evolution did not converge: {state.message}",
-                              ConvergenceWarning)
+                warn(f"state evolution did not converge: {state.message}",
+                     ConvergenceWarning)
         return self
 
     # ------------------------------------------------------------- predictions

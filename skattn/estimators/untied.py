@@ -109,9 +109,11 @@ token_dim_, n_tokens_, task_, device_, feature_names_in_ :
     --------
     >>> from skattn import UntiedAttentionRegressor, make_attention_indexed
     >>> X, y = make_attention_indexed(n_samples=400, n_features=20, random_state=0)
+    >>> X.shape, y.shape  # scikit-learn's layout: (n, n_tokens·n_features), (n, n_tokens²)
+    ((400, 40), (400, 4))
     >>> est = UntiedAttentionRegressor(width=0.5, random_state=0).fit(X, y)
-    >>> est.predict(X[:2]).shape
-    (2, 2, 2)
+    >>> est.predict(X[:2]).shape  # the layout of the y seen in fit
+    (2, 4)
     """
 
     # The base template handles one parameter array: W_Q and W_K travel stacked on a

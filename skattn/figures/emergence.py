@@ -52,7 +52,7 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
                                     attention="linear", random_state=0)
     trained = {"n": [], "eigenvalues": []}
     for i, n in enumerate(n_train):
-        X, y = teacher.sample(n, random_state=10 + i)
+        X, y = teacher.sample(n, random_state=10 + i, layout="tokens")
         model = TiedAttentionRegressor(width=1.0, reg_lambda=C_LAMBDA * np.sqrt(n) / d,
                                        attention="linear", solver="adam", max_iter=max_iter,
                                        tol=1e-7, learning_rate_init=0.05, device="cpu",

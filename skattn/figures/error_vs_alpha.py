@@ -48,8 +48,9 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
             test, train = [], []
             for seed in seeds:
                 teacher = AttentionIndexedModel(d, n_tokens=T, target=target, random_state=seed)
-                X, y = teacher.sample(int(round(alpha * d * d)), random_state=100 + seed)
-                X_test, y_test = teacher.sample(2000, random_state=200 + seed)
+                X, y = teacher.sample(int(round(alpha * d * d)), random_state=100 + seed,
+                                      layout="tokens")
+                X_test, y_test = teacher.sample(2000, random_state=200 + seed, layout="tokens")
                 model = TiedAttentionRegressor(reg_lambda=lam, solver="adam", device="cpu",
                                                random_state=seed)
                 with warnings.catch_warnings():

@@ -56,10 +56,10 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
 
     # simulations: GridSearchCV over reg_lambda, refit, fresh test set
     teacher = AttentionIndexedModel(d, n_tokens=T, target=target, random_state=0)
-    X_test, y_test = teacher.sample(4000, random_state=1)
+    X_test, y_test = teacher.sample(4000, random_state=1, layout="tokens")
     sims = {"factored": [], "direct": []}
     for i, alpha in enumerate(alpha_sim):
-        X, y = teacher.sample(int(round(alpha * d * d)), random_state=10 + i)
+        X, y = teacher.sample(int(round(alpha * d * d)), random_state=10 + i, layout="tokens")
         for par, Est in (("factored", TiedAttentionRegressor),
                          ("direct", DirectAttentionRegressor)):
             search = GridSearchCV(Est(device="cpu", tol=1e-5, random_state=0),

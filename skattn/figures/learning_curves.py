@@ -20,6 +20,18 @@ K = T * (T + 1) // 2
 GAMMAS = (0.75, 1.25)
 
 
+def simulated_sizes(d):
+    """Training sizes of the simulated learning curves: n/d from 4 to 40."""
+    return np.geomspace(4 * d, 40 * d, 6).round().astype(int)
+
+
+def theory_sizes(d, sizes, n_points):
+    """Sample sizes of the theory line at the simulations' d: from 2d to the larger of
+    d²/2 and the largest simulated size, so that the line covers every simulated point
+    (at d = 40 the simulations reach n/d = 40, i.e. n = d², beyond d²/2)."""
+    return np.geomspace(2 * d, max(d * d / 2, float(np.max(sizes))), n_points)
+
+
 @draw_parameters(quick="d = 40 (theory also at d = 200), instead of d = 100 (theory also at "
                        "d = 1000).", several=True)
 def draw(out_dir=None, *, quick=False, log=None, close=True):
@@ -31,7 +43,7 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
     log = log or silent
     out_dir = figure_dir(out_dir)
     d, d_big, n_theory = (40, 200, 10) if quick else (100, 1000, 25)
-    sizes = np.geomspace(4 * d, 40 * d, 6).round().astype(int)  # n/d from 4 to 40
+    sizes = simulated_sizes(d)  # n/d from 4 to 40
     t_start = time.perf_counter()
 
     # simulations: sklearn's learning_curve with λ = c √n / d
@@ -40,7 +52,7 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
         X, y, S0 = make_attention_indexed(n_samples=int(1.5 * sizes[-1]), n_features=d,
                                           n_tokens=T, target=PowerLawTarget(gamma),
                                           noise=NOISE, attention="linear",
-                                          return_target=True, random_state=1)
+                                          return_target=True, random_state=1, layout="tokens")
 
         def neg_excess(est, X_, y_, S0=S0):
             """Minus the population excess risk, exact for linear attention."""
@@ -61,7 +73,7 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
     for gamma in GAMMAS:
         common = dict(target=PowerLawTarget(gamma), n_tokens=T, lambda_exponent=0.5,
                       attention="linear", noise=NOISE)
-        theory[gamma] = theory_learning_curve(np.geomspace(2 * d, d * d / 2, n_theory),
+        theory[gamma] = theory_learning_curve(theory_sizes(d, sizes, n_theory),
                                               n_features=d, reg_lambda=C_LAMBDA / d, **common)
         theory_big[gamma] = theory_learning_curve(np.geomspace(2 * d_big, d_big ** 2, n_theory),
                                                   n_features=d_big,

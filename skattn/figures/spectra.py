@@ -42,7 +42,7 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
     teacher = AttentionIndexedModel(d, n_tokens=T, target=target, random_state=0)
     eigs = {}
     for i, alpha in enumerate(ALPHAS):
-        X, y = teacher.sample(int(round(alpha * d * d)), random_state=10 + i)
+        X, y = teacher.sample(int(round(alpha * d * d)), random_state=10 + i, layout="tokens")
         model = TiedAttentionRegressor(reg_lambda=LAM, device="cpu", random_state=i)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)

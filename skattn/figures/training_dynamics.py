@@ -47,7 +47,7 @@ def draw(out_dir=None, *, quick=False, log=None, close=True):
     teacher = AttentionIndexedModel(d, n_tokens=T, target=target, noise=NOISE,
                                     attention="linear", random_state=0)
     n_train = int(round(ALPHA * d * d))
-    X, y = teacher.sample(n_train, random_state=1)
+    X, y = teacher.sample(n_train, random_state=1, layout="tokens")
     model = TiedAttentionRegressor(width=1.0, reg_lambda=REG_LAMBDA, attention="linear",
                                    solver="adam", learning_rate_init=LEARNING_RATE,
                                    init_scale=INIT_SCALE, max_iter=max_iter, tol=1e-8,

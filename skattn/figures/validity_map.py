@@ -121,8 +121,8 @@ def measure(teacher, student, d, alpha, seed, *, n_test=4000):
         raise ValueError(f"student must be one of {list(STUDENTS)}, got {student!r}.")
     model = AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(KAPPA0),
                                   random_state=seed, **TEACHERS[teacher](d))
-    X, y = model.sample(int(round(alpha * d * d)), random_state=1000 + seed)
-    X_test, y_test = model.sample(n_test, random_state=2000 + seed)
+    X, y = model.sample(int(round(alpha * d * d)), random_state=1000 + seed, layout="tokens")
+    X_test, y_test = model.sample(n_test, random_state=2000 + seed, layout="tokens")
     fitted = STUDENTS[student](seed).fit(X, y)
     S0 = model.S0_ if model.n_heads == 1 else model.S0_[0]
     oracle = attention_error(y_test, attention_map(preactivation(X_test, S0), model.beta))
@@ -200,7 +200,7 @@ def _log_null(d, n_test, log):
     for teacher, kurtosis in EXCESS_KURTOSIS.items():
         model = AttentionIndexedModel(d, n_tokens=T, target=WishartTarget(KAPPA0),
                                       random_state=0, **TEACHERS[teacher](d))
-        _, y_test = model.sample(n_test, random_state=1)
+        _, y_test = model.sample(n_test, random_state=1, layout="tokens")
         predicted = null_error_prediction(model.S0_, kurtosis, model.token_covariance,
                                           model.beta)
         measured = attention_error(y_test, np.full_like(y_test, 0.5))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from .._progress import finish_progress, log_step, progress_bar
+from .._progress import finish_progress, iteration_bar, log_step
 from .._validation import check_random_state_arg as check_random_state
 
 __all__ = ["TrainingDivergedError", "TrainingResult", "train", "SOLVERS"]
@@ -173,9 +173,10 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
     random_state : int, RandomState or None
         Seeds the minibatch order.
     verbose : int, default=0
-        0: silent; 1: a tqdm progress bar with the current objective / d² (it ends at
-        100 % when the stopping rule ends the run early); 2: also one log line per
-        iteration (see :mod:`skattn._progress`).
+        0: silent; 1: a tqdm bar with no total (``max_iter`` is a cap, not the length of
+        the run): the iterations done, the elapsed time, the current objective / d² and
+        its relative change; 2: also one log line per iteration (see
+        :mod:`skattn._progress`).
     lr_decay : float, default=0.7
         Adam's step size is multiplied by ``lr_decay`` whenever the full objective
         increases from one iteration to the next (1.0 disables it). Adam also returns the
@@ -288,7 +289,8 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
             "The objective is NaN or infinite at the initial parameters. To fix it: lower "
             "init_scale, use dtype='float64', or check the scale of X and y.")
 
-    bar = progress_bar(max_iter, verbose, solver, leave=True, dynamic_ncols=True)
+    # no total: max_iter is a cap, not the length of the run (an ETA from it is false)
+    bar = iteration_bar(verbose, solver, leave=True, dynamic_ncols=True)
     prev = initial
     best, best_params = initial, _snapshot(params)
     it = 0
@@ -347,7 +349,6 @@ def train(module, X, y, *, reg_lambda=0.0, solver="lbfgs", learning_rate_init=0.
         if verbose > 0 and history:
             bar.set_postfix({"objective/d²": f"{history[-1] / d ** 2:.6g}",
                              "stopped": stopped})
-        # an early stop is the end of the work: the bar ends at 100 %, not at it/max_iter
         finish_progress(bar, completed=stopped)
 
     final = history[-1] if history else initial

@@ -57,6 +57,7 @@ from .core.fixed_point_map import FixedPointMap
 from .core.iteration import robust_fixed_point
 from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem,
                       is_teacher)
+from .._warnings import warn
 
 __all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "leverage_prediction",
            "empirical_gauss_quadrature",
@@ -498,9 +499,8 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
     max_iter = check_scalar_range(max_iter, "max_iter", low=1, integer=True)
     d = int(target.n_features)
     if d < LEVERAGE_MIN_D:
-        warnings.warn(f"n_features={d} is below {LEVERAGE_MIN_D}: the leverage spread is no "
-                      "longer a small correction there (docs/domain.rst).", DomainWarning,
-                      stacklevel=2)
+        warn(f"n_features={d} is below {LEVERAGE_MIN_D}: the leverage spread is no "
+             "longer a small correction there (docs/domain.rst).", DomainWarning)
     rng = check_random_state_arg(random_state)
     seed = int(rng.randint(0, 2 ** 31 - 1))
 

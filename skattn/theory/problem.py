@@ -11,7 +11,6 @@ the Bayes-optimal baseline and the λ search all read one description.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -21,6 +20,7 @@ from .._validation import (MAX_INVERSE_TEMPERATURE, MAX_NOISE, channel_memory_by
 from .channels import channel_for
 from .denoisers import DirectDenoiser, FactoredDenoiser
 from .laws import DiscreteLaw, SpectralLaw
+from .._warnings import warn
 
 __all__ = ["StateEvolutionProblem", "DomainWarning", "FiniteSizeWarning", "resolve_target_law",
            "top_mode_share", "is_spiky", "GAUSSIAN_EQUIVALENCE_MAX_SHARE", "RANK_CONSTRAINT_MIN_D",
@@ -136,7 +136,7 @@ def warn_finite_size(problem, modelled=False, stacklevel=3):
             and problem.parametrization == "factored" and problem.n_tokens == 2
             and problem.reg_lambda < FINITE_SIZE_MIN_LAMBDA):
         return False
-    warnings.warn(
+    warn(
         f"finite-size effect not modelled: at reg_lambda={problem.reg_lambda:g} < "
         f"{FINITE_SIZE_MIN_LAMBDA:g} and n_features={d} <= {FINITE_SIZE_MAX_D}, trained "
         "factored softmax models were measured above this same-instance prediction by the "
@@ -145,8 +145,7 @@ def warn_finite_size(problem, modelled=False, stacklevel=3):
         "next to it (T = 3: within 3 %); "
         "the leverage correction (correction='auto' where its domain applies, or "
         "correction='leverage') models it: within 3 % there at d = 60 and 100; "
-        "the continuum prediction is not affected (docs/domain.rst).", FiniteSizeWarning,
-        stacklevel=stacklevel)
+        "the continuum prediction is not affected (docs/domain.rst).", FiniteSizeWarning)
     return True
 
 
@@ -724,6 +723,5 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
             "minima (measured 8-12% below the prediction at every d, linear T = 1, "
             "width_ratio 0.25 against 0.58)")
     for reason in reasons:
-        warnings.warn(f"outside the validated domain: {reason}.", DomainWarning,
-                      stacklevel=stacklevel)
+        warn(f"outside the validated domain: {reason}.", DomainWarning)
     return reasons

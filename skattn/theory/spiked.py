@@ -25,7 +25,6 @@ Pure numpy/scipy (no torch).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +43,7 @@ from .result import StateEvolutionResult
 #: (power law γ = 1.25, T = 2 softmax, d = 60–250; docs/spiked.rst, "Learning curve").
 SPIKE_NOISE_MAX_RATIO = 0.05
 from .core.iteration import anderson
+from .._warnings import warn
 
 __all__ = [
     "SpikedSplit",
@@ -605,13 +605,13 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
         noise_to_spike = float(np.sqrt(out.q_hat) / out.m_hat
                                / (split.strengths[0] * np.sqrt(d)))
         if noise_to_spike > SPIKE_NOISE_MAX_RATIO:
-            warnings.warn(
+            warn(
                 f"outside the validated domain: spike close to the noise: the prior side's "
                 f"noise width δ = √q̂/m̂ is {noise_to_spike:.3f} of the top eigenvalue (above "
                 f"{SPIKE_NOISE_MAX_RATIO}); "
                 f"the spiked channel neglects terms of relative order δ/λ_1, and trained "
                 f"models were measured 2–12 % above it there (small α or small d; "
-                f"docs/spiked.rst).", DomainWarning, stacklevel=_stacklevel)
+                f"docs/spiked.rst).", DomainWarning)
     return SpikedStateEvolutionResult(
         alpha=alpha, n_spikes=k, m=m, q=q, sigma=sigma, student_strengths=s,
         target_strengths=split.strengths, m_hat=out.m_hat, q_hat=out.q_hat,

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from .._validation import MAX_ALPHA, check_scalar_range
+from .._warnings import warn
 from .core import OPTION_NAMES, SolverOptions, resolve_options, solve_core
 from .corrections import apply_table, check_correction, decide
 from .corrections.rules import SPIKY_SHARE_EDGES
@@ -54,9 +55,8 @@ def _split_call(alpha, problem, correction, options, model, caller):
                         "skattn.theory.explain shows the table).")
     legacy = {k: model.pop(k) for k in list(model) if k in OPTION_NAMES}
     if legacy:
-        warnings.warn(f"passing {sorted(legacy)} to {caller}() as keywords is deprecated; "
-                      f"pass options={{...}} (skattn.theory.SolverOptions).", FutureWarning,
-                      stacklevel=3)
+        warn(f"passing {sorted(legacy)} to {caller}() as keywords is deprecated; pass "
+             f"options={{...}} (skattn.theory.SolverOptions).", FutureWarning)
     options = resolve_options(options, **legacy)
     if problem is None and "reg_lambda" not in model:
         raise TypeError(f"{caller}() needs a problem or the keyword 'reg_lambda'.")

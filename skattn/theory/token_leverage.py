@@ -30,14 +30,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import warnings
-
 import numpy as np
 
 from .._validation import check_random_state_arg, check_scalar_range
 from .denoisers import relu_divided_differences
 from .core.iteration import robust_fixed_point
 from .problem import DomainWarning, StateEvolutionProblem, is_teacher
+from .._warnings import warn
 
 __all__ = ["TokenStateEvolutionResult", "solve_token_state_evolution"]
 
@@ -308,19 +307,19 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
         raise ValueError(f"target.S0_ must be a finite ({d}, {d}) matrix, got shape {S0.shape}.")
     noise = float(target.noise)
     if d < _MIN_VALIDATED_D:
-        warnings.warn(f"n_features={d} is below {_MIN_VALIDATED_D}: the token-leverage state "
-                      "evolution is validated from d = 40 on (at d = 16 the leverage spreads by "
-                      "83 % and the fixed point is not found; docs/domain.rst).",
-                      DomainWarning, stacklevel=2)
+        warn(f"n_features={d} is below {_MIN_VALIDATED_D}: the token-leverage state "
+             "evolution is validated from d = 40 on (at d = 16 the leverage spreads by "
+             "83 % and the fixed point is not found; docs/domain.rst).",
+             DomainWarning)
     if reg_lambda < _MIN_VALIDATED_LAMBDA:
         # measured (benchmarks/threshold_scan.py lin-lambda --token): α = 0.3, Δ = 0.1
         # (0.87 α_interp), d = 100, 8 teachers: trained models 6.6, 5.2 and 2.3 % below this
         # prediction at λ = 1e-3, 3e-3, 0.01 (3.6, 3.5, 3.2 % above the Gaussian one)
-        warnings.warn(f"reg_lambda={reg_lambda:g} is below {_MIN_VALIDATED_LAMBDA:g}: next to "
-                      "the interpolation threshold at small λ the token-leverage state "
-                      "evolution over-predicts trained models (measured 6.6 % at λ = 1e-3 and "
-                      "5.2 % at 3e-3, d = 100; the leverage mixture of solve_state_evolution "
-                      "is within 2 % there; docs/domain.rst).", DomainWarning, stacklevel=2)
+        warn(f"reg_lambda={reg_lambda:g} is below {_MIN_VALIDATED_LAMBDA:g}: next to "
+             "the interpolation threshold at small λ the token-leverage state "
+             "evolution over-predicts trained models (measured 6.6 % at λ = 1e-3 and "
+             "5.2 % at 3e-3, d = 100; the leverage mixture of solve_state_evolution "
+             "is within 2 % there; docs/domain.rst).", DomainWarning)
     if noise == 0:
         from .problem import _teacher_law
         from .thresholds import perfect_recovery_threshold
@@ -331,12 +330,12 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
             # 0.71 α_perf trained models sit 3.5 ± 1.0 % above this prediction (1.0 % above
             # the Gaussian one); from 0.9 α_perf on within 2 %. Wishart(0.3), κ = 0.75 at
             # 0.92 α_perf (10 teachers): 11.9 ± 4.2 % above it (2.9 ± 3.7 % above Gaussian)
-            warnings.warn(f"alpha={alpha:g} is below the perfect-recovery threshold "
-                          f"{alpha_perf:.3g} of this noiseless teacher: there the token-leverage "
-                          "state evolution under-predicts trained models (measured 3.5 % at "
-                          "0.71 α_perf on Wishart(0.5) and 12 % at 0.92 α_perf on Wishart(0.3), "
-                          "d = 100; docs/domain.rst) and the Gaussian one is closer.",
-                          DomainWarning, stacklevel=2)
+            warn(f"alpha={alpha:g} is below the perfect-recovery threshold "
+                 f"{alpha_perf:.3g} of this noiseless teacher: there the token-leverage "
+                 "state evolution under-predicts trained models (measured 3.5 % at "
+                 "0.71 α_perf on Wishart(0.5) and 12 % at 0.92 α_perf on Wishart(0.3), "
+                 "d = 100; docs/domain.rst) and the Gaussian one is closer.",
+                 DomainWarning)
     rng = check_random_state_arg(random_state)
     seeds = np.random.SeedSequence(int(rng.randint(0, 2 ** 31 - 1))).spawn(n_draws)
     x0 = np.log([1.0 / (alpha * d), alpha * d / 20.0])
@@ -375,11 +374,11 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
     gaussian_test_error = float(rows_gauss[:, 0].mean())
     rank_fraction = float(rows[:, 5].max())
     if rank_fraction > width_ratio:
-        warnings.warn(f"width_ratio={width_ratio:g}: the rank cap binds at the fixed point "
-                      f"(rank(Ŝ)/d up to {rank_fraction:.2f}); the token-leverage state "
-                      "evolution models the full-width minimiser only, so this is not a "
-                      "prediction for the capped student (solve_state_evolution has the "
-                      "capped prior).", DomainWarning, stacklevel=2)
+        warn(f"width_ratio={width_ratio:g}: the rank cap binds at the fixed point "
+             f"(rank(Ŝ)/d up to {rank_fraction:.2f}); the token-leverage state "
+             "evolution models the full-width minimiser only, so this is not a "
+             "prediction for the capped student (solve_state_evolution has the "
+             "capped prior).", DomainWarning)
     return TokenStateEvolutionResult(
         alpha=alpha, reg_lambda=reg_lambda, noise=noise, n_features=d,
         test_error=test_error, train_error=float(rows[:, 4].mean()),

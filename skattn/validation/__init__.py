@@ -33,6 +33,7 @@ from .fits import (
     PLAUSIBLE_WEIGHT,
     SEM_FLOOR,
     FiniteSizeFit,
+    UndecidedVerdictWarning,
     akaike_weights,
     fit_finite_size,
     form_robust_verdict,
@@ -54,7 +55,7 @@ __all__ = [
     "seed_for", "SEED_STREAMS", "same_instance_se_row", "token_leverage_row",
     "TOKEN_LEVERAGE_MAX_D", "domain_reasons",
     "fit_finite_size", "select_fit", "akaike_weights", "form_robust_verdict",
-    "MIN_D", "EXPONENTS", "SEM_FLOOR", "PLAUSIBLE_WEIGHT",
+    "MIN_D", "EXPONENTS", "SEM_FLOOR", "PLAUSIBLE_WEIGHT", "UndecidedVerdictWarning",
     "VALIDATION_CONFIGS", "VALIDATE_D", "VALIDATE_SEEDS", "run_validation_grid",
     "estimate_grid_seconds", "format_table", "plot_gaps",
 ]

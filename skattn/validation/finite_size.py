@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_choice, check_scalar_range
+from .._warnings import warn
 from .config import FSSConfig
 from .fits import (
     EXPONENTS,
@@ -41,15 +42,17 @@ from .fits import (
     FiniteSizeFit,
     _check_d_values,
     fit_finite_size,
+    UndecidedVerdictWarning,
     form_robust_verdict,
     select_fit,
+    undecided_reason,
 )
 
 __all__ = [
     "FSSConfig", "FiniteSizeFit", "FiniteSizeComparison", "FiniteSizeResult",
     "fit_finite_size", "select_fit", "finite_size_scaling", "same_instance_se_row",
     "domain_reasons", "token_leverage_row", "seed_for", "SEED_STREAMS", "make_teacher",
-    "simulation_row", "continuum_row", "fss_row",
+    "simulation_row", "continuum_row", "fss_row", "UndecidedVerdictWarning",
     "MIN_D", "EXPONENTS", "SEM_FLOOR",
 ]
 
@@ -89,6 +92,11 @@ class FiniteSizeComparison:
         ``extrapolated / reference − 1``.
     relative_gap_ci : tuple of float
     verdict : str
+        ``"consistent ..."``, ``"gap of ..."``, or ``"undecided: <why> (fits: <verdict>)"``
+        when the data cannot decide (too few seeds or values of d, or an interval wider
+        than the finite-size effect at the largest d; :func:`undecided_reason`).
+    decided : bool
+        False for an "undecided" verdict.
     """
 
     quantity: str
@@ -107,6 +115,7 @@ class FiniteSizeComparison:
     relative_gap: float
     relative_gap_ci: tuple
     verdict: str
+    decided: bool = True
 
     def plot(self, ax=None, *, exponent=None, color=None, label=None):
         """Simulation means with error bars against ``d^(−a)``, both fits and the SE value.
@@ -226,12 +235,33 @@ def _compare(quantity, rows, ds, reference, reference_kind, level, rtol):
                                       kind=f"{reference_kind} SE")
                   if np.isfinite(rel) else None)
         verdict = robust or _verdict(rel, rel_ci, z, rtol, kind)
+    decided = True
+    if reference_kind != "none" and np.isfinite(rel):
+        # the finite-size effect the extrapolation has to tell from a gap: the excess of
+        # the simulations at the largest d over the reference
+        top = int(np.argmax(ds))
+        excess = (y[top] / reference if reference_kind == "same-instance"
+                  else mean[top] / reference - 1)
+        # the interval of the fit that carries the verdict (another plausible form's when
+        # only it is consistent)
+        carrier = next((f for f in fits.values() if robust and f"under fit {f.form} only"
+                        in robust), chosen)
+        offset = reference if reference_kind == "same-instance" else 0.0
+        ci_v = ((offset + carrier.e_inf_ci[0]) / reference - 1,
+                (offset + carrier.e_inf_ci[1]) / reference - 1)
+        why = undecided_reason(verdict, int(n.min()), int(ds.size), ci_v, excess)
+        if why is not None:
+            decided = False
+            verdict = f"undecided: {why} (fits: {verdict})"
+            warn(f"finite-size {quantity}: {verdict}; add seeds or larger d.",
+                 UndecidedVerdictWarning)
     return FiniteSizeComparison(
         quantity=quantity, d=ds, mean=mean, sem=sem, n_seeds=n, fits=fits, chosen=chosen,
         chosen_weight=weight, reference=float(reference), reference_kind=reference_kind,
         se_finite_mean=se_mean, extrapolated=float(extrap),
         extrapolated_ci=(float(ci[0]), float(ci[1])), relative_gap=float(rel),
-        relative_gap_ci=(float(rel_ci[0]), float(rel_ci[1])), verdict=verdict)
+        relative_gap_ci=(float(rel_ci[0]), float(rel_ci[1])), verdict=verdict,
+        decided=decided)
 
 
 # --------------------------------------------------------------------------------------
@@ -461,8 +491,10 @@ def simulation_row(config, d, seed, *, n_test=4000, same_instance_se=False):
     t0 = time.perf_counter()
     teacher = make_teacher(cfg, d, seed)
     n = max(1, int(round(cfg.alpha * d * d)))
-    X, y = teacher.sample(n, task=cfg.task, random_state=seed_for(seed, d, "train"))
-    Xt, yt = teacher.sample(n_test, task=cfg.task, random_state=seed_for(seed, d, "test"))
+    X, y = teacher.sample(n, task=cfg.task, random_state=seed_for(seed, d, "train"),
+                          layout="tokens")
+    Xt, yt = teacher.sample(n_test, task=cfg.task, random_state=seed_for(seed, d, "test"),
+                            layout="tokens")
     common = dict(reg_lambda=cfg.reg_lambda, beta=cfg.beta, attention=cfg.attention,
                   task=cfg.task, solver=cfg.solver, max_iter=cfg.max_iter, tol=cfg.tol,
                   dtype=cfg.dtype, device="cpu",

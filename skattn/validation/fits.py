@@ -10,7 +10,9 @@ from scipy import optimize, stats
 from .._validation import check_scalar_range
 
 __all__ = ["MIN_D", "EXPONENTS", "SEM_FLOOR", "PLAUSIBLE_WEIGHT", "FiniteSizeFit",
-           "fit_finite_size", "select_fit", "akaike_weights", "form_robust_verdict"]
+           "fit_finite_size", "select_fit", "akaike_weights", "form_robust_verdict",
+           "UndecidedVerdictWarning", "undecided_reason", "MIN_DECIDING_SEEDS",
+           "MIN_DECIDING_D", "DECIDING_WIDTH"]
 
 #: Smallest d accepted: below it the quadratic forms are far from Gaussian and
 #: ``n = α d²`` is a handful of samples.
@@ -276,4 +278,70 @@ def form_robust_verdict(fits, target, scale, *, kind, rtol=0.01, n_sigma=2.0,
                     f"{weights[i]:.2f}; gap {rel:+.1%}, z = {z:+.1f}, {kind}); the "
                     f"AIC-preferred {fits[best].form} gives {best_rel:+.1%} (z = "
                     f"{best_z:+.1f}): the d range cannot tell the forms apart")
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# When the data cannot decide
+# --------------------------------------------------------------------------------------
+
+#: Fewer seeds at some d than this: the seed standard error, from which the weights, z and
+#: the interval follow, has one degree of freedom (with 2 seeds it is off by a factor 2
+#: one time in five), so no verdict is drawn.
+MIN_DECIDING_SEEDS = 3
+#: Fewer distinct d than this: the two-parameter fit keeps one degree of freedom, and its
+#: Student-t interval (12.7σ at 95 %) says little.
+MIN_DECIDING_D = 4
+#: A relative-gap interval within ±this decides whatever the finite-size excess: the grid
+#: is to tell a theory error of 10 % or more from a finite-size effect (docs/validation.rst).
+DECIDING_WIDTH = 0.10
+
+
+class UndecidedVerdictWarning(UserWarning):
+    """A finite-size comparison that cannot decide between "consistent" and "gap": too
+    few seeds or values of d, or an extrapolation interval wider than the effect it
+    should decide (the excess of the simulations at the largest d over the reference)."""
+
+
+def undecided_reason(verdict, n_seeds, n_d, rel_ci, excess, *, width=DECIDING_WIDTH):
+    """Why a finite-size verdict cannot be drawn, or None when it can.
+
+    Parameters
+    ----------
+    verdict : str
+        The verdict the fits give ("consistent ...", "gap of ...").
+    n_seeds : int
+        The fewest finished seeds at any d.
+    n_d : int
+        Distinct values of d.
+    rel_ci : tuple of float
+        The interval of the relative gap of the extrapolation to the reference.
+    excess : float
+        The relative excess of the simulations at the largest d over the reference: the
+        finite-size effect the extrapolation has to tell from a gap.
+    width : float, default=DECIDING_WIDTH
+        An interval within ±width decides whatever ``excess``.
+
+    Returns
+    -------
+    str or None
+        E.g. ``"2 seeds at some d (a verdict needs >= 3)"``; None when the verdict stands.
+        "consistent" needs every rule; a gap only enough seeds and values of d (its
+        interval may be wide: it lies away from zero).
+    """
+    if n_seeds < MIN_DECIDING_SEEDS:
+        return f"{n_seeds} seeds at some d (a verdict needs >= {MIN_DECIDING_SEEDS})"
+    if n_d < MIN_DECIDING_D:
+        return (f"{n_d} values of d (a verdict needs >= {MIN_DECIDING_D}: the two-parameter "
+                f"fit keeps one degree of freedom)")
+    if not verdict.startswith("consistent"):
+        return None
+    lo, hi = rel_ci
+    half = (hi - lo) / 2
+    if not np.isfinite(half):
+        return "no finite interval for the extrapolation"
+    scale = max(abs(excess), width) if np.isfinite(excess) else width
+    if half > scale:
+        return (f"the extrapolation's interval [{lo:+.1%}, {hi:+.1%}] is wider than the "
+                f"finite-size effect it should decide ({excess:+.1%} at the largest d)")
     return None

@@ -5,13 +5,12 @@ docs: Theory §8 ("stepwise emergence").
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from ..._validation import check_scalar_range
 from ._solving import _lambda_at, _resolve_theory_target, _solve_robust
 from .recovery import recovered_modes
+from ..._warnings import warn
 
 __all__ = ["emergence_alpha"]
 
@@ -97,13 +96,13 @@ def emergence_alpha(mode_index, *, target, n_tokens, reg_lambda, n_features=None
         f = flags[:, i]
         hit = np.flatnonzero(f)
         if hit.size == 0:
-            warnings.warn(f"mode {i} is not recovered for alpha in {alpha_range}.",
-                          RuntimeWarning, stacklevel=2)
+            warn(f"mode {i} is not recovered for alpha in {alpha_range}.",
+                 RuntimeWarning)
             continue
         k = int(hit[0])
         if k == 0:
-            warnings.warn(f"mode {i} is already recovered at alpha={a_lo:g}; lower "
-                          "alpha_range.", RuntimeWarning, stacklevel=2)
+            warn(f"mode {i} is already recovered at alpha={a_lo:g}; lower "
+                 "alpha_range.", RuntimeWarning)
             continue
         lo, hi = grid[k - 1], grid[k]
         r_lo = results[k - 1]
