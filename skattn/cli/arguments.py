@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,11 @@ from ..reporting import FORMATS, to_jsonable
 PROG = "skattn"
 EXIT_USAGE = 2
 EXIT_ERROR = 1
+
+#: The most points one option's range (START:STOP:NUM) or one run's grid may have: a
+#: state-evolution point takes 0.1-10 s, so 1e5 points is already days of work.
+MAX_GRID_POINTS = 100_000
+
 
 class CLIError(Exception):
     """A user mistake, reported as one line on stderr."""
@@ -52,6 +58,9 @@ def range(item, conv):
                                          f"numbers and NUM an integer") from None
     if num < 1:
         raise argparse.ArgumentTypeError(f"bad range {item!r}: NUM must be >= 1")
+    if num > MAX_GRID_POINTS:
+        raise argparse.ArgumentTypeError(f"bad range {item!r}: NUM must be <= "
+                                         f"{MAX_GRID_POINTS}")
     if len(parts) == 4 and parts[3] == "log":
         if start <= 0 or stop <= 0:
             raise argparse.ArgumentTypeError(f"bad range {item!r}: a log range needs "
@@ -223,7 +232,26 @@ def theory_param_names():
 
 
 def param_grid(args, names):
+    sizes = [len(getattr(args, n)) for n in names]
+    for extra in ("alpha", "reg_lambda"):  # combined with the grid by the commands
+        if extra not in names and isinstance(getattr(args, extra, None), list):
+            sizes.append(len(getattr(args, extra)))
+    if math.prod(sizes) > MAX_GRID_POINTS:
+        raise CLIError(f"the parameter grid has {math.prod(sizes)} points (the product of "
+                       f"the list lengths), above {MAX_GRID_POINTS}; give shorter lists")
     return parameter_grid({n: getattr(args, n) for n in names})
+
+
+def check_output_file(path, option):
+    """Fail before the work when ``path`` cannot be written (a missing or read-only folder)."""
+    if path is None:
+        return
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise CLIError(f"{option}: the folder {str(folder)!r} of {str(path)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CLIError(f"{option}: the folder {str(folder)!r} of {str(path)!r} is not "
+                       "writable")
 
 
 def user_error(exc):

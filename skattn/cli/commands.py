@@ -11,8 +11,8 @@ from ..experiments import (PHASE_DIAGRAM_COLUMNS, THEORY_RESULT_COLUMNS, phase_d
                            phase_diagram_rows, simulate_rows, theory_point, theory_rows,
                            theory_sweep_rows)
 from ..reporting import format_rows
-from .arguments import (MODEL_PARAMS, CLIError, check_columns, choose_columns, param_grid,
-                        theory_param_names, user_error, write)
+from .arguments import (MODEL_PARAMS, CLIError, check_columns, check_output_file,
+                        choose_columns, param_grid, theory_param_names, user_error, write)
 
 # ----------------------------------------------------------------------------------------
 # theory
@@ -172,6 +172,7 @@ def cmd_phase_diagram(args):
     if len(groups) != 1:
         raise CLIError("phase-diagram: only --alpha and --reg-lambda may be lists; give one "
                        "value for every other parameter")
+    check_output_file(args.figure, "--figure")
     try:
         diagram = phase_diagram(groups[0], args.alpha, args.reg_lambda, n_nodes=args.n_nodes,
                                 tol=args.tol, max_iter=args.max_iter, n_jobs=args.n_jobs,
@@ -204,17 +205,21 @@ def cmd_phase_diagram(args):
 # ----------------------------------------------------------------------------------------
 
 def cmd_validate(args):
-    from ..validation_grid import main as validation_main
+    # the grid's own function, not its `python -m` parser: that one prints a usage block
+    from ..validation_grid import VALIDATE_D, VALIDATION_CONFIGS, run_validation_grid
 
-    argv = ["--output", args.output, "--n-seeds", str(args.n_seeds), "--backend",
-            args.backend, "--n-jobs", str(args.n_jobs)]
-    if args.d:
-        argv += ["--d", *map(str, args.d)]
+    configs = VALIDATION_CONFIGS
     if args.labels:
-        argv += ["--labels", *args.labels]
-    if args.no_same_instance_se:
-        argv.append("--no-same-instance-se")
-    return validation_main(argv)
+        configs = [c for c in configs if any(s in c.label for s in args.labels)]
+        if not configs:
+            raise CLIError(f"--labels: no configuration label contains any of {args.labels}")
+    try:
+        run_validation_grid(args.output, d=args.d or list(VALIDATE_D), n_seeds=args.n_seeds,
+                            backend=args.backend, n_jobs=args.n_jobs, configs=configs,
+                            same_instance_se=not args.no_same_instance_se, verbose=1)
+    except (ValueError, TypeError) as exc:
+        raise user_error(exc) from None
+    return 0
 
 
 # ----------------------------------------------------------------------------------------
@@ -231,6 +236,7 @@ def cmd_finite_size(args):
                                if n not in ("n_features", "parametrization")])
     if len(groups) != 1 or len(args.alpha) != 1:
         raise CLIError("finite-size: give one value of every parameter (one configuration)")
+    check_output_file(args.figure, "--figure")
     row = groups[0]
     target = ({"family": "wishart", "kappa0": row["kappa0"]} if row["target"] == "wishart"
               else {"family": "powerlaw", "gamma": row["gamma"]})

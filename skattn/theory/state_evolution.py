@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import (MAX_ALPHA, channel_memory_bytes, check_choice, check_memory,
+from .._validation import (MAX_ALPHA, MIN_ALPHA, channel_memory_bytes, check_choice, check_memory,
                            check_scalar_range)
 from .channels import GaussianNodes, output_side, test_error
 from .fixed_point import robust_fixed_point, solve_or_continue
@@ -424,7 +424,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     Measured: linear T = 1 at λ = 1e-3 next to the interpolation threshold, d = 100, one
     teacher in thirty stalled at a residual of 3e-2 (a test error of 3.67 against 0.746).
     """
-    alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False, high=MAX_ALPHA)
+    alpha = check_scalar_range(alpha, "alpha", low=MIN_ALPHA, high=MAX_ALPHA)
     if problem is None and reg_lambda is UNSET:
         raise TypeError("solve_state_evolution() needs a problem or the keyword 'reg_lambda'.")
     problem = resolve_problem(
