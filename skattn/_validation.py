@@ -45,6 +45,7 @@ __all__ = [
     "MIN_RANK_RATIO",
     "MAX_INT",
     "check_target_scale",
+    "broadcast_to_grid",
 ]
 
 # Documented ranges of the model scalars. Beyond them the state evolution's root finding
@@ -510,3 +511,30 @@ def check_target_scale(second_moment, name="target"):
             f"[{MIN_TARGET_SCALE:g}, {MAX_TARGET_SCALE:g}] where the state evolution holds in "
             f"float64; rescale the target (the package's targets have scale of order 1; "
             f"target_beta sets the softmax's temperature).")
+
+
+def broadcast_to_grid(value, name, shape, grid_name):
+    """``value`` (a scalar or one value per grid point) as an array of ``shape``.
+
+    Parameters
+    ----------
+    value : float or array-like
+    name : str
+        The argument, for the message (e.g. ``"reg_lambda"``).
+    shape : tuple of int
+        The grid's shape.
+    grid_name : str
+        The grid's argument (e.g. ``"alphas"``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and both lengths, when ``value`` cannot be broadcast to ``shape``
+        (instead of numpy's "operands could not be broadcast").
+    """
+    arr = check_finite_array(value, name)
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        raise ValueError(f"{name} must be a scalar or have one value per point of "
+                         f"{grid_name} (shape {tuple(shape)}), got shape {arr.shape}.") from None
