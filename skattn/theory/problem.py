@@ -336,7 +336,7 @@ class StateEvolutionProblem:
     width_ratio : float, default=1.0
         κ = p/d of the factored model; the trace penalty is ``λ̃ = √κ λ``.
     beta, target_beta : float, default=1.0
-        Inverse temperatures of the student and of the teacher, in ``(0, 1e6]``.
+        Inverse temperatures of the student and of the teacher, in ``[1e-6, 1e6]``.
     noise : float, default=0.0
         Label noise Δ in ``[0, 1e6]``.
     attention : {"softmax", "linear"}, default="softmax"

@@ -289,7 +289,7 @@ def solve_state_evolution(alpha, problem=None, *, n_tokens=UNSET, reg_lambda=UNS
     Parameters
     ----------
     alpha : float
-        Sample ratio α = n/d² in ``(0, 1e6]``.
+        Sample ratio α = n/d² in ``[1e-12, 1e6]``.
     problem : StateEvolutionProblem, optional
         The model. Without it, ``n_tokens``, ``reg_lambda`` and ``target`` are required.
     n_tokens : int
