@@ -166,7 +166,8 @@ def connect_store(path, read_only):
         except BaseException:
             conn.close()
             raise
-    uri = path.resolve().as_uri()
+    path = pathlib.Path(os.path.realpath(path))  # the folder that matters is the file's
+    uri = path.as_uri()
     conn = _open(uri + "?mode=ro")
     try:
         return conn, _probe(conn)

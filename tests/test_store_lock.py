@@ -85,16 +85,18 @@ def test_read_a_store_in_a_read_only_folder(tmp_path):
     folder = tmp_path / "ro"
     store = folder / "store.sqlite"
     run_sweep(_f, {"a": [1, 2, 3]}, output=store, backend="sequential")
+    os.symlink(store, tmp_path / "link.sqlite")  # a link from a writable folder
     _read_only(folder)
     try:
         out = _run_unprivileged(f"""
             from skattn.sweep import read_sweep
-            print(sorted(r["y"] for r in read_sweep({str(store)!r})))
+            print(sorted(r["y"] for r in read_sweep({str(store)!r})),
+                  sorted(r["y"] for r in read_sweep({str(tmp_path / "link.sqlite")!r})))
             """, tmp_path)
     finally:
         os.chmod(folder, 0o755)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[2, 4, 6]"
+    assert out.stdout.strip() == "[2, 4, 6] [2, 4, 6]"
 
 
 def test_read_only_folder_with_rows_still_in_the_wal(tmp_path):
