@@ -65,7 +65,9 @@ MIN_RANK_RATIO = 1e-6  # kappa0 of a Wishart target, in the state evolution
 # Root-mean-square eigenvalue sqrt(Tr S0^2 / d) of a target the state evolution takes:
 # below 1e-8 the conjugates underflow (NaN at 1e-20), above 1e3 the quadrature of the
 # saturated softmax needs minutes (1e2: 50 s at T = 2, d = 10), and at 1e100 its panels
-# grow without bound. Targets of this package have scale of order 1.
+# grow without bound. Targets of this package have scale of order 1. The denoisers refuse
+# the upper end at once and the lower end where the conjugates underflow (the spiked route
+# denoises a target's bulk, which may be zero up to rounding).
 MIN_TARGET_SCALE = 1e-8
 MAX_TARGET_SCALE = 1e3
 # The largest integer argument (counts, iterations, sizes): past a C int64 numpy and torch
