@@ -33,3 +33,13 @@ def test_figure_folder_checked_before_the_work(tmp_path, capsys):
     assert time.perf_counter() - t0 < 5  # 1600 points would take minutes
     assert main(["finite-size", "--alpha", "0.3", "--figure", str(missing)]) == 1
     assert "--figure" in capsys.readouterr().err
+
+
+def test_output_into_a_file_fails_before_the_work(tmp_path, capsys):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    t0 = time.perf_counter()
+    assert main(["phase-diagram", "--alpha", "0.1:1:40", "--reg-lambda", "0.01:1:40",
+                 "--output", str(blocker / "out.csv")]) == 1
+    assert "--output" in capsys.readouterr().err
+    assert time.perf_counter() - t0 < 5

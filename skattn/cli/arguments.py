@@ -242,11 +242,18 @@ def param_grid(args, names):
     return parameter_grid({n: getattr(args, n) for n in names})
 
 
-def check_output_file(path, option):
-    """Fail before the work when ``path`` cannot be written (a missing or read-only folder)."""
+def check_output_file(path, option, *, create=False):
+    """Fail before the work when ``path`` cannot be written (a missing or read-only folder).
+
+    With ``create=True`` (``--output``, whose folders :func:`write` creates) the nearest
+    existing folder above ``path`` must be writable instead.
+    """
     if path is None:
         return
     folder = Path(path).parent
+    if create:
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
     if not folder.is_dir():
         raise CLIError(f"{option}: the folder {str(folder)!r} of {str(path)!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -22,6 +22,7 @@ def cmd_theory(args):
     names = theory_param_names()
     all_columns = ["alpha"] + names + list(THEORY_RESULT_COLUMNS)
     check_columns(args, all_columns)
+    check_output_file(args.output, "--output", create=True)
     groups = param_grid(args, names)
     try:
         # a curve of several points shows its progress unless --quiet
@@ -48,6 +49,7 @@ def cmd_theory(args):
 def cmd_simulate(args):
     if None in args.n_features:
         raise CLIError("--n-features: simulations need a finite dimension d (e.g. 60)")
+    check_output_file(args.output, "--output", create=True)
     names = theory_param_names()
     args.parametrization = ["factored"]
     groups = param_grid(args, names)
@@ -173,6 +175,7 @@ def cmd_phase_diagram(args):
         raise CLIError("phase-diagram: only --alpha and --reg-lambda may be lists; give one "
                        "value for every other parameter")
     check_output_file(args.figure, "--figure")
+    check_output_file(args.output, "--output", create=True)
     try:
         diagram = phase_diagram(groups[0], args.alpha, args.reg_lambda, n_nodes=args.n_nodes,
                                 tol=args.tol, max_iter=args.max_iter, n_jobs=args.n_jobs,
@@ -237,6 +240,7 @@ def cmd_finite_size(args):
     if len(groups) != 1 or len(args.alpha) != 1:
         raise CLIError("finite-size: give one value of every parameter (one configuration)")
     check_output_file(args.figure, "--figure")
+    check_output_file(args.output_table, "--output", create=True)
     row = groups[0]
     target = ({"family": "wishart", "kappa0": row["kappa0"]} if row["target"] == "wishart"
               else {"family": "powerlaw", "gamma": row["gamma"]})
