@@ -612,10 +612,13 @@ def _analyse(cfg, sweep_rows, d, level, rtol, *, n_run=0, n_skipped=0, wall=0.0,
     failed_sims = [r for r in failed if r["kind"] == "simulation" and r.get("d") in short]
     if short and failed_sims:  # name the cause, not only the count
         causes = list(dict.fromkeys(str(r["error"])[:300] for r in failed_sims))
+        hint = ("the memory guard refused it: a rerun does not help; raise "
+                "SKATTN_MEMORY_LIMIT_GB or drop that d"
+                if all("SKATTN_MEMORY_LIMIT_GB" in c for c in causes) else
+                "a rerun retries failed rows, so it helps only if the cause was transient")
         raise ValueError(
             f"n_seeds: fewer than 2 finished seeds at d={short} for {cfg.describe()!r}: the "
-            f"training failed ({' | '.join(causes[:3])}); a rerun retries failed rows, so "
-            "it helps only if the cause was transient (finished rows are kept).")
+            f"training failed ({' | '.join(causes[:3])}); {hint} (finished rows are kept).")
     se = dict(se_rows[0]) if se_rows else {}
     if se.get("se_available"):
         kind = "continuum"

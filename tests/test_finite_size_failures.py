@@ -65,9 +65,15 @@ def test_failed_same_instance_prediction_names_its_cause():
 def test_failed_training_rows_name_their_cause():
     cfg = _config()
     guard = ("ValueError: n_features=100000 needs about 186 GiB of memory, above the limit "
-             "of 8 GiB")
+             "of 8 GiB; use a smaller problem, or raise the limit with the environment "
+             "variable SKATTN_MEMORY_LIMIT_GB.")
     rows = [_sim_row(cfg, d, s, se=0.1) for d in (8, 10) for s in (0, 1)]
     rows += [_sim_row(cfg, 100000, s, status="error", error=guard) for s in (0, 1)]
-    with pytest.raises(ValueError, match=r"d=\[100000\].*186 GiB.*helps only if the cause "
-                                         r"was transient"):
+    with pytest.raises(ValueError, match=r"d=\[100000\].*186 GiB.*memory guard refused it: "
+                                         r"a rerun does not help"):
+        _analyse(cfg, rows, np.array([8, 10, 100000]), 0.95, 0.01)
+    crash = "RuntimeError: worker lost"
+    rows = rows[:4] + [_sim_row(cfg, 100000, s, status="error", error=crash) for s in (0, 1)]
+    with pytest.raises(ValueError, match=r"worker lost.*helps only if the cause was "
+                                         r"transient"):
         _analyse(cfg, rows, np.array([8, 10, 100000]), 0.95, 0.01)
