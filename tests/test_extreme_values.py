@@ -8,7 +8,7 @@ from skattn._validation import Interval, check_scalar_range
 from skattn.data import AttentionIndexedModel, SpectrumTarget, WishartTarget
 from skattn.estimators import ScaledLambdaRegressor, TiedAttentionRegressor
 from skattn.theory import solve_state_evolution
-from skattn.theory.laws import DiscreteLaw
+from skattn.theory.laws import DiscreteLaw, WishartLaw
 from skattn.theory.spectral import free_convolution
 
 W = WishartTarget(0.5)
@@ -79,3 +79,21 @@ def test_scaled_lambda_huge_exponent():
     X, y = AttentionIndexedModel(8, n_tokens=2, random_state=0).sample(20, random_state=1)
     with pytest.raises(ValueError, match="exponent"):
         ScaledLambdaRegressor(TiedAttentionRegressor(), exponent=1000).fit(X, y)
+
+
+@pytest.mark.parametrize("delta", [1e-50, 1e-20, 1e20, 1e50])
+def test_free_convolution_delta_relative_to_the_law(delta):
+    # before: 1e-20 returned a law of second moment 0 (should be 1.1), 1e-50 / 1e50 a
+    # RuntimeError of the edge search
+    with pytest.raises(ValueError, match=r"^delta="):
+        free_convolution(DiscreteLaw(np.linspace(0.5, 1.5, 10)), delta)
+    with pytest.raises(ValueError, match=r"^delta="):
+        free_convolution(WishartLaw(0.5), delta)
+
+
+def test_free_convolution_inside_the_delta_range():
+    law = DiscreteLaw(np.linspace(0.5, 1.5, 10))
+    for delta in (1e-8, 1e10):
+        mu = free_convolution(law, delta)
+        assert mu.second_moment() == pytest.approx(law.second_moment() + delta ** 2,
+                                                   rel=1e-8)
