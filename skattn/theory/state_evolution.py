@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import (MAX_ALPHA, MIN_ALPHA, channel_memory_bytes, check_choice, check_memory,
-                           check_scalar_range)
+from .._validation import (MAX_ALPHA, MIN_ALPHA, channel_memory_bytes, check_choice,
+                           check_memory, check_scalar_range)
 from .channels import GaussianNodes, output_side, test_error
 from .fixed_point import robust_fixed_point, solve_or_continue
 from .problem import (
