@@ -38,6 +38,14 @@ __all__ = [
     "MAX_NOISE",
     "MAX_ALPHA",
     "MAX_REG_LAMBDA",
+    "MIN_ALPHA",
+    "MIN_INVERSE_TEMPERATURE",
+    "MIN_TARGET_SCALE",
+    "MAX_TARGET_SCALE",
+    "MIN_RANK_RATIO",
+    "MAX_INT",
+    "check_target_scale",
+    "broadcast_to_grid",
 ]
 
 # Documented ranges of the model scalars. Beyond them the state evolution's root finding
@@ -47,6 +55,25 @@ MAX_INVERSE_TEMPERATURE = 1e6  # beta, target_beta
 MAX_NOISE = 1e6  # label noise Delta
 MAX_ALPHA = 1e6  # sample ratio n/d^2
 MAX_REG_LAMBDA = 1e6  # weight decay lambda
+# Lower ends, found by the adversarial pass of issue #28: below them float64 underflows
+# inside the state evolution (alpha <= 1e-50: failed edge search, 1e-310: NaN in a linear
+# solve; beta = 1e-300: a division by zero; target_beta <= 1e-15 loses digits; a Wishart
+# rank ratio <= 1e-10 does not converge). Inside them the solver gives finite results.
+MIN_ALPHA = 1e-12  # sample ratio (the prediction is that of alpha -> 0 long before)
+MIN_INVERSE_TEMPERATURE = 1e-6  # beta, target_beta
+MIN_RANK_RATIO = 1e-6  # kappa0 of a Wishart target, in the state evolution
+# Root-mean-square eigenvalue sqrt(Tr S0^2 / d) of a target the state evolution takes:
+# below 1e-8 the conjugates underflow (NaN at 1e-20), above 1e3 the quadrature of the
+# saturated softmax needs minutes (1e2: 50 s at T = 2, d = 10), and at 1e100 its panels
+# grow without bound. Targets of this package have scale of order 1. The denoisers refuse
+# the upper end at once and the lower end where the conjugates underflow (the spiked route
+# denoises a target's bulk, which may be zero up to rounding).
+MIN_TARGET_SCALE = 1e-8
+MAX_TARGET_SCALE = 1e3
+# The largest integer argument (counts, iterations, sizes): past a C int64 numpy and torch
+# cannot hold it, and long before it every size runs out of memory.
+MAX_INT = 2 ** 63 - 1
+_FLOAT_MAX = float(np.finfo(float).max)  # a Python float: compared exactly with any int
 
 
 def check_scalar_range(value, name, *, low=None, high=None, low_inclusive=True,
@@ -68,9 +95,20 @@ def check_scalar_range(value, name, *, low=None, high=None, low_inclusive=True,
             f"{name} must be {'an integer' if integer else 'a real number'}, "
             f"got {type(value).__name__} ({value!r})."
         )
-    value = int(value) if integer else float(value)
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}.")
+    if isinstance(value, numbers.Integral):
+        value = int(value)  # exact at any size (np.isfinite fails on ints past int64)
+        if integer and high is None and value > MAX_INT:
+            high = MAX_INT  # what numpy and torch can hold
+        if not integer:
+            try:
+                value = float(value)
+            except OverflowError:
+                raise ValueError(f"{name} must be finite, got an int of {value.bit_length()} "
+                                 "bits (beyond float64).") from None
+    else:
+        value = float(value)
+        if not np.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}.")
     lo_ok = low is None or (value >= low if low_inclusive else value > low)
     hi_ok = high is None or (value <= high if high_inclusive else value < high)
     if not (lo_ok and hi_ok):
@@ -201,7 +239,14 @@ class Interval:
             return False
         if self.kind == "real_not_int" and isinstance(value, numbers.Integral):
             return False
-        if not np.isfinite(value):
+        if isinstance(value, numbers.Integral):
+            # compared exactly: np.isfinite fails on Python ints past int64
+            value = int(value)
+            if self.kind == "int" and self.high is None and value > MAX_INT:
+                return False
+            if self.kind != "int" and abs(value) > _FLOAT_MAX:
+                return False  # a real parameter becomes a float64
+        elif not np.isfinite(value):
             return False
         low_closed = self.closed in ("left", "both")
         high_closed = self.closed in ("right", "both")
@@ -213,8 +258,11 @@ class Interval:
     def __str__(self):
         left = "(-inf" if self.low is None else (
             ("[" if self.closed in ("left", "both") else "(") + f"{self.low}")
-        right = "inf)" if self.high is None else (
-            f"{self.high}" + ("]" if self.closed in ("right", "both") else ")"))
+        if self.high is None and self.kind == "int":
+            right = f"{MAX_INT}]"  # the largest numpy and torch hold
+        else:
+            right = "inf)" if self.high is None else (
+                f"{self.high}" + ("]" if self.closed in ("right", "both") else ")"))
         return f"{self._KINDS[self.kind]} in the range {left}, {right}"
 
 
@@ -281,8 +329,11 @@ def validate_parameters(owner, params, constraints):
         described = [str(kind) for kind in accepted]
         expected = described[0] if len(described) == 1 else (
             ", ".join(described[:-1]) + " or " + described[-1])
+        shown = repr(value)
+        if len(shown) > 80:  # e.g. an int of 400 digits
+            shown = f"{shown[:30]}... ({len(shown)} characters)"
         raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {expected}. "
-                                    f"Got {value!r} instead.")
+                                    f"Got {shown} instead.")
 
 
 # ------------------------------------------------------------------ memory and overflow
@@ -437,3 +488,55 @@ def atomic_fit(keep=None):
                 raise
         return wrapper
     return decorate
+
+
+def check_target_scale(second_moment, name="target"):
+    """Refuse a target whose eigenvalues the state evolution cannot hold in float64.
+
+    Parameters
+    ----------
+    second_moment : float
+        ``Tr S0² / d`` of the target (the second moment of its spectral law).
+    name : str, default="target"
+        The argument, for the message.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, when the root-mean-square eigenvalue ``√(Tr S0²/d)`` lies outside
+        ``[MIN_TARGET_SCALE, MAX_TARGET_SCALE]`` (1e-8, 1e3), or is not finite.
+    """
+    scale = float(np.sqrt(second_moment)) if second_moment >= 0 else float("nan")
+    if not (MIN_TARGET_SCALE <= scale <= MAX_TARGET_SCALE):
+        raise ValueError(
+            f"{name} has root-mean-square eigenvalue sqrt(Tr S0^2/d) = {scale:.3g}, outside "
+            f"[{MIN_TARGET_SCALE:g}, {MAX_TARGET_SCALE:g}] where the state evolution holds in "
+            f"float64; rescale the target (the package's targets have scale of order 1; "
+            f"target_beta sets the softmax's temperature).")
+
+
+def broadcast_to_grid(value, name, shape, grid_name):
+    """``value`` (a scalar or one value per grid point) as an array of ``shape``.
+
+    Parameters
+    ----------
+    value : float or array-like
+    name : str
+        The argument, for the message (e.g. ``"reg_lambda"``).
+    shape : tuple of int
+        The grid's shape.
+    grid_name : str
+        The grid's argument (e.g. ``"alphas"``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and both lengths, when ``value`` cannot be broadcast to ``shape``
+        (instead of numpy's "operands could not be broadcast").
+    """
+    arr = check_finite_array(value, name)
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        raise ValueError(f"{name} must be a scalar or have one value per point of "
+                         f"{grid_name} (shape {tuple(shape)}), got shape {arr.shape}.") from None

@@ -104,7 +104,9 @@ class SpectralFit:
     conf_int : dict of str to tuple or None
         95 % percentile bootstrap intervals (None without bootstrap).
     converged : bool
-        Whether the optimiser converged inside the parameter bounds.
+        Whether the optimiser converged inside the parameter bounds to finite parameters
+        whose law describes the spectrum (Kolmogorov–Smirnov statistic at most
+        :data:`MAX_FIT_KS`, 0.1); ``message`` says why not.
     message : str
         The optimiser's message, plus notes (symmetrised input, bounds hit).
     n_evaluations : int
@@ -394,6 +396,12 @@ class _Objective:
         return best[1]
 
 
+#: A fit whose Kolmogorov–Smirnov distance to the eigenvalues exceeds this is reported as
+#: not converged (``converged=False``, the reason in ``message``): the docstring's example
+#: fits to 0.02; a failed optimum sits at 0.3-1.
+MAX_FIT_KS = 0.1
+
+
 def _fit_once(family, eig, threshold, maxiter):
     """One fit: (θ, objective, optimiser result, atom fraction)."""
     nz = eig[eig > threshold]
@@ -483,8 +491,13 @@ def fit_spectral_law(S, family="wishart", *, zero_tol=1e-3, normalization=None,
                          f"eigenvalue, got {n_nz}.")
     fam = _Family(family, eig.size)
 
-    obj, res, atom = _fit_once(fam, eig, threshold, maxiter)
+    # in units of the largest eigenvalue: the law's η·ReLU(S0 + δZ − εI) is linear in η,
+    # and the optimiser's bounds on log η (and its start, tolerances) are for η of order 1;
+    # a spectrum times 1e5 left them (η/c = 4.4 instead of 2), times 1e200 overflowed
+    unit = top
+    obj, res, atom = _fit_once(fam, eig / unit, threshold / unit, maxiter)
     vals, delta, eta, gap = obj.unpack(res.x)
+    eta = eta * unit
     law = fam.law(vals)
     mu = free_convolution(law, delta)
     if atom > 0:  # μ_δ((−∞, ε + threshold/η]) = atom: eigenvalues in (0, threshold] count
@@ -502,6 +515,9 @@ def fit_spectral_law(S, family="wishart", *, zero_tol=1e-3, normalization=None,
     if symmetrized:
         message += " S was not symmetric: fitted its symmetric part (S + Sᵀ)/2."
     converged = bool(res.success) and not at_bound
+    if not np.all(np.isfinite([eta, delta, eps, *vals])):
+        converged = False
+        message += " Non-finite fitted parameters."
 
     # the bulk: the support component of μ_δ with the largest mass
     comps = [(b, mu.mass_below(b) - mu.mass_below(a)) for a, b in mu.intervals]
@@ -519,6 +535,10 @@ def fit_spectral_law(S, family="wishart", *, zero_tol=1e-3, normalization=None,
         converged=converged, message=message, n_evaluations=int(obj.n_eval))
     ks = stats.kstest(fit.nonzero_eigenvalues, fit.nonzero_cdf)
     fit.ks_statistic, fit.ks_pvalue = float(ks.statistic), float(ks.pvalue)
+    if not fit.ks_statistic <= MAX_FIT_KS:  # NaN too: an optimum that does not describe S
+        fit.converged = False
+        fit.message += (f" Poor fit: Kolmogorov-Smirnov statistic {fit.ks_statistic:.3g} > "
+                        f"{MAX_FIT_KS} (the fitted law does not describe the spectrum).")
     fit.stderr = {"atom_mass": float(np.sqrt(atom * (1 - atom) / eig.size))}
     if n_bootstrap:
         _bootstrap(fit, fam, n_bootstrap, random_state, maxiter)
@@ -534,10 +554,11 @@ def _bootstrap(fit, fam, n_bootstrap, random_state, maxiter):
         eig = np.sort(rng.choice(fit.eigenvalues, size=fit.eigenvalues.size, replace=True))
         if np.sum(eig > fit.zero_threshold) < 5:
             continue
-        obj, res, atom = _fit_once(fam, eig, fit.zero_threshold, maxiter)
+        unit = float(eig.max())  # scaled units, as in fit_spectral_law
+        obj, res, atom = _fit_once(fam, eig / unit, fit.zero_threshold / unit, maxiter)
         vals, delta, eta, gap = obj.unpack(res.x)
         Q = obj.quantiles(vals, delta)
-        draws.append([eta, delta, obj.epsilon(Q, gap, eta), *vals])
+        draws.append([eta * unit, delta, obj.epsilon(Q, gap, eta), *vals])
     if len(draws) < 2:
         return
     draws = np.asarray(draws)

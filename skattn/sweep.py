@@ -35,9 +35,12 @@ result keys or parameters, and values round-trip exactly (ints stay ints, ``None
 
 WAL mode, ``synchronous=FULL``; a finished row is one ``INSERT ... ON CONFLICT (key) DO
 UPDATE``, its own transaction. A sweep holds an advisory lock (``fcntl.flock``, where
-available) on the sidecar ``<store>-lock`` (not the database: closing any descriptor of it
-would drop SQLite's own locks) for its whole run, so a second sweep on the store raises
-:class:`RuntimeError` naming it.
+available) on the sidecar ``<store>-lock`` of the store's real path (symlinks resolved, so
+an alias shares the lock; not the database: closing any descriptor of it would drop
+SQLite's own locks) for its whole run, so a second sweep on the store raises
+:class:`RuntimeError` naming it. A read-only store or folder is read (``immutable``, or
+from a copy when its ``-wal`` file holds rows) but not written: :func:`run_sweep` raises
+one :class:`PermissionError` naming the path. The files themselves: ``skattn/_store_files.py``.
 
 Exports carry the first six fields: CSV, a header then one line per row; Parquet (needs
 pyarrow), a directory (a dataset) holding ``sweep.parquet``; each written to a temporary
@@ -64,13 +67,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ._store_files import check_store_writable, connect_store, lock_store, real_store_path
 from .parallel import check_backend, map_jobs
 from ._warnings import warn
-
-try:  # POSIX only; elsewhere the single-writer rule is documented, not enforced
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None
 
 __all__ = ["SweepResult", "run_sweep", "read_sweep", "export_sweep", "row_key"]
 
@@ -225,26 +224,6 @@ def _check_output(output):
     return path, suffix
 
 
-def _lock(path):
-    """Hold an exclusive advisory lock on ``<path>-lock``; return its descriptor.
-
-    A sidecar file, not the database itself: closing any descriptor of the database would
-    drop SQLite's own POSIX locks in this process.
-    """
-    fd = os.open(path.with_name(path.name + "-lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    if fcntl is None:  # pragma: no cover
-        return fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise RuntimeError(f"output {str(path)!r} is locked by another running sweep; a "
-                           "sweep store has a single writer.") from None
-    except OSError:  # pragma: no cover - e.g. a file system without locks
-        pass
-    return fd
-
-
 def _fsync_dir(path):
     with contextlib.suppress(OSError):  # not every platform can fsync a directory
         fd = os.open(path, os.O_RDONLY)
@@ -352,18 +331,9 @@ _UPSERT = _INSERT + ("UPDATE SET status = excluded.status, error = excluded.erro
 
 
 def _connect(path, read_only):
-    # isolation_level=None: autocommit, so one INSERT is one transaction; timeout: wait
-    # (instead of failing) while the writer checkpoints the WAL
-    if read_only:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60,
-                               isolation_level=None)
-    else:
-        conn = sqlite3.connect(path, timeout=60, isolation_level=None)
     try:
-        tables = {name for (name,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        conn, tables = connect_store(path, read_only)
     except sqlite3.DatabaseError as exc:
-        conn.close()
         raise ValueError(f"output {str(path)!r} exists and is not a SQLite sweep store "
                          f"({exc}).") from None
     if tables and "sweep_rows" not in tables:
@@ -388,10 +358,16 @@ class _SqliteStore:
     """The single writer of a sweep store: WAL mode, one transaction per finished row."""
 
     def __init__(self, path):
+        shown, path = path, real_store_path(path)  # an alias shares the real file's lock
         if path.exists() and not path.is_file():
-            raise ValueError(f"output {str(path)!r} exists and is not a file.")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.lock_fd = _lock(path)
+            raise ValueError(f"output {str(shown)!r} exists and is not a file.")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except PermissionError:
+            raise PermissionError(f"cannot create the folder of output {str(shown)!r} "
+                                  "(permission denied).") from None
+        check_store_writable(path)
+        self.lock_fd = lock_store(path)
         try:
             self.conn, _ = _connect(path, read_only=False)
             try:
@@ -401,6 +377,14 @@ class _SqliteStore:
                 self.conn.execute("PRAGMA synchronous = FULL")
                 self.conn.executescript("BEGIN IMMEDIATE;" + _CREATE_TABLES + "COMMIT;")
                 self.records = _read_store(self.conn, path)
+            except sqlite3.OperationalError as exc:
+                self.conn.close()
+                if "readonly" not in str(exc):
+                    raise
+                # a file the permission bits cannot show as read-only (an immutable file)
+                raise PermissionError(f"output {str(shown)!r} is read-only ({exc}); a sweep "
+                                      "writes its rows there: make it writable or give "
+                                      "another output.") from None
             except BaseException:
                 self.conn.close()
                 raise
@@ -490,6 +474,7 @@ def read_sweep(output):
 def _existing_records(output):
     """Latest record of each key of an existing output, in order of first appearance."""
     path, suffix = _check_output(output)
+    real_store_path(path)  # a symlink loop is named as one, not as a missing file
     if not path.exists():
         raise FileNotFoundError(f"sweep output {str(path)!r} does not exist.")
     return list(_latest(_read_records(path, suffix)).values())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import os
 import sys
 
 from threadpoolctl import threadpool_limits
@@ -40,7 +41,7 @@ def limit_threads(n_threads):
     Parameters
     ----------
     n_threads : int
-        Number of threads, ≥ 1.
+        Number of threads, from 1 to the machine's CPU count (more is no limit).
 
     Yields
     ------
@@ -49,7 +50,7 @@ def limit_threads(n_threads):
     Raises
     ------
     ValueError
-        If ``n_threads`` is not an integer ≥ 1.
+        If ``n_threads`` is not an integer in ``[1, os.cpu_count()]``.
 
     Notes
     -----
@@ -62,17 +63,35 @@ def limit_threads(n_threads):
     >>> with skattn.limit_threads(1):
     ...     pass  # fits here run single-threaded
     """
+    n_cpu = os.cpu_count() or 1
     if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) \
-            or n_threads < 1:
-        raise ValueError(f"n_threads must be an integer >= 1, got {n_threads!r}.")
+            or not 1 <= n_threads <= n_cpu:
+        raise ValueError(f"n_threads must be an integer in [1, {n_cpu}] (the CPU count), "
+                         f"got {n_threads!r}.")
+    n_threads = int(n_threads)
     torch = sys.modules.get("torch")
     previous = torch.get_num_threads() if torch is not None else None
-    with threadpool_limits(limits=int(n_threads)):
-        if torch is not None:
-            torch.set_num_threads(int(n_threads))
-        try:
-            yield
-        finally:
-            # torch may have been imported inside the block: limit it only if we set it
-            if previous is not None:
-                torch.set_num_threads(previous)
+    # torch imported inside the block reads OMP_NUM_THREADS when it starts
+    saved_env = os.environ.get("OMP_NUM_THREADS")
+    if torch is None:
+        os.environ["OMP_NUM_THREADS"] = str(n_threads)
+    try:
+        with threadpool_limits(limits=n_threads):
+            if torch is not None:
+                torch.set_num_threads(n_threads)
+            try:
+                yield
+            finally:
+                late = sys.modules.get("torch") if torch is None else None
+                if previous is not None:
+                    torch.set_num_threads(previous)
+                elif late is not None:
+                    # imported inside the block: give it what it would have had outside
+                    late.set_num_threads(int(saved_env) if saved_env and saved_env.isdigit()
+                                         and int(saved_env) > 0 else n_cpu)
+    finally:
+        if torch is None:
+            if saved_env is None:
+                os.environ.pop("OMP_NUM_THREADS", None)
+            else:
+                os.environ["OMP_NUM_THREADS"] = saved_env

@@ -87,7 +87,7 @@ def test_problem_scalars_have_documented_upper_bounds(field):
 
 
 def test_solver_alpha_upper_bound():
-    with pytest.raises(ValueError, match=r"^alpha must lie in \(0, 1000000\.0\]"):
+    with pytest.raises(ValueError, match=r"^alpha must lie in \[1e-12, 1000000\.0\]"):
         solve_state_evolution(1e300, _problem(), options=dict(n_nodes=64))
 
 

@@ -52,7 +52,7 @@ def test_limit_threads_restores_after_an_error():
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", None])
 def test_limit_threads_rejects_bad_counts(bad):
-    with pytest.raises(ValueError, match="n_threads must be an integer >= 1"):
+    with pytest.raises(ValueError, match="n_threads must be an integer in \\[1, "):
         with skattn.limit_threads(bad):
             pass
 

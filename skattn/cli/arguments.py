@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -18,6 +19,11 @@ from ..theory import CORRECTION_NAMES
 PROG = "skattn"
 EXIT_USAGE = 2
 EXIT_ERROR = 1
+
+#: The most points one option's range (START:STOP:NUM) or one run's grid may have: a
+#: state-evolution point takes 0.1-10 s, so 1e5 points is already days of work.
+MAX_GRID_POINTS = 100_000
+
 
 class CLIError(Exception):
     """A user mistake, reported as one line on stderr."""
@@ -54,6 +60,9 @@ def range(item, conv):
                                          f"numbers and NUM an integer") from None
     if num < 1:
         raise argparse.ArgumentTypeError(f"bad range {item!r}: NUM must be >= 1")
+    if num > MAX_GRID_POINTS:
+        raise argparse.ArgumentTypeError(f"bad range {item!r}: NUM must be <= "
+                                         f"{MAX_GRID_POINTS}")
     if len(parts) == 4 and parts[3] == "log":
         if start <= 0 or stop <= 0:
             raise argparse.ArgumentTypeError(f"bad range {item!r}: a log range needs "
@@ -231,7 +240,33 @@ def theory_param_names():
 
 
 def param_grid(args, names):
+    sizes = [len(getattr(args, n)) for n in names]
+    for extra in ("alpha", "reg_lambda"):  # combined with the grid by the commands
+        if extra not in names and isinstance(getattr(args, extra, None), list):
+            sizes.append(len(getattr(args, extra)))
+    if math.prod(sizes) > MAX_GRID_POINTS:
+        raise CLIError(f"the parameter grid has {math.prod(sizes)} points (the product of "
+                       f"the list lengths), above {MAX_GRID_POINTS}; give shorter lists")
     return parameter_grid({n: getattr(args, n) for n in names})
+
+
+def check_output_file(path, option, *, create=False):
+    """Fail before the work when ``path`` cannot be written (a missing or read-only folder).
+
+    With ``create=True`` (``--output``, whose folders :func:`write` creates) the nearest
+    existing folder above ``path`` must be writable instead.
+    """
+    if path is None:
+        return
+    folder = Path(path).parent
+    if create:
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+    if not folder.is_dir():
+        raise CLIError(f"{option}: the folder {str(folder)!r} of {str(path)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CLIError(f"{option}: the folder {str(folder)!r} of {str(path)!r} is not "
+                       "writable")
 
 
 # Python parameter names that a library message may mention anywhere (not only first):

@@ -11,8 +11,8 @@ from ..experiments import (PHASE_DIAGRAM_COLUMNS, THEORY_RESULT_COLUMNS, phase_d
                            phase_diagram_rows, simulate_rows, theory_point, theory_rows,
                            theory_sweep_rows)
 from ..reporting import format_rows
-from .arguments import (MODEL_PARAMS, CLIError, check_columns, choose_columns, param_grid,
-                        theory_param_names, user_error, write)
+from .arguments import (MODEL_PARAMS, CLIError, check_columns, check_output_file,
+                        choose_columns, param_grid, theory_param_names, user_error, write)
 
 # ----------------------------------------------------------------------------------------
 # theory
@@ -22,6 +22,7 @@ def cmd_theory(args):
     names = theory_param_names()
     all_columns = ["alpha"] + names + list(THEORY_RESULT_COLUMNS)
     check_columns(args, all_columns)
+    check_output_file(args.output, "--output", create=True)
     groups = param_grid(args, names)
     try:
         # progress (a bar over several points, the elapsed time of one) unless --quiet
@@ -49,6 +50,7 @@ def cmd_theory(args):
 def cmd_simulate(args):
     if None in args.n_features:
         raise CLIError("--n-features: simulations need a finite dimension d (e.g. 60)")
+    check_output_file(args.output, "--output", create=True)
     names = theory_param_names()
     args.parametrization = ["factored"]
     groups = param_grid(args, names)
@@ -173,6 +175,8 @@ def cmd_phase_diagram(args):
     if len(groups) != 1:
         raise CLIError("phase-diagram: only --alpha and --reg-lambda may be lists; give one "
                        "value for every other parameter")
+    check_output_file(args.figure, "--figure")
+    check_output_file(args.output, "--output", create=True)
     try:
         diagram = phase_diagram(groups[0], args.alpha, args.reg_lambda, n_nodes=args.n_nodes,
                                 tol=args.tol, max_iter=args.max_iter, n_jobs=args.n_jobs,
@@ -205,17 +209,21 @@ def cmd_phase_diagram(args):
 # ----------------------------------------------------------------------------------------
 
 def cmd_validate(args):
-    from ..validation.grid import main as validation_main
+    # the grid's own function, not its `python -m` parser: that one prints a usage block
+    from ..validation.grid import VALIDATE_D, VALIDATION_CONFIGS, run_validation_grid
 
-    argv = ["--output", args.output, "--n-seeds", str(args.n_seeds), "--backend",
-            args.backend, "--n-jobs", str(args.n_jobs)]
-    if args.d:
-        argv += ["--d", *map(str, args.d)]
+    configs = VALIDATION_CONFIGS
     if args.labels:
-        argv += ["--labels", *args.labels]
-    if args.no_same_instance_se:
-        argv.append("--no-same-instance-se")
-    return validation_main(argv)
+        configs = [c for c in configs if any(s in c.label for s in args.labels)]
+        if not configs:
+            raise CLIError(f"--labels: no configuration label contains any of {args.labels}")
+    try:
+        run_validation_grid(args.output, d=args.d or list(VALIDATE_D), n_seeds=args.n_seeds,
+                            backend=args.backend, n_jobs=args.n_jobs, configs=configs,
+                            same_instance_se=not args.no_same_instance_se, verbose=1)
+    except (ValueError, TypeError) as exc:
+        raise user_error(exc) from None
+    return 0
 
 
 # ----------------------------------------------------------------------------------------
@@ -233,6 +241,8 @@ def cmd_finite_size(args):
                                if n not in ("n_features", "parametrization")])
     if len(groups) != 1 or len(args.alpha) != 1:
         raise CLIError("finite-size: give one value of every parameter (one configuration)")
+    check_output_file(args.figure, "--figure")
+    check_output_file(args.output_table, "--output", create=True)
     row = groups[0]
     try:
         target = row_target_spec(row["target"], kappa0=row.get("kappa0"),

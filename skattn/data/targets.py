@@ -71,7 +71,8 @@ class WishartTarget(Target):
     Parameters
     ----------
     rank_ratio : float, default=0.5
-        κ0 = p0/d in ``(0, 1e6]``. The spectral law is ``√κ0 ×`` Marchenko–Pastur with
+        κ0 = p0/d in ``(0, 1e6]`` (the state evolution takes ``κ0 >= 1e-6``, below which
+        its quadrature of Marchenko–Pastur fails). The spectral law is ``√κ0 ×`` Marchenko–Pastur with
         ratio ``1/κ0`` and ``Q0 → 1 + κ0``. :meth:`sample` raises a ValueError naming
         ``rank_ratio`` when the d × p0 draw exceeds the memory limit
         (``SKATTN_MEMORY_LIMIT_GB``, default 8 GiB).
@@ -157,7 +158,9 @@ class SpectrumTarget(Target):
     Parameters
     ----------
     eigenvalues : array-like of shape (d,) or (d, d)
-        Non-negative eigenvalues, or a symmetric PSD matrix used as S0 itself.
+        Non-negative eigenvalues, or a symmetric PSD matrix used as S0 itself. The state
+        evolution takes a root-mean-square eigenvalue ``√(Tr S0²/d)`` in ``[1e-8, 1e3]``
+        (ValueError naming the target otherwise; see docs/errors.rst).
     """
 
     finite_size_only = True

@@ -374,7 +374,13 @@ default="gaussian"
         if X.shape[2] != self.n_features:
             raise ValueError(f"X must have shape (n_samples, n_tokens, {self.n_features}), "
                              f"got {X.shape}.")
-        S = self.S0_ if S is None else np.asarray(S, dtype=float)
+        if S is not None:
+            S = check_finite_array(S, "S", ndim=(2, 3))
+            d = self.n_features
+            if S.shape[-2:] != (d, d):
+                raise ValueError(f"S must have shape ({d}, {d}) or (n_heads, {d}, {d}), got "
+                                 f"{S.shape}.")
+        S = self.S0_ if S is None else S
         with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked below
             h = preactivation(X, S, self.token_covariance)
         h = check_finite_result(h, "X", X)

@@ -225,7 +225,10 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
         if self.dtype != "float32" or self.attention != "softmax":
             return
         # the first samples suffice to see the scale of the logits
-        h = F.preactivation(torch.as_tensor(X3[:_PRECISION_PROBE], dtype=torch.float64),
+        # np.require: a read-only X (a DataFrame's values, a memory map) is copied, as in
+        # fit, instead of torch warning that it cannot share non-writable memory
+        probe = np.require(X3[:_PRECISION_PROBE], requirements="W")
+        h = F.preactivation(torch.as_tensor(probe, dtype=torch.float64),
                             torch.as_tensor(self.S_, dtype=torch.float64))
         scale = self.beta * float(h.abs().max()) if h.numel() else 0.0
         if scale > _FLOAT32_LOGIT_LIMIT:

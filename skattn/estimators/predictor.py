@@ -226,6 +226,9 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         if isinstance(self.target, AttentionIndexedModel) and self.target.n_features != d:
             raise ValueError(f"X has n_features={d} but the teacher given as target has "
                              f"n_features={self.target.n_features}.")
+        if self.n_features is not None and self.n_features != d:  # would predict another d
+            raise ValueError(f"n_features={self.n_features} does not match X, which has "
+                             f"n_features={d}; leave n_features=None to use X's.")
         if isinstance(self.width, Integral) and self.width > d:
             raise ValueError(f"width={self.width} exceeds n_features={d}; the rank of S is "
                              "at most d.")

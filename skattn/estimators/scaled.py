@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_scalar_range
+from .._validation import MAX_REG_LAMBDA, check_scalar_range
 
 __all__ = ["ScaledLambdaRegressor"]
 
@@ -28,7 +29,8 @@ class ScaledLambdaRegressor(RegressorMixin, BaseEstimator):
     scale : float, default=1.0
         Prefactor (≥ 0).
     exponent : float, default=0.5
-        Power of n.
+        Power of n. ``fit`` raises a ValueError when ``scale · n^exponent`` exceeds the
+        largest ``reg_lambda`` (1e6).
 
     Attributes
     ----------
@@ -56,6 +58,14 @@ class ScaledLambdaRegressor(RegressorMixin, BaseEstimator):
         n = len(X)
         if n < 1:
             raise ValueError("X must hold at least one sample.")
+        # in logarithms: n ** 1000 overflows float64 (OverflowError) long before the range
+        # of reg_lambda is left
+        log_lambda = np.log(scale) + exponent * np.log(n) if scale > 0 else -np.inf
+        if log_lambda > np.log(MAX_REG_LAMBDA):
+            raise ValueError(
+                f"scale · n_samples^exponent = {scale:g} · {n}^{exponent:g} (about "
+                f"1e{log_lambda / np.log(10):.0f}) exceeds the largest reg_lambda, "
+                f"{MAX_REG_LAMBDA:g}; lower scale or exponent.")
         self.reg_lambda_ = float(scale * n ** exponent)
         self.estimator_ = clone(self.estimator).set_params(reg_lambda=self.reg_lambda_)
         self.estimator_.fit(X, y, **fit_params)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_random_state_arg, check_scalar_range
-from .laws import DiscreteLaw, SpectralLaw
+from .._validation import (MAX_TARGET_SCALE, MIN_RANK_RATIO, MIN_TARGET_SCALE,
+                           check_random_state_arg, check_scalar_range, check_target_scale)
+from .laws import DiscreteLaw, SpectralLaw, WishartLaw
 from .spectral import free_convolution
 from .spectral.capped import CappedReluIntegrals, capped_relu_integrals
 
@@ -84,6 +85,42 @@ def goe_matrix(n_features, random_state=None):
     g = rng.standard_normal((n_features, n_features))
     return (g + g.T) / np.sqrt(2 * n_features)
 
+def _law_scale_moment(law):
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        return law.second_moment()
+
+
+def _check_law(law):
+    """Refuse a target law the state evolution cannot hold in float64 (docs/errors.rst).
+
+    Only the upper end of the target's scale is checked here: the spiked route builds a
+    denoiser on the bulk of a target, which may be zero up to rounding; the lower end is
+    named where it bites, when the conjugates underflow (:func:`_check_conjugates`).
+    """
+    if isinstance(law, WishartLaw) and law.rank_ratio < MIN_RANK_RATIO:
+        # Marchenko–Pastur of ratio 1/κ0: its edge search fails below (1e-20: RuntimeError)
+        raise ValueError(f"rank_ratio={law.rank_ratio:g} of the Wishart target is below "
+                         f"{MIN_RANK_RATIO:g}, where the state evolution's spectral "
+                         f"quadrature holds; use rank_ratio >= {MIN_RANK_RATIO:g}.")
+    second = _law_scale_moment(law)
+    if not second <= MAX_TARGET_SCALE ** 2:
+        check_target_scale(second)
+
+
+def _check_conjugates(m_hat, sigma_hat, law):
+    """The prior side needs ``m̂ > 0`` and a finite non-zero ``Σ̂``: otherwise float64 under-
+    or overflowed (the old code divided by zero or took NaN into the quadrature)."""
+    if m_hat > 0 and np.isfinite(m_hat) and sigma_hat != 0 and np.isfinite(sigma_hat):
+        return
+    second = _law_scale_moment(law)
+    if not second >= MIN_TARGET_SCALE ** 2:
+        check_target_scale(second)  # the target's scale underflowed: name it
+    raise ValueError(
+        f"the state evolution's conjugates left float64 (m̂ = {m_hat:.3g}, Σ̂ = "
+        f"{sigma_hat:.3g}): an argument at the edge of its supported range (alpha, beta, "
+        "target_beta, the target's scale); see docs/errors.rst.")
+
+
 class FactoredDenoiser:
     """Spectral soft threshold of factored (tied) attention.
 
@@ -126,6 +163,7 @@ class FactoredDenoiser:
                  target_eigenvalues=None, random_state=0):
         if not isinstance(law, SpectralLaw):
             raise TypeError(f"law must be a SpectralLaw, got {type(law).__name__}.")
+        _check_law(law)
         self.law = law
         self.width_ratio = check_scalar_range(width_ratio, "width_ratio", low=0,
                                               low_inclusive=False)
@@ -194,6 +232,7 @@ class FactoredDenoiser:
         return (2 * self.reg_trace if t_hat == 0.0 else 2 * self.reg_trace - t_hat) / m_hat
 
     def _continuum(self, m_hat, q_hat, sigma_hat, law, t_hat=0.0):
+        _check_conjugates(m_hat, sigma_hat, law)
         delta = np.sqrt(max(q_hat, 0.0)) / m_hat
         eps = self._threshold(m_hat, t_hat)
         eta = m_hat / sigma_hat
@@ -213,6 +252,7 @@ class FactoredDenoiser:
         The same formulas as :meth:`_continuum` (docs/theory.rst §4) with the ReLU
         integrals replaced by those of the capped map g.
         """
+        _check_conjugates(m_hat, sigma_hat, self._empirical_law)
         delta = np.sqrt(max(q_hat, 0.0)) / m_hat
         eps = self._threshold(m_hat, t_hat)
         eta = m_hat / sigma_hat
@@ -270,6 +310,7 @@ class DirectDenoiser:
     def __init__(self, law, *, reg_lambda=0.0):
         if not isinstance(law, SpectralLaw):
             raise TypeError(f"law must be a SpectralLaw, got {type(law).__name__}.")
+        _check_law(law)
         self.law = law
         self.reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
         self.Q0 = law.second_moment()

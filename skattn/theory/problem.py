@@ -15,8 +15,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .._validation import (MAX_INVERSE_TEMPERATURE, MAX_NOISE, channel_memory_bytes,
-                           check_choice, check_memory, check_scalar_range)
+from .._validation import (MAX_INVERSE_TEMPERATURE, MAX_NOISE, MIN_INVERSE_TEMPERATURE,
+                           channel_memory_bytes, check_choice, check_memory,
+                           check_scalar_range)
 from .channels import channel_for
 from .denoisers import DirectDenoiser, FactoredDenoiser
 from .laws import DiscreteLaw, SpectralLaw
@@ -264,9 +265,9 @@ def _check_model_scalars(n_tokens, width_ratio, reg_lambda, beta, target_beta, n
     width_ratio = check_scalar_range(width_ratio, "width_ratio", low=0, low_inclusive=False)
     reg_lambda = check_scalar_range(reg_lambda, "reg_lambda", low=0)
     # upper bounds: beyond them the solver's exponentials and edge search leave float64
-    beta = check_scalar_range(beta, "beta", low=0, low_inclusive=False,
+    beta = check_scalar_range(beta, "beta", low=MIN_INVERSE_TEMPERATURE,
                               high=MAX_INVERSE_TEMPERATURE)
-    target_beta = check_scalar_range(target_beta, "target_beta", low=0, low_inclusive=False,
+    target_beta = check_scalar_range(target_beta, "target_beta", low=MIN_INVERSE_TEMPERATURE,
                                      high=MAX_INVERSE_TEMPERATURE)
     noise = check_scalar_range(noise, "noise", low=0, high=MAX_NOISE)
     # seq2seq has the same channel as seq2lab in the limit: ‖(σ̂ − σ)x‖²/d → Σ_ab (σ̂ − σ)²
@@ -336,7 +337,7 @@ class StateEvolutionProblem:
     width_ratio : float, default=1.0
         κ = p/d of the factored model; the trace penalty is ``λ̃ = √κ λ``.
     beta, target_beta : float, default=1.0
-        Inverse temperatures of the student and of the teacher, in ``(0, 1e6]``.
+        Inverse temperatures of the student and of the teacher, in ``[1e-6, 1e6]``.
     noise : float, default=0.0
         Label noise Δ in ``[0, 1e6]``.
     attention : {"softmax", "linear"}, default="softmax"

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from .._validation import MAX_ALPHA, check_scalar_range
+from .._validation import MAX_ALPHA, MIN_ALPHA, broadcast_to_grid, check_scalar_range
 from .._warnings import warn
 from .core import OPTION_NAMES, SolverOptions, resolve_options, solve_core
 from .corrections import apply_table, check_correction, decide
@@ -46,7 +46,7 @@ _REMOVED_FLAGS = ("exact_gram", "spiked", "leverage")
 
 def _split_call(alpha, problem, correction, options, model, caller):
     """α, the problem, the correction name and the options of a solver call."""
-    alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False, high=MAX_ALPHA)
+    alpha = check_scalar_range(alpha, "alpha", low=MIN_ALPHA, high=MAX_ALPHA)
     correction = check_correction(correction)
     flags = sorted(set(model) & set(_REMOVED_FLAGS))
     if flags:
@@ -80,7 +80,7 @@ def solve_state_evolution(alpha, problem=None, *, correction="auto", options=Non
     Parameters
     ----------
     alpha : float
-        Sample ratio α = n/d² in ``(0, 1e6]``.
+        Sample ratio α = n/d² in ``[1e-12, 1e6]``.
     problem : StateEvolutionProblem, optional
         The model. Without it, ``reg_lambda`` (and usually ``n_tokens`` and ``target``) are
         required as keywords.
@@ -283,7 +283,7 @@ def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None
     if reg_lambda is UNSET:
         reg_lambda = problem.reg_lambda
     alphas = np.atleast_1d(np.asarray(alphas, dtype=float))
-    lams = np.broadcast_to(np.asarray(reg_lambda, dtype=float), alphas.shape)
+    lams = broadcast_to_grid(reg_lambda, "reg_lambda", alphas.shape, "alphas")
     if alphas.ndim != 1 or alphas.size == 0:
         raise ValueError(f"alphas must be a non-empty 1-D array, got shape {alphas.shape}.")
     if n_jobs is not None and n_jobs != 1 and alphas.size > 1:

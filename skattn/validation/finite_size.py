@@ -207,8 +207,14 @@ def _compare(quantity, rows, ds, reference, reference_kind, level, rtol):
         gaps = [dict(d=r["d"], gap=r[quantity] - r[se_key]) for r in rows]
         y, y_sem, _ = _seed_stats(gaps, "gap", ds)
         if not (np.all(np.isfinite(y)) and np.all(np.isfinite(y_sem))):
-            raise ValueError(f"the same-instance SE gave a finite {quantity} for fewer than 2 "
-                             "seeds at some d (see the rows' se_same_instance_message).")
+            bad = sorted({int(r["d"]) for r in rows if not np.isfinite(r[se_key])})
+            causes = list(dict.fromkeys(
+                str(r.get("se_same_instance_message") or "not converged") for r in rows
+                if not np.isfinite(r[se_key])))
+            raise ValueError(
+                f"the same-instance SE gave a finite {quantity} for fewer than 2 seeds at "
+                f"d={bad} (the trained rows are kept in the store); the prediction failed: "
+                + " | ".join(causes[:3]))
         reference = float(se_mean[np.argmax(ds)])
     else:
         y, y_sem = mean, sem
@@ -564,6 +570,27 @@ def domain_reasons(messages):
     return list(dict.fromkeys(r.strip() for r in found))
 
 
+def describe_failure(exc):
+    """``"<kind>: Type: message"`` of a failed prediction, with whether a rerun can help.
+
+    A rerun of the store retries failed rows only; a prediction that failed inside a
+    finished training row is deterministic (same teacher, same solver), so only a changed
+    setting helps: the memory limit, the arguments, or a fix of the solver.
+    """
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ValueError) and "SKATTN_MEMORY_LIMIT_GB" in str(exc):
+        kind = ("memory guard (a rerun does not help; raise SKATTN_MEMORY_LIMIT_GB or use "
+                "a smaller d)")
+    elif isinstance(exc, MemoryError):
+        kind = "out of memory (a rerun helps only with more free memory)"
+    elif isinstance(exc, (ValueError, ArithmeticError, np.linalg.LinAlgError)):
+        kind = "domain error of the prediction (deterministic: a rerun does not help)"
+    else:
+        kind = ("internal error of the prediction (deterministic: a rerun does not help; "
+                "please report it)")
+    return f"{kind}: {text}"
+
+
 def same_instance_se_row(config, teacher):
     """The same-instance finite-d SE of one teacher, as sweep-row columns.
 
@@ -600,8 +627,8 @@ def same_instance_se_row(config, teacher):
         ok, msg = bool(res.converged), str(res.message)
         te, obj = (float(res.test_error), float(res.train_objective)) if ok else (np.nan,
                                                                                   np.nan)
-    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
-        ok, msg, te, obj = False, f"{type(exc).__name__}: {exc}", np.nan, np.nan
+    except Exception as exc:  # noqa: BLE001 - never lose the finished training of the row
+        ok, msg, te, obj = False, describe_failure(exc), np.nan, np.nan
     return {"se_same_instance_test_error": te, "se_same_instance_train_objective": obj,
             "se_same_instance_converged": ok, "se_same_instance_message": msg[:200],
             "se_same_instance_domain": domain[:300],
@@ -653,7 +680,7 @@ def token_leverage_row(config, teacher, random_state=0):
                                               random_state=random_state)
         except DomainWarning:
             return {}
-        except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+        except Exception:  # noqa: BLE001 - an optional column: the training row is kept
             return {"se_token_test_error": np.nan, "se_token_mc_error": np.nan}
     return {"se_token_test_error": float(res.test_error) if res.converged else np.nan,
             "se_token_mc_error": float(res.mc_standard_error)}
@@ -727,6 +754,17 @@ def _analyse(cfg, sweep_rows, d, level, rtol, *, n_run=0, n_skipped=0, wall=0.0,
         msg = failed[0]["error"] if failed else "no finished row"
         raise RuntimeError(f"no simulation row finished for {cfg.describe()!r}: {msg} "
                            "(finished rows are kept; rerun to resume).")
+    short = [int(di) for di in d if sum(r["d"] == di for r in sims) < 2]
+    failed_sims = [r for r in failed if r["kind"] == "simulation" and r.get("d") in short]
+    if short and failed_sims:  # name the cause, not only the count
+        causes = list(dict.fromkeys(str(r["error"])[:300] for r in failed_sims))
+        hint = ("the memory guard refused it: a rerun does not help; raise "
+                "SKATTN_MEMORY_LIMIT_GB or drop that d"
+                if all("SKATTN_MEMORY_LIMIT_GB" in c for c in causes) else
+                "a rerun retries failed rows, so it helps only if the cause was transient")
+        raise ValueError(
+            f"n_seeds: fewer than 2 finished seeds at d={short} for {cfg.describe()!r}: the "
+            f"training failed ({' | '.join(causes[:3])}); {hint} (finished rows are kept).")
     se = dict(se_rows[0]) if se_rows else {}
     if se.get("se_available"):
         kind = "continuum"

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._validation import check_memory
 from ..laws import DiscreteLaw, WishartLaw
 from .evaluators import _DensityEvaluator, _SubordinationEvaluator
 from .kernels import _DiscreteKernel, _GenericKernel, _make_kernel, _WishartKernel
 from .quadrature import (NODE_KEYS, PANEL_KEYS, _bary, _gk21, _panel_inverse, _panel_map,
                          concat_rows, take_rows)
 from .rootfinding import _TINY
+
+
+def _level_bytes(n_panels):
+    """Peak float64 memory of evaluating ``n_panels`` panels: the (P, 21, 23) barycentric
+    tables of the initial guesses and about forty (P, 21) node arrays."""
+    return 8 * n_panels * 21 * (3 * 23 + 40)
 
 
 class PanelQuadrature:
@@ -289,6 +296,11 @@ class PanelQuadrature:
                 break
             par, pnod = take_rows(pan, ~acc), take_rows(nod, ~acc)
             P = par["xp"].size
+            # the panels double at each level where they do not converge (an extreme scale
+            # of the law: 1e150 grew to 24 GB): refuse before the next level's arrays
+            check_memory(_level_bytes(2 * P), f"the spectral law's quadrature (support up to "
+                         f"{xscale:.3g}, delta={self.delta:.3g}: {2 * P} panels at level "
+                         f"{depth + 1}, not converged)")
             p, q = self.coords(par)
             sl, sr = par["sl"], par["sr"]
             # split at the middle, or close to a singular end (the features of the density

@@ -1,0 +1,39 @@
+"""limit_threads holds for torch imported inside the block and bounds its argument (#28)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from skattn import limit_threads
+
+
+def test_bounded_argument():
+    for bad in (0, 10 ** 6, (os.cpu_count() or 1) + 1, 2.0, True):
+        with pytest.raises(ValueError, match="n_threads"):
+            with limit_threads(bad):
+                pass
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to see a limit")
+def test_torch_imported_inside_the_block():
+    code = textwrap.dedent("""
+        import os, sys
+        os.environ.pop("OMP_NUM_THREADS", None)
+        from skattn import limit_threads
+        assert "torch" not in sys.modules
+        with limit_threads(1):
+            import torch
+            inside = torch.get_num_threads()
+        print(inside, torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"))
+        """)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    inside, after, omp = out.stdout.split()
+    assert inside == "1"
+    assert int(after) > 1 and omp == "None"  # restored on exit
