@@ -5,7 +5,7 @@ import pytest
 
 import skattn.theory
 from skattn.data import AttentionIndexedModel
-from skattn.finite_size import FSSConfig, _analyse, same_instance_se_row
+from skattn.validation.finite_size import FSSConfig, _analyse, same_instance_se_row
 
 
 def _config():
