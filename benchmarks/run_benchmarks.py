@@ -9,9 +9,12 @@ Sections
     state evolution (T = 2 point, 32-point α curve, T = 3, 4, 6 points, T = 1 linear curve,
     a 32×16 α×λ phase diagram on 2 jobs) and a finite-d point at d = 400;
 (d) peak memory of ``fit`` relative to the size of X (fresh subprocess, max RSS);
-(e) on a GPU: the estimators' and AMP's fits on ``--device`` against the CPU.
+(e) on a GPU: the estimators' and AMP's fits on ``--device`` against the CPU;
+(f) continuum state-evolution points over a Latin-hypercube grid of configurations per T
+    (T = 2, 4, 5, 6; noise, κ0, α, λ, β ≤ 4): median and worst time, also as multiples of
+    the numpy unit, and the certified fraction of the prox minimisers.
 
-Usage: ``python benchmarks/run_benchmarks.py [--quick] [--sections abcd] [--device cpu]``;
+Usage: ``python benchmarks/run_benchmarks.py [--quick] [--sections abcdf] [--device cpu]``;
 on a GPU machine: ``python benchmarks/run_benchmarks.py --device cuda --sections ae``.
 Prints a table; ``--json FILE`` also writes the numbers.
 """
@@ -175,6 +178,82 @@ def bench_theory(quick):
     return rows
 
 
+def grid_configurations(n_tokens, n_points=6, seed=0):
+    """A Latin-hypercube sample of continuum configurations at ``n_tokens``.
+
+    Ranges: noise Δ = 0 on the first point and in [0.1, 0.5] on the others, the Wishart
+    ratio κ0 in [0.3, 1], α in [0.1, 0.6], λ in [1e-3, 0.1] (log-uniform), β in [1, 4]
+    (the teacher at β0 = β). The same ``(n_tokens, seed)`` gives the same points.
+    """
+    from scipy.stats import qmc
+
+    u = qmc.LatinHypercube(d=5, rng=np.random.default_rng(1000 * seed + n_tokens)) \
+        .random(n_points)
+    out = []
+    for k, (un, uk, ua, ul, ub) in enumerate(u):
+        out.append(dict(n_tokens=n_tokens, noise=0.0 if k == 0 else float(0.1 + 0.4 * un),
+                        kappa=float(0.3 + 0.7 * uk), alpha=float(0.1 + 0.5 * ua),
+                        reg_lambda=float(10 ** (-3 + 2 * ul)), beta=float(1.0 + 3.0 * ub)))
+    return out
+
+
+def solve_grid_point(config, n_nodes=8192):
+    """One continuum solve at a grid configuration: ``(seconds, result)``."""
+    from skattn.data import WishartTarget
+    from skattn.theory import solve_state_evolution
+
+    t = time.perf_counter()
+    res = solve_state_evolution(config["alpha"], n_tokens=config["n_tokens"],
+                                reg_lambda=config["reg_lambda"], noise=config["noise"],
+                                beta=config["beta"], target_beta=config["beta"],
+                                target=WishartTarget(config["kappa"]), n_nodes=n_nodes)
+    return time.perf_counter() - t, res
+
+
+# goals per T: (worst seconds, median seconds) over the grid, on the 2-core machine
+_GRID_GOALS = {2: (0.5, 0.1), 4: (3.0, 1.0), 5: (10.0, 3.0), 6: (20.0, 5.0)}
+
+
+def bench_grid(quick):
+    """(f) continuum points over a grid of configurations per T: median and worst time
+    (also as multiples of the numpy unit) and the certified fraction."""
+    from skattn.data import WishartTarget
+    from skattn.theory import solve_state_evolution
+
+    for T in (2, 3):  # compile (or load) the kernels outside the timings
+        solve_state_evolution(0.3, n_tokens=T, reg_lambda=0.01, target=WishartTarget(0.5),
+                              n_nodes=64)
+    unit = _numpy_unit()
+    rows = [{"section": "f", "what": "numpy unit (20 × 512² float64 matmul)",
+             "seconds": unit, "load_avg_1min": os.getloadavg()[0]}]
+    n_points = 3 if quick else 6
+    for T in ((2, 4) if quick else (2, 4, 5, 6)):
+        times, certified, worst_at, unconverged = [], [], None, 0
+        for config in grid_configurations(T, n_points):
+            seconds, res = solve_grid_point(config)
+            times.append(seconds)
+            certified.append(res.certified_fraction)
+            unconverged += not res.converged
+            if seconds == max(times):
+                worst_at = config
+            rows.append({"section": "f", "what": f"  T={T} " + " ".join(
+                f"{k}={v:.3g}" for k, v in config.items() if k != "n_tokens"),
+                "seconds": seconds, "ratio_to_unit": seconds / unit,
+                "certified_fraction": res.certified_fraction,
+                "converged": int(res.converged)})
+        goal_worst, goal_median = _GRID_GOALS[T]
+        rows.append({"section": "f", "what": f"T={T} grid of {len(times)} points",
+                     "median_s": statistics.median(times), "worst_s": max(times),
+                     "median_ratio": statistics.median(times) / unit,
+                     "worst_ratio": max(times) / unit, "goal_median_s": goal_median,
+                     "goal_worst_s": goal_worst,
+                     "median_certified": statistics.median(certified),
+                     "worst_certified": min(certified), "unconverged": unconverged})
+    rows.append({"section": "f", "what": "load average at the end",
+                 "load_avg_1min": os.getloadavg()[0]})
+    return rows
+
+
 _MEMORY_CHILD = r"""
 import resource, sys, json, numpy as np, torch
 torch.set_num_threads(2)
@@ -240,8 +319,9 @@ def bench_device(device, quick):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
-    parser.add_argument("--sections", default="abcd",
-                        help="subset of a, b, c, d, e (e: the same fits on --device vs CPU)")
+    parser.add_argument("--sections", default="abcdf",
+                        help="subset of a, b, c, d, e, f (e: the same fits on --device vs "
+                             "CPU; f: the continuum over a grid of configurations per T)")
     parser.add_argument("--device", default="cpu",
                         help="torch device for sections a and e (e.g. cuda)")
     parser.add_argument("--json", help="also write the rows to this JSON file")
@@ -257,6 +337,8 @@ def main(argv=None):
         rows += bench_memory(args.quick)
     if "e" in args.sections:
         rows += bench_device(args.device, args.quick)
+    if "f" in args.sections:
+        rows += bench_grid(args.quick)
     for row in rows:
         rest = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                          for k, v in row.items() if k not in ("section", "what"))
