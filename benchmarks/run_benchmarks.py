@@ -240,7 +240,8 @@ def bench_grid(quick):
                 f"{k}={v:.3g}" for k, v in config.items() if k != "n_tokens"),
                 "seconds": seconds, "ratio_to_unit": seconds / unit,
                 "certified_fraction": res.certified_fraction,
-                "converged": int(res.converged)})
+                "converged": int(res.converged), "load_avg_1min": os.getloadavg()[0]})
+            _print_row(rows[-1], file=sys.stderr)  # progress: a grid takes minutes
         goal_worst, goal_median = _GRID_GOALS[T]
         rows.append({"section": "f", "what": f"T={T} grid of {len(times)} points",
                      "median_s": statistics.median(times), "worst_s": max(times),
@@ -316,6 +317,12 @@ def bench_device(device, quick):
     return rows
 
 
+def _print_row(row, file=None):
+    rest = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in row.items() if k not in ("section", "what"))
+    print(f"({row['section']}) {row['what']:<42} {rest}", file=file, flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
@@ -340,9 +347,7 @@ def main(argv=None):
     if "f" in args.sections:
         rows += bench_grid(args.quick)
     for row in rows:
-        rest = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in row.items() if k not in ("section", "what"))
-        print(f"({row['section']}) {row['what']:<42} {rest}")
+        _print_row(row)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -83,8 +83,13 @@ def test_certificate_rejects_a_local_minimum(T):
         if f_high < f_low + 1e-3:
             continue
         found += 1
-        # the worse local minimum is never certified
+        # the worse local minimum is never certified, by either certificate
         assert _certify(ch, x_high, f_high, omega[n], y[n], sigma) != _certify_rows.CERTIFIED
+        c3 = _certify_rows.third_derivative_bounds(y[n][None])[0]
+        code, _ = _certify_rows.certify_dual(x_high, omega[n], y[n], sigma, ch.basis,
+                                             ch._index, ch._scale, beta, ch._row_basis, c3,
+                                             1e-9, 20000, np.empty((20000, T)))
+        assert code != _certify_rows.CERTIFIED
         # and the prox driver, started in the worse basin, ends at least as low as the
         # better one wherever it certifies its answer
         z, fb, cert = ch._prox(y[n:n + 1], omega[n:n + 1], np.array([sigma]),
