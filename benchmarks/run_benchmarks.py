@@ -210,37 +210,66 @@ def solve_grid_point(config, n_nodes=8192):
     return time.perf_counter() - t, res
 
 
+# each grid point in a fresh process with a wall-clock cap, so that one point whose
+# fixed-point iteration stalls (hundreds of evaluations) bounds the run instead of ending
+# it; the kernels are loaded by a small solve before the timed one
+_GRID_CHILD = r"""
+import json, sys
+sys.path.insert(0, {bench_dir!r})
+from run_benchmarks import solve_grid_point
+config = json.loads({config!r})
+solve_grid_point(dict(config, n_tokens=3), n_nodes=64)
+solve_grid_point(config, n_nodes=64)
+seconds, res = solve_grid_point(config)
+print(json.dumps({{"seconds": seconds, "certified_fraction": res.certified_fraction,
+                  "converged": bool(res.converged), "n_iter": int(res.n_iter),
+                  "bound": getattr(res, "uncertified_bound", None)}}))
+"""
+_GRID_CAP_S = 120.0
+
+
+def _grid_point_in_child(config):
+    code = _GRID_CHILD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)),
+                              config=json.dumps(config))
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=_GRID_CAP_S + 60, check=True)
+    except subprocess.TimeoutExpired:
+        return None
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return None if res["seconds"] > _GRID_CAP_S else res
+
+
 # goals per T: (worst seconds, median seconds) over the grid, on the 2-core machine
 _GRID_GOALS = {2: (0.5, 0.1), 4: (3.0, 1.0), 5: (10.0, 3.0), 6: (20.0, 5.0)}
 
 
 def bench_grid(quick):
     """(f) continuum points over a grid of configurations per T: median and worst time
-    (also as multiples of the numpy unit) and the certified fraction."""
-    from skattn.data import WishartTarget
-    from skattn.theory import solve_state_evolution
-
-    for T in (2, 3):  # compile (or load) the kernels outside the timings
-        solve_state_evolution(0.3, n_tokens=T, reg_lambda=0.01, target=WishartTarget(0.5),
-                              n_nodes=64)
+    (also as multiples of the numpy unit) and the certified fraction. A point that takes
+    more than ``_GRID_CAP_S`` counts as that cap (so the worst time is then a lower bound)
+    and as certified fraction 0."""
     unit = _numpy_unit()
     rows = [{"section": "f", "what": "numpy unit (20 × 512² float64 matmul)",
              "seconds": unit, "load_avg_1min": os.getloadavg()[0]}]
     n_points = 3 if quick else 6
     for T in ((2, 4) if quick else (2, 4, 5, 6)):
-        times, certified, worst_at, unconverged = [], [], None, 0
+        times, certified, capped, unconverged = [], [], 0, 0
         for config in grid_configurations(T, n_points):
-            seconds, res = solve_grid_point(config)
-            times.append(seconds)
-            certified.append(res.certified_fraction)
-            unconverged += not res.converged
-            if seconds == max(times):
-                worst_at = config
+            res = _grid_point_in_child(config)
+            if res is None:
+                capped += 1
+                res = {"seconds": _GRID_CAP_S, "certified_fraction": 0.0, "converged": False,
+                       "capped": 1}
+            times.append(res["seconds"])
+            certified.append(res["certified_fraction"])
+            unconverged += not res["converged"]
             rows.append({"section": "f", "what": f"  T={T} " + " ".join(
                 f"{k}={v:.3g}" for k, v in config.items() if k != "n_tokens"),
-                "seconds": seconds, "ratio_to_unit": seconds / unit,
-                "certified_fraction": res.certified_fraction,
-                "converged": int(res.converged), "load_avg_1min": os.getloadavg()[0]})
+                "seconds": res["seconds"], "ratio_to_unit": res["seconds"] / unit,
+                "certified_fraction": res["certified_fraction"],
+                "converged": int(res["converged"]), "capped": int(res.get("capped", 0)),
+                "load_avg_1min": os.getloadavg()[0]})
             _print_row(rows[-1], file=sys.stderr)  # progress: a grid takes minutes
         goal_worst, goal_median = _GRID_GOALS[T]
         rows.append({"section": "f", "what": f"T={T} grid of {len(times)} points",
@@ -249,7 +278,8 @@ def bench_grid(quick):
                      "worst_ratio": max(times) / unit, "goal_median_s": goal_median,
                      "goal_worst_s": goal_worst,
                      "median_certified": statistics.median(certified),
-                     "worst_certified": min(certified), "unconverged": unconverged})
+                     "worst_certified": min(certified), "unconverged": unconverged,
+                     "capped": capped})
     rows.append({"section": "f", "what": "load average at the end",
                  "load_avg_1min": os.getloadavg()[0]})
     return rows
