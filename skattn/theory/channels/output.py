@@ -154,7 +154,7 @@ class OutputSide:
 
     def keys(self):
         return ("m_hat", "q_hat", "sigma_hat", "train_error", "moreau", "sigma_hat_pointwise",
-                "sigma_hat_stein", "t_hat", "certified_fraction", "uncertified_bound")
+                "sigma_hat_stein", "t_hat", "certified_fraction")  # the scalars
 
 
 def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, m, q, V,
