@@ -9,9 +9,12 @@ Sections
     state evolution (T = 2 point, 32-point α curve, T = 3, 4, 6 points, T = 1 linear curve,
     a 32×16 α×λ phase diagram on 2 jobs) and a finite-d point at d = 400;
 (d) peak memory of ``fit`` relative to the size of X (fresh subprocess, max RSS);
-(e) on a GPU: the estimators' and AMP's fits on ``--device`` against the CPU.
+(e) on a GPU: the estimators' and AMP's fits on ``--device`` against the CPU;
+(f) continuum state-evolution points over a Latin-hypercube grid of configurations per T
+    (T = 2, 4, 5, 6; noise, κ0, α, λ, β ≤ 4): median and worst time, also as multiples of
+    the numpy unit, and the certified fraction of the prox minimisers.
 
-Usage: ``python benchmarks/run_benchmarks.py [--quick] [--sections abcd] [--device cpu]``;
+Usage: ``python benchmarks/run_benchmarks.py [--quick] [--sections abcdf] [--device cpu]``;
 on a GPU machine: ``python benchmarks/run_benchmarks.py --device cuda --sections ae``.
 Prints a table; ``--json FILE`` also writes the numbers.
 """
@@ -175,6 +178,113 @@ def bench_theory(quick):
     return rows
 
 
+def grid_configurations(n_tokens, n_points=6, seed=0):
+    """A Latin-hypercube sample of continuum configurations at ``n_tokens``.
+
+    Ranges: noise Δ = 0 on the first point and in [0.1, 0.5] on the others, the Wishart
+    ratio κ0 in [0.3, 1], α in [0.1, 0.6], λ in [1e-3, 0.1] (log-uniform), β in [1, 4]
+    (the teacher at β0 = β). The same ``(n_tokens, seed)`` gives the same points.
+    """
+    from scipy.stats import qmc
+
+    u = qmc.LatinHypercube(d=5, rng=np.random.default_rng(1000 * seed + n_tokens)) \
+        .random(n_points)
+    out = []
+    for k, (un, uk, ua, ul, ub) in enumerate(u):
+        out.append(dict(n_tokens=n_tokens, noise=0.0 if k == 0 else float(0.1 + 0.4 * un),
+                        kappa=float(0.3 + 0.7 * uk), alpha=float(0.1 + 0.5 * ua),
+                        reg_lambda=float(10 ** (-3 + 2 * ul)), beta=float(1.0 + 3.0 * ub)))
+    return out
+
+
+def solve_grid_point(config, n_nodes=8192):
+    """One continuum solve at a grid configuration: ``(seconds, result)``."""
+    from skattn.data import WishartTarget
+    from skattn.theory import solve_state_evolution
+
+    t = time.perf_counter()
+    res = solve_state_evolution(config["alpha"], n_tokens=config["n_tokens"],
+                                reg_lambda=config["reg_lambda"], noise=config["noise"],
+                                beta=config["beta"], target_beta=config["beta"],
+                                target=WishartTarget(config["kappa"]), n_nodes=n_nodes)
+    return time.perf_counter() - t, res
+
+
+# each grid point in a fresh process with a wall-clock cap, so that one point whose
+# fixed-point iteration stalls (hundreds of evaluations) bounds the run instead of ending
+# it; the kernels are loaded by a small solve before the timed one
+_GRID_CHILD = r"""
+import json, sys
+sys.path.insert(0, {bench_dir!r})
+from run_benchmarks import solve_grid_point
+config = json.loads({config!r})
+solve_grid_point(dict(config, n_tokens=3), n_nodes=64)
+solve_grid_point(config, n_nodes=64)
+seconds, res = solve_grid_point(config)
+print(json.dumps({{"seconds": seconds, "certified_fraction": res.certified_fraction,
+                  "converged": bool(res.converged), "n_iter": int(res.n_iter),
+                  "bound": getattr(res, "uncertified_bound", None)}}))
+"""
+_GRID_CAP_S = 120.0
+
+
+def _grid_point_in_child(config):
+    code = _GRID_CHILD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)),
+                              config=json.dumps(config))
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=_GRID_CAP_S + 60, check=True)
+    except subprocess.TimeoutExpired:
+        return None
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return None if res["seconds"] > _GRID_CAP_S else res
+
+
+# goals per T: (worst seconds, median seconds) over the grid, on the 2-core machine
+_GRID_GOALS = {2: (0.5, 0.1), 4: (3.0, 1.0), 5: (10.0, 3.0), 6: (20.0, 5.0)}
+
+
+def bench_grid(quick):
+    """(f) continuum points over a grid of configurations per T: median and worst time
+    (also as multiples of the numpy unit) and the certified fraction. A point that takes
+    more than ``_GRID_CAP_S`` counts as that cap (so the worst time is then a lower bound)
+    and as certified fraction 0."""
+    unit = _numpy_unit()
+    rows = [{"section": "f", "what": "numpy unit (20 × 512² float64 matmul)",
+             "seconds": unit, "load_avg_1min": os.getloadavg()[0]}]
+    n_points = 3 if quick else 6
+    for T in ((2, 4) if quick else (2, 4, 5, 6)):
+        times, certified, capped, unconverged = [], [], 0, 0
+        for config in grid_configurations(T, n_points):
+            res = _grid_point_in_child(config)
+            if res is None:
+                capped += 1
+                res = {"seconds": _GRID_CAP_S, "certified_fraction": 0.0, "converged": False,
+                       "capped": 1}
+            times.append(res["seconds"])
+            certified.append(res["certified_fraction"])
+            unconverged += not res["converged"]
+            rows.append({"section": "f", "what": f"  T={T} " + " ".join(
+                f"{k}={v:.3g}" for k, v in config.items() if k != "n_tokens"),
+                "seconds": res["seconds"], "ratio_to_unit": res["seconds"] / unit,
+                "certified_fraction": res["certified_fraction"],
+                "converged": int(res["converged"]), "capped": int(res.get("capped", 0)),
+                "load_avg_1min": os.getloadavg()[0]})
+            _print_row(rows[-1], file=sys.stderr)  # progress: a grid takes minutes
+        goal_worst, goal_median = _GRID_GOALS[T]
+        rows.append({"section": "f", "what": f"T={T} grid of {len(times)} points",
+                     "median_s": statistics.median(times), "worst_s": max(times),
+                     "median_ratio": statistics.median(times) / unit,
+                     "worst_ratio": max(times) / unit, "goal_median_s": goal_median,
+                     "goal_worst_s": goal_worst,
+                     "median_certified": statistics.median(certified),
+                     "worst_certified": min(certified), "unconverged": unconverged,
+                     "capped": capped})
+    rows.append({"section": "f", "what": "load average at the end",
+                 "load_avg_1min": os.getloadavg()[0]})
+    return rows
+
+
 _MEMORY_CHILD = r"""
 import resource, sys, json, numpy as np, torch
 torch.set_num_threads(2)
@@ -237,11 +347,18 @@ def bench_device(device, quick):
     return rows
 
 
+def _print_row(row, file=None):
+    rest = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in row.items() if k not in ("section", "what"))
+    print(f"({row['section']}) {row['what']:<42} {rest}", file=file, flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
-    parser.add_argument("--sections", default="abcd",
-                        help="subset of a, b, c, d, e (e: the same fits on --device vs CPU)")
+    parser.add_argument("--sections", default="abcdf",
+                        help="subset of a, b, c, d, e, f (e: the same fits on --device vs "
+                             "CPU; f: the continuum over a grid of configurations per T)")
     parser.add_argument("--device", default="cpu",
                         help="torch device for sections a and e (e.g. cuda)")
     parser.add_argument("--json", help="also write the rows to this JSON file")
@@ -257,10 +374,10 @@ def main(argv=None):
         rows += bench_memory(args.quick)
     if "e" in args.sections:
         rows += bench_device(args.device, args.quick)
+    if "f" in args.sections:
+        rows += bench_grid(args.quick)
     for row in rows:
-        rest = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in row.items() if k not in ("section", "what"))
-        print(f"({row['section']}) {row['what']:<42} {rest}")
+        _print_row(row)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -83,8 +83,13 @@ def test_certificate_rejects_a_local_minimum(T):
         if f_high < f_low + 1e-3:
             continue
         found += 1
-        # the worse local minimum is never certified
+        # the worse local minimum is never certified, by either certificate
         assert _certify(ch, x_high, f_high, omega[n], y[n], sigma) != _certify_rows.CERTIFIED
+        c3 = _certify_rows.third_derivative_bounds(y[n][None])[0]
+        code, _ = _certify_rows.certify_dual(x_high, omega[n], y[n], sigma, ch.basis,
+                                             ch._index, ch._scale, beta, ch._row_basis, c3,
+                                             1e-9, 20000, np.empty((20000, T)))
+        assert code != _certify_rows.CERTIFIED
         # and the prox driver, started in the worse basin, ends at least as low as the
         # better one wherever it certifies its answer
         z, fb, cert = ch._prox(y[n:n + 1], omega[n:n + 1], np.array([sigma]),
@@ -139,3 +144,49 @@ def test_third_derivative_bound_holds_numerically():
             lam0 = _certify_rows._row_lambda(t, Q, yrow, 1.0, A, M)
             lam1 = _certify_rows._row_lambda(t + d, Q, yrow, 1.0, A, M)
             assert abs(lam1 - lam0) <= c3 * 1e-3 * (1 + 1e-6) + 1e-12
+
+
+def test_local_third_derivative_bound_holds_numerically():
+    # the local constant of a cube (or ball) of row space bounds the change of the row
+    # curvature along segments inside it; it is never above the global constant
+    rng = np.random.default_rng(2)
+    for T in (3, 5, 6):
+        ch = SoftmaxChannel(T, beta=1.0)
+        Q = ch._row_basis
+        d = T - 1
+        A, M = np.empty(T), np.empty((d, d))
+        lo, hi = np.empty(T), np.empty(T)
+        for k in range(300):
+            beta = float(rng.choice([1.0, 2.0, 4.0]))
+            # labels near the fitted row or anywhere on the simplex
+            yrow = rng.dirichlet(np.ones(T) * rng.choice([0.3, 3.0]))
+            cap = _certify_rows.third_derivative_bounds(yrow[None, None])[0, 0]
+            t = rng.standard_normal(d) * 2
+            half = 10 ** rng.uniform(-3, 0)
+            ball = bool(k % 2)
+            c_loc = _certify_rows._local_c3(t, half, ball, Q, yrow, beta, cap, A, lo, hi)
+            assert 0 <= c_loc <= cap
+            # a point of the region, and a short step that stays in it
+            u = rng.standard_normal(d)
+            if ball:
+                p = t + u / np.linalg.norm(u) * half * rng.uniform(0, 0.9)
+            else:
+                p = t + rng.uniform(-0.9, 0.9, d) * half
+            step = rng.standard_normal(d)
+            step *= 0.05 * half / np.linalg.norm(step)
+            lam0 = _certify_rows._row_lambda(p, Q, yrow, beta, A, M)
+            lam1 = _certify_rows._row_lambda(p + step, Q, yrow, beta, A, M)
+            assert abs(lam1 - lam0) <= beta ** 3 * c_loc * np.linalg.norm(step) * (1 + 1e-6) \
+                + 1e-12
+
+
+def test_cholesky_test_agrees_with_the_eigenvalue():
+    rng = np.random.default_rng(3)
+    for d in (2, 4, 5):
+        L = np.empty((d, d))
+        for _ in range(200):
+            G = rng.standard_normal((d, d))
+            M = G @ G.T - rng.uniform(0, 3) * np.eye(d)
+            lam = np.linalg.eigvalsh(M)[0]
+            tau = lam + rng.choice([-1, 1]) * 10 ** rng.uniform(-6, 0)
+            assert _certify_rows._exceeds(M, tau, L) == (lam > tau)

@@ -150,6 +150,8 @@ class SoftmaxChannel(_Channel):
 
     # the fixed-point iterations may run the cheap warm-start prox (trust_warm)
     warm_startable = True
+    # the output side may take loss and Hessian trace from the compiled row kernel
+    softmax_row_kernel = True
 
     def prox(self, y, omega, sigma, start=None, warm=None):
         """Global minimiser ``z* = argmin_z ‖z − ω‖²/(2Σ) + ℓ(y, z)``.

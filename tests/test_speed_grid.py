@@ -1,0 +1,130 @@
+"""Speed work on the continuum state evolution: what may not move, and what it certifies.
+
+* certified values agree with those of the code before the speed work (commit 11354e1,
+  computed there by the same calls and stored in ``tests/reference/``) to 1e-4 relative;
+* the fused output-side kernel equals the numpy Hessians and eigenvalues;
+* the bound carried by uncertified nodes holds;
+* the certified fraction at the worst point of the benchmark grid per T
+  (``benchmarks/run_benchmarks.py``, section f).
+"""
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+from skattn.data import WishartTarget
+from skattn.theory import solve_state_evolution
+from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels, output_side
+from skattn.theory.channels.output import _trace_resolvent_complement
+
+HERE = pathlib.Path(__file__).parent
+REFERENCE = json.loads((HERE / "reference" / "state_evolution_11354e1.json").read_text())
+KEYS = ("m", "q", "sigma", "m_hat", "q_hat", "sigma_hat", "test_error", "train_error")
+
+
+def _solve(p, **kw):
+    return solve_state_evolution(p["alpha"], n_tokens=p["n_tokens"],
+                                 reg_lambda=p["reg_lambda"], noise=p["noise"],
+                                 target=WishartTarget(p["kappa"]), beta=p["beta"],
+                                 n_nodes=p["n_nodes"], **kw)
+
+
+def _ref_id(p):
+    return f"T{p['n_tokens']}-beta{p['beta']:g}-nodes{p['n_nodes']}"
+
+
+@pytest.mark.parametrize("ref", [
+    pytest.param(p, id=_ref_id(p),
+                 marks=[pytest.mark.slow] if p["n_nodes"] * p["n_tokens"] > 10000 else [])
+    for p in REFERENCE])
+def test_certified_values_match_the_code_before_the_speed_work(ref):
+    res = _solve(ref)
+    assert res.converged
+    # as many nodes certified as before, or more
+    assert res.certified_fraction >= ref["certified_fraction"] - 1e-12
+    for key in KEYS:
+        assert getattr(res, key) == pytest.approx(ref[key], rel=1e-4), key
+
+
+@pytest.mark.parametrize("T", [3, 4, 6])
+@pytest.mark.parametrize("beta", [1.0, 4.0])
+def test_fused_loss_and_trace_equal_numpy(T, beta):
+    rng = np.random.default_rng(T)
+    ch = SoftmaxChannel(T, beta=beta)
+    z = rng.standard_normal((300, ch.K))
+    y = ch.labels(rng.standard_normal((300, ch.K)))
+    loss0, _, H = ch._derivs(y, z)
+    for sigma in (1e-10, 0.05, 0.7):
+        tr0 = _trace_resolvent_complement(H, sigma)
+        loss1, tr1 = _kernels.loss_and_trace(z, y, ch._index, ch._scale, beta, sigma)
+        np.testing.assert_allclose(loss1, loss0, rtol=1e-13)
+        ok = np.isfinite(tr1)       # nan: I + ΣH near singular, left to the eigenvalues
+        assert ok.all() if sigma < 1e-6 else ok.any()
+        np.testing.assert_allclose(tr1[ok], tr0[ok], rtol=1e-9, atol=1e-14)
+
+
+def test_uncertified_bound_holds():
+    # T = 3, β = 4, Σ = 0.5: the prox is far from convex; without the certificate (budget
+    # 0) only the provably convex nodes count as certified. The
+    # bound of the uncertified run must cover its distance to the certified run, and it
+    # vanishes where every node is certified.
+    ch = SoftmaxChannel(3, beta=4.0, target_beta=4.0)
+    nodes = GaussianNodes(2 * ch.K, n_points=256, seed=0)
+    kw = dict(m=0.6, q=0.8, Q0=1.0, noise=0.1, sigma=0.5, alpha=0.3, nodes=nodes)
+    ch.certify_budget = 0
+    rough = output_side(ch, **kw)
+    ch.certify_budget = 2000
+    fine = output_side(ch, **kw)
+    assert rough.certified_fraction < fine.certified_fraction
+    for key in ("m_hat", "q_hat", "sigma_hat_stein", "train_error", "moreau"):
+        assert rough.uncertified_bound[key] > 0
+        assert abs(rough[key] - fine[key]) <= rough.uncertified_bound[key]
+        if fine.certified_fraction == 1.0:
+            assert fine.uncertified_bound[key] == 0.0
+    easy = output_side(SoftmaxChannel(3, beta=1.0), **dict(kw, sigma=0.05))
+    assert easy.certified_fraction == 1.0
+    assert all(v == 0.0 for v in easy.uncertified_bound.values())
+
+
+def _grid():
+    sys.path.insert(0, str(HERE.parent / "benchmarks"))
+    try:
+        from run_benchmarks import grid_configurations
+    finally:
+        sys.path.pop(0)
+    return grid_configurations
+
+
+# the grid point with the lowest certified fraction per T in the benchmark run reported in
+# the README (section f; index into grid_configurations(T)), and that fraction at 8192
+# nodes; where it is below the goal of 99.9 % the test is an expected failure that says so
+WORST_GRID_POINT = {2: (0, 1.0), 4: (1, 0.497), 5: (4, 0.000732), 6: (3, 0.0)}
+GOAL = 0.999
+
+
+def _worst_cases(slow):
+    cases = []
+    for T, (index, measured) in sorted(WORST_GRID_POINT.items()):
+        marks = [pytest.mark.slow] if slow else []
+        if measured < GOAL:
+            marks.append(pytest.mark.xfail(
+                strict=True, reason=f"goal not met: {measured:.1%} certified at 8192 nodes"))
+        cases.append(pytest.param(T, index, marks=marks, id=f"T{T}-point{index}"))
+    return cases
+
+
+@pytest.mark.parametrize("T, index", _worst_cases(slow=False))
+def test_certified_fraction_at_the_worst_grid_point_small(T, index):
+    config = _grid()(T)[index]
+    res = _solve(dict(config, n_nodes=256), target_beta=config["beta"])
+    assert res.certified_fraction >= GOAL
+
+
+@pytest.mark.parametrize("T, index", _worst_cases(slow=True))
+def test_certified_fraction_at_the_worst_grid_point(T, index):
+    config = _grid()(T)[index]
+    res = _solve(dict(config, n_nodes=8192), target_beta=config["beta"])
+    assert res.certified_fraction >= GOAL
