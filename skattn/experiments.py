@@ -41,7 +41,7 @@ MODEL_PARAMETERS = ("n_features", "n_tokens", "reg_lambda", "target", "kappa0", 
 THEORY_RESULT_COLUMNS = ("test_error", "train_error", "train_objective", "s_error",
                          "atom_mass", "m", "q", "sigma", "m_hat", "q_hat", "sigma_hat", "Q0",
                          "eta", "delta", "epsilon", "converged", "n_iter", "residual",
-                         "message", "correction")
+                         "message", "correction_used")
 
 TARGETS = ("wishart", "powerlaw")
 ESTIMATORS = ("tied", "direct", "amp")
@@ -210,7 +210,8 @@ def _result_values(res, missing):
     out = {}
     for c in THEORY_RESULT_COLUMNS:
         try:
-            out[c] = getattr(res, c)
+            # the correction the result used (a sweep row's "correction" is the one asked for)
+            out[c] = res.correction if c == "correction_used" else getattr(res, c)
         except Exception:  # e.g. a spectrum quantity at a non-finite point
             out[c] = missing
     return out

@@ -28,7 +28,7 @@ import numpy as np
 
 from _common import add_common_arguments, write_result
 from skattn.theory import solve_state_evolution
-from skattn.theory.seq2seq import EXACT_GRAM_SEQ2LAB_MAX_T
+from skattn.theory.corrections.exact_gram import EXACT_GRAM_SEQ2LAB_MAX_T
 from skattn.validation import VALIDATION_CONFIGS, make_teacher, simulation_row
 
 

@@ -34,7 +34,7 @@ def cmd_theory(args):
         raise user_error(exc) from None
     columns = choose_columns(rows, all_columns, args,
                               ["alpha", "test_error", "train_error", "train_objective",
-                               "atom_mass", "converged", "correction"], names)
+                               "atom_mass", "converged", "correction_used"], names)
     write(format_rows(rows, columns, args.format), args.output)
     bad = sum(not r["converged"] for r in rows)
     if bad:
