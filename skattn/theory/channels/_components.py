@@ -15,7 +15,7 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from .base import _squared_norm
-from .output import OutputSide, _check_nodes, _check_overlaps, _warm_start
+from .common import OutputSide, _check_nodes, _check_overlaps, _warm_start
 
 __all__ = ["component_overlaps"]
 
