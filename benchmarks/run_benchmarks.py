@@ -129,7 +129,8 @@ def bench_theory(quick):
     target = WishartTarget(0.5)
     # compiled prox kernels: load (or compile) them once, outside the timings
     for T in (2, 3):
-        solve_state_evolution(0.3, n_tokens=T, reg_lambda=0.01, target=target, n_nodes=64)
+        solve_state_evolution(0.3, n_tokens=T, reg_lambda=0.01, target=target,
+                              options={"n_nodes": 64})
     unit = _numpy_unit()
     # the machine may be shared: the load average goes with the unit it distorts
     rows = [{"section": "c", "what": "numpy unit (20 × 512² float64 matmul)",
@@ -206,7 +207,7 @@ def solve_grid_point(config, n_nodes=8192):
     res = solve_state_evolution(config["alpha"], n_tokens=config["n_tokens"],
                                 reg_lambda=config["reg_lambda"], noise=config["noise"],
                                 beta=config["beta"], target_beta=config["beta"],
-                                target=WishartTarget(config["kappa"]), n_nodes=n_nodes)
+                                target=WishartTarget(config["kappa"]), options={"n_nodes": n_nodes})
     return time.perf_counter() - t, res
 
 

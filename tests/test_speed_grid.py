@@ -29,7 +29,7 @@ def _solve(p, **kw):
     return solve_state_evolution(p["alpha"], n_tokens=p["n_tokens"],
                                  reg_lambda=p["reg_lambda"], noise=p["noise"],
                                  target=WishartTarget(p["kappa"]), beta=p["beta"],
-                                 n_nodes=p["n_nodes"], **kw)
+                                 options={"n_nodes": p["n_nodes"]}, **kw)
 
 
 def _ref_id(p):

@@ -38,6 +38,9 @@ class StateEvolutionResult:
     correction adds beyond the common fields:
 
     - ``"core_test_error"``: the Gaussian core's test error (any correction);
+    - ``"uncertified_bound"``: where some prox minimisers are not certified global, a bound
+      on how far they can move m̂, q̂, Σ̂, the train error and the Moreau envelope (a dict;
+      empty when every node is certified or the channel is linear);
     - ``"leverage_spread"``: the relative spread of the per-sample leverage (``leverage``);
     - ``"m_hat_identity"``, ``"seq2lab_s_error"``: the identity conjugate and the start's
       ``‖Ŝ − S0‖²_F/d`` (``exact_gram``);

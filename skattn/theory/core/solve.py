@@ -223,6 +223,8 @@ def _solve(alpha, alpha_fixed_point, problem, options):
                     **({"token_kurtosis": kurtosis, "t_hat": out.t_hat,
                         "target_trace": t0} if with_t else {})),
         law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
-        certified_fraction=float(get_field(out, "certified_fraction")))
+        certified_fraction=float(get_field(out, "certified_fraction")),
+        # how far the uncertified prox minimisers can move the conjugates (empty: none)
+        extras={"uncertified_bound": dict(getattr(out, "uncertified_bound", None) or {})})
     return CoreSolution(result, bool(getattr(prior, "rank_capped", False)), collapsed, eig0,
                         float(getattr(prior, "positive_fraction", np.nan)))
