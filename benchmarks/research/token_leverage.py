@@ -141,8 +141,9 @@ def main(argv=None):
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    if args.quick:  # the fit mode at d = 8 (no stored file, no grid training)
-        args.mode, args.d, args.seeds = "fit", 8, 2
+    if args.quick:  # the fit mode at d = 40, the solver's smallest validated d (below it
+        # the fixed point is slow to find), two teachers
+        args.mode, args.d, args.seeds = "fit", 40, 2
     if args.mode == "stored":
         result = stored(args.keys)
     elif args.mode == "grid":
