@@ -191,3 +191,20 @@ def test_research_scripts_use_public_names_only(path):
                 base = base.value
             assert not (isinstance(base, ast.Name) and base.id == "skattn"), \
                 f"{path.name} uses private skattn attribute {node.attr}"
+
+
+TESTS = PACKAGE.parent / "tests"
+
+
+def test_tests_are_laid_out_like_the_package():
+    """tests/<subpackage>/ for each skattn subpackage (api/ for the cross-cutting checks),
+    top-level modules' tests in tests/; basenames unique (pytest imports them by name)."""
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in TESTS.iterdir()
+               if p.is_dir() and not p.name.startswith(("_", "."))}
+    assert folders <= subpackages | {"api"}, folders - subpackages
+    assert {"theory", "estimators", "validation"} <= folders
+    names = [p.name for p in TESTS.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    for path in TESTS.glob("test_*.py"):  # no test of a subpackage left at the top
+        assert path.stem[len("test_"):] not in subpackages, path
