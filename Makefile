@@ -36,10 +36,14 @@ bench-gpu: $(STAMP)
 	$(PY) benchmarks/run_benchmarks.py --device cuda --sections ae
 
 # simulation vs state evolution on the validation grid (skattn.validation), extrapolated
-# in d; resumable: rerun after an interruption. VALIDATE_OUT=... to change the store.
+# in d; resumable: rerun after an interruption. VALIDATE_OUT=... to change the store. The
+# table (with its command and date) and the figure replace those of the validation report.
 VALIDATE_OUT ?= out/validate.sqlite
+VALIDATE_TABLE ?= benchmarks/results/validate_table.rst
+VALIDATE_FIGURE ?= docs/_static/figures/validation_gaps.png
 validate: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m skattn.validation --output $(VALIDATE_OUT) --backend joblib --n-jobs 2
+	MPLBACKEND=Agg $(PY) -m skattn.validation --output $(VALIDATE_OUT) --backend joblib --n-jobs 2 \
+		--table $(VALIDATE_TABLE) --figure $(VALIDATE_FIGURE)
 
 DOCS_STAMP := $(VENV)/.docs-installed
 $(DOCS_STAMP): $(STAMP)

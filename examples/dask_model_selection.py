@@ -6,7 +6,7 @@ Model selection on a dask cluster
 dask.distributed cluster through joblib's ``"dask"`` backend: each fit is a dask task.
 Here the cluster is an in-process ``LocalCluster``; pass a scheduler address to
 ``Client(...)`` to use a real one. Needs the ``distributed`` extra
-(``pip install skattn[distributed]``). Tested in ``tests/test_cuda_and_dask.py``.
+(``pip install skattn[distributed]``). Tested in ``tests/api/test_cuda_and_dask.py``.
 """
 
 import joblib

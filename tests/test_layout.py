@@ -197,3 +197,20 @@ def test_cycle_check_sees_function_level_imports():
     """The import scan behind the cycle check reads imports inside functions too."""
     found = _imports(MODULES["skattn.theory.powerlaw._solving"])
     assert ("skattn.theory.state_evolution", ("solve_state_evolution",), False) in found
+
+
+TESTS = PACKAGE.parent / "tests"
+
+
+def test_tests_are_laid_out_like_the_package():
+    """tests/<subpackage>/ for each skattn subpackage (api/ for the cross-cutting checks),
+    top-level modules' tests in tests/; basenames unique (pytest imports them by name)."""
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in TESTS.iterdir()
+               if p.is_dir() and not p.name.startswith(("_", "."))}
+    assert folders <= subpackages | {"api"}, folders - subpackages
+    assert {"theory", "estimators", "validation"} <= folders
+    names = [p.name for p in TESTS.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    for path in TESTS.glob("test_*.py"):  # no test of a subpackage left at the top
+        assert path.stem[len("test_"):] not in subpackages, path

@@ -5,7 +5,7 @@ Each script of ``benchmarks/research/`` writes one result file under
 produced it and the UTC date (:func:`write_result`), so the validation report
 (:mod:`skattn.validation.report`, rendered at ``make docs``) can name both under every
 table. ``--quick`` runs a small version of the study in a few seconds (small d, two seeds,
-few test samples); it exists so that ``tests/test_research_scripts.py`` runs every script
+few test samples); it exists so that ``tests/validation/test_research_scripts.py`` runs every script
 and a renamed library function breaks a test, not a study months later. Quick results go
 to ``benchmarks/results/quick/`` (ignored by git) unless ``--results-dir`` is given.
 """

@@ -39,6 +39,10 @@ from skattn.data import AttentionIndexedModel, WishartTarget
 from skattn.theory.token_leverage import solve_token_state_evolution
 
 
+#: Extra arguments of the token solver (``--quick``: fewer Monte Carlo draws and iterations).
+SOLVER = {}
+
+
 def _summary(label, rows):
     for key in ("token", "gaussian_se"):
         g = np.array([r["trained"] / r[key] - 1 for r in rows])
@@ -61,7 +65,7 @@ def stored(keys):
             t0 = time.time()
             res = solve_token_state_evolution(block["alpha"], target=teacher,
                                               reg_lambda=block["reg_lambda"],
-                                              random_state=r["seed"])
+                                              random_state=r["seed"], **SOLVER)
             rows.append({"seed": r["seed"], "d": r["d"], "trained": r["rank1"],
                          "gaussian_se": r["prediction"], "token": res.test_error,
                          "token_mc_se": res.mc_standard_error,
@@ -86,7 +90,8 @@ def grid(labels, d, n_seeds, n_test=20000):
             teacher = make_teacher(cfg, d, seed)
             res = solve_token_state_evolution(cfg.alpha, target=teacher,
                                               reg_lambda=cfg.reg_lambda,
-                                              width_ratio=cfg.width_ratio, random_state=seed)
+                                              width_ratio=cfg.width_ratio, random_state=seed,
+                                              **SOLVER)
             rows.append({"seed": seed, "d": d, "trained": row["test_error"],
                          "gaussian_se": row["se_same_instance_test_error"],
                          "token": res.test_error, "token_mc_se": res.mc_standard_error,
@@ -113,7 +118,7 @@ def fit(alpha, kappa0, noise, reg_lambda, d, n_seeds):
         y = A @ S0.reshape(-1) + np.sqrt(noise) * rng.standard_normal(n)
         S, change = fit_psd_trace(A, y, d, reg_lambda)
         res = solve_token_state_evolution(alpha, target=teacher, reg_lambda=reg_lambda,
-                                          random_state=seed)
+                                          random_state=seed, **SOLVER)
         rows.append({"seed": seed, "d": d, "trained": 2 * np.sum((S - S0) ** 2) / d + noise,
                      "polish_change": change,
                      "gaussian_se": float(solve_state_evolution(
@@ -141,8 +146,9 @@ def main(argv=None):
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    if args.quick:  # the fit mode at d = 8 (no stored file, no grid training)
-        args.mode, args.d, args.seeds = "fit", 8, 2
+    if args.quick:  # the fit mode at d = 12, two teachers, a coarse token solver
+        args.mode, args.d, args.seeds = "fit", 12, 2
+        SOLVER.update(n_draws=8, n_tokens_mc=200, max_iter=20)
     if args.mode == "stored":
         result = stored(args.keys)
     elif args.mode == "grid":

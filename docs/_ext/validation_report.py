@@ -8,7 +8,7 @@ caption names the command and the date. No number of the report is typed by hand
 of the script replaces the file and so the table.
 
 ``render(name)`` returns the reST of one table (used by the directive and by
-``tests/test_validation_report.py``).
+``tests/validation/test_validation_report.py``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import importlib
 __all__ = ["list_figures", "render"]
 
 # name -> one-line title; the title is also the heading of examples/plot_<name>.py
-# (tests/test_figures.py keeps the two equal)
+# (tests/figures/test_figures.py keeps the two equal)
 _TITLES = {
     "emergence": "Emergence: target modes detach from the bulk one by one",
     "error_decomposition": "Where the excess error comes from: overfitting, underfitting, "

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-RESEARCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "research"
+RESEARCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "research"
 SCRIPTS = sorted(p.stem for p in RESEARCH.glob("*.py") if not p.name.startswith("_"))
 
 

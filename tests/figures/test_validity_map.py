@@ -2,7 +2,7 @@
 
 The measurements are slow: run them with ``-m slow``; the quick render and the helpers'
 checks are not. Comparisons to the state evolution use the tolerance of
-tests/test_validation.py (within 5% or 3 standard errors over seeds).
+tests/validation/test_theory_against_simulation.py (within 5% or 3 standard errors over seeds).
 
 What holds, measured (d = 80, T = 2 softmax, Wishart κ0 = 0.5, λ = 0.05): near recovery
 (α = 0.6) Rademacher tokens give the Gaussian prediction. Far from it (α = 0.15) they do

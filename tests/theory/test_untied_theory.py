@@ -4,7 +4,7 @@ For each (α, λ, d) the untied and the tied regressors are fitted by L-BFGS in 
 the same data (softmax, T = 2, Wishart(0.5) target, no label noise) and compared at their
 minima; the tied state evolution (docs/theory.rst §3) gives the predicted test error. The
 verdict the slow test asserts, and the whole table, are on docs/dynamics.rst; run this
-file as a script (``python tests/test_untied_theory.py [alphas lambdas ds attention]``,
+file as a script (``python tests/theory/test_untied_theory.py [alphas lambdas ds attention]``,
 comma-separated lists) to print the full grid.
 """
 

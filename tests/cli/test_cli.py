@@ -12,7 +12,7 @@ import pytest
 
 from skattn.cli import build_parser, main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # fast, converging theory settings: T = 1 linear attention, few quadrature nodes
 LINEAR = ["--attention", "linear", "--n-tokens", "1", "--n-nodes", "1024"]
 LAM = ["--reg-lambda", "0.05"]

@@ -1,11 +1,11 @@
 """Kurtosis-corrected state evolution for non-Gaussian tokens (docs/tokens.rst).
 
 Fast tests: κ4 = 0 is today's state evolution exactly; the new conjugate t̂ is the
-t-derivative of the averaged Moreau envelope (like m̂, Σ̂ in tests/test_channels.py) and
+t-derivative of the averaged Moreau envelope (like m̂, Σ̂ in tests/theory/test_channels.py) and
 enters the prior as the ε-shift whose t̂-derivative is Tr Ŝ/d; the S = 0 end agrees with
 the measured error of uniform attention on Rademacher and Student-t tokens. Slow test
 (``-m slow``): the corrected SE matches trained students on Rademacher tokens at small α
-where the Gaussian SE does not (tolerance of tests/test_validation.py: 5 % or 3 s.e.).
+where the Gaussian SE does not (tolerance of tests/validation/test_theory_against_simulation.py: 5 % or 3 s.e.).
 """
 
 import numpy as np

@@ -286,9 +286,8 @@ def test_routed_seq2lab_prediction_is_closer_to_trained_softmax_models():
     benchmarks/research/exact_gram_seq2lab.py)."""
     import warnings
 
-    from skattn.validation import fss_row, seed_for
     from skattn.theory import solve_state_evolution
-    from skattn.validation import VALIDATION_CONFIGS
+    from skattn.validation import VALIDATION_CONFIGS, fss_row, seed_for
 
     cfg = next(c for c in VALIDATION_CONFIGS if c.label == "sm T2 Δ=0.1")
     d, routed, gaussian = 100, [], []

@@ -9,7 +9,7 @@ import pytest
 from skattn.cli import main
 from skattn.documentation import PAGES, documentation, format_documentation
 
-DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 
 
 def _title(path):
