@@ -135,7 +135,7 @@ def test_every_warning_call_in_the_package_goes_through_the_helper():
     inside the package again)."""
     import pathlib
 
-    package = pathlib.Path(HERE).parents[1] / "skattn"
+    package = pathlib.Path(HERE).parents[2] / "skattn"
     offenders = [str(p.relative_to(package)) for p in package.rglob("*.py")
                  if p.name != "_warnings.py" and "warnings.warn(" in p.read_text()]
     assert offenders == []

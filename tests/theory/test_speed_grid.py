@@ -1,7 +1,7 @@
 """Speed work on the continuum state evolution: what may not move, and what it certifies.
 
 * certified values agree with those of the code before the speed work (commit 11354e1,
-  computed there by the same calls and stored in ``tests/reference/``) to 1e-4 relative;
+  computed there by the same calls and stored in ``tests/theory/reference/``) to 1e-4 relative;
 * the fused output-side kernel equals the numpy Hessians and eigenvalues;
 * the bound carried by uncertified nodes holds;
 * the certified fraction at the worst point of the benchmark grid per T

@@ -10,7 +10,7 @@ import pytest
 import skattn
 from skattn.cli import main
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _help(capsys, *argv):
