@@ -13,7 +13,7 @@ from skattn.estimators import AsymptoticPredictor, TiedAttentionRegressor
 @pytest.fixture(scope="module")
 def data():
     teacher = AttentionIndexedModel(8, n_tokens=2, random_state=0)
-    X, y = teacher.sample(30, random_state=1)
+    X, y = teacher.sample(30, random_state=1, layout="tokens")
     return teacher, X, y
 
 

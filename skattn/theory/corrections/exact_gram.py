@@ -23,7 +23,7 @@ EXACT_GRAM_SEQ2LAB_MAX_T = 3
 class ExactGramCorrection(Correction):
     """The exact token Gram matrix (Bartlett's decomposition) in the output channel, at
     finite d: factored seq2seq (linear attention, or softmax), and factored softmax
-    seq2lab with T ≤ :data:`EXACT_GRAM_SEQ2LAB_MAX_T`; Gaussian tokens (faded with |κ4|),
+    seq2lab with T ≤ :data:`EXACT_GRAM_SEQ2LAB_MAX_T`; Gaussian tokens (faded out with ``|κ4|``),
     no binding rank cap, and for seq2lab a target inside Gaussian equivalence (faded out
     across the spiky ramp)."""
 

@@ -25,7 +25,7 @@ class LeverageCorrection(Correction):
     """Factored seq2lab, softmax T = 2 and linear T = 1, Gaussian tokens, no binding rank
     cap: the output side averaged over the law of the per-sample leverage of the token
     directions. Fades in over d ∈ :data:`LEVERAGE_D_FADE_IN`, out over
-    :data:`LEVERAGE_D_FADE_OUT`, out across the spiky ramp, with |κ4|, and — for a noiseless
+    :data:`LEVERAGE_D_FADE_OUT`, out across the spiky ramp and with ``|κ4|``, and — for a noiseless
     linear teacher — in across :data:`NOISELESS_ALPHA_PERF_FADE` (× α_perf)."""
 
     name = "leverage"

@@ -19,7 +19,7 @@ __all__ = ["SPIKY_SHARE_EDGES", "KURTOSIS_FADE", "ANISOTROPY_EDGES", "spiky_weig
 #: The spiked correction fades in as the top mode's share of ‖S0‖²_F grows from the first to
 #: the second value; the Gaussian-equivalence corrections fade out across the same ramp.
 SPIKY_SHARE_EDGES = (0.30, 0.40)
-#: Corrections computed for Gaussian tokens fade out as |κ4| grows from 0 to this value; in
+#: Corrections computed for Gaussian tokens fade out as ``|κ4|`` grows from 0 to this value; in
 #: between they are computed at κ4 = 0 and carried over as a difference to the core.
 KURTOSIS_FADE = 0.25
 #: Corrections whose channel separates S0 into its trace and its traceless part need the
@@ -50,7 +50,7 @@ def spiky_weight(eigenvalues):
 
 def kurtosis_anchor(problem):
     """``(weight, anchor, reason)`` of the token-kurtosis fade: a correction made for
-    Gaussian tokens applies fully at κ4 = 0 and fades out by |κ4| = :data:`KURTOSIS_FADE`,
+    Gaussian tokens applies fully at κ4 = 0 and fades out by ``|κ4|`` = :data:`KURTOSIS_FADE`,
     computed at the Gaussian-token anchor in between."""
     kurtosis = problem.token_kurtosis
     if kurtosis == 0:
