@@ -90,7 +90,7 @@ def test_uncertified_bound_holds():
 
 
 def _grid():
-    sys.path.insert(0, str(HERE.parent / "benchmarks"))
+    sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
     try:
         from run_benchmarks import grid_configurations
     finally:
