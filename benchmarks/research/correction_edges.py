@@ -89,7 +89,7 @@ def alpha_perf(quick):
     ap = perfect_recovery_threshold(target=teacher, n_tokens=1, attention="linear",
                                     n_features=d)
     rows = []
-    for f in ((0.95, 1.05) if quick else (0.8, 0.85, 0.9, 0.95, 0.999, 1.001, 1.05)):
+    for f in ((0.99, 1.05) if quick else (0.8, 0.9, 0.99, 0.999, 1.001, 1.05, 1.1, 1.2)):
         res = _solve(f * ap, target=teacher, reg_lambda=1e-3)
         core = _solve(f * ap, target=teacher, reg_lambda=1e-3, correction="none")
         rows.append(dict(kind="alpha_perf", d=d, alpha_over_alpha_perf=f,

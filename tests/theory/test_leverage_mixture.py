@@ -166,7 +166,7 @@ def _leverage_weight(problem, alpha=0.15, eigenvalues=None, rank_capped=False):
 def test_route_rule():
     """The leverage correction's domain (skattn/theory/corrections/leverage.py): full weight
     inside, 0 outside, smooth ramps at the edges (d in (20, 40) and (400, 480); α/α_perf in
-    (0.85, 1) for a noiseless linear teacher; |κ4| up to 0.25)."""
+    (1, 1.1) for a noiseless linear teacher; |κ4| up to 0.25)."""
     from skattn.theory import StateEvolutionProblem, perfect_recovery_threshold
 
     def problem(**kw):
@@ -177,14 +177,14 @@ def test_route_rule():
     assert _leverage_weight(problem(), eigenvalues=wishart) == 1.0
     assert _leverage_weight(problem(n_tokens=3)) == 0.0    # T = 3 keeps the exact Gram
     assert _leverage_weight(problem(attention="linear", n_tokens=1), alpha=0.6) == 1.0
-    # noiseless linear attention: fades in over (0.85, 1) x the perfect-recovery threshold
+    # noiseless linear attention: fades in over (1, 1.1) x the perfect-recovery threshold
     linear = problem(attention="linear", n_tokens=1)
     alpha_perf = perfect_recovery_threshold(target=linear.target, n_tokens=1,
                                             attention="linear", n_features=100)
     assert 0.3 < alpha_perf < 0.6
-    assert _leverage_weight(linear, alpha=0.8 * alpha_perf) == 0.0
-    assert 0.0 < _leverage_weight(linear, alpha=0.92 * alpha_perf) < 1.0
-    assert _leverage_weight(linear, alpha=1.05 * alpha_perf) == 1.0
+    assert _leverage_weight(linear, alpha=0.99 * alpha_perf) == 0.0
+    assert 0.0 < _leverage_weight(linear, alpha=1.05 * alpha_perf) < 1.0
+    assert _leverage_weight(linear, alpha=1.12 * alpha_perf) == 1.0
     assert _leverage_weight(linear.replace(noise=0.1), alpha=0.3) == 1.0
     assert _leverage_weight(problem(), rank_capped=True) == 0.0
     assert _leverage_weight(problem(width_ratio=0.5)) == 1.0   # a cap that does not bind

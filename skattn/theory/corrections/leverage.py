@@ -17,8 +17,9 @@ LEVERAGE_N_TOKENS = {"softmax": (2,), "linear": (1,)}
 LEVERAGE_D_FADE_IN = (20, 40)
 #: ... and out from the first to the second (the correction falls like 1/d)
 LEVERAGE_D_FADE_OUT = (400, 480)
-#: for a noiseless linear teacher it fades in as α/α_perf grows across this ramp
-NOISELESS_ALPHA_PERF_FADE = (0.85, 1.0)
+#: for a noiseless linear teacher it fades in as α/α_perf grows across this ramp (below
+#: α_perf the Gaussian core is closer to trained models: the validation report)
+NOISELESS_ALPHA_PERF_FADE = (1.0, 1.1)
 
 
 class LeverageCorrection(Correction):
