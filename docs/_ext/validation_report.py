@@ -252,7 +252,32 @@ def _token_leverage(data):
             ["run", "teachers", "Gaussian SE", "token leverage"], body)
 
 
+def _correction_edges(data):
+    body = []
+    for r in data["rows"]:
+        kind = r["kind"]
+        if kind == "d_steps":
+            body.append([f"{r['attention']} T = {r['n_tokens']}", f"d = {r['d']}",
+                         f"largest step {100 * r['max_relative_step']:.3f} %"])
+        elif kind in ("kurtosis", "width"):
+            body.append([kind, f"{r['values'][0]:g} vs {r['values'][1]:g}",
+                         f"change {100 * r['relative_change']:+.4f} %"])
+        elif kind == "alpha_perf":
+            body.append(["noiseless linear T = 1", f"α = {r['alpha_over_alpha_perf']:g} α_perf",
+                         f"{r['test_error']:.4g} ({r['correction']} {r['weight']:.2f}; core "
+                         f"{r['core_test_error']:.4g})"])
+        elif kind == "wishart38":
+            body.append(["Wishart(0.5) teacher, d = 38",
+                         f"top-mode share {r['top_mode_share']:.2f}",
+                         f"trained {r['trained_mean']:.4f} ± {r['trained_sem']:.4f}: "
+                         f"{100 * r['gap']:+.1f} % vs the prediction ({r['correction']}), "
+                         f"{100 * r['core_gap']:+.1f} % vs the core"])
+    return ("The correction table at its domain edges",
+            ["case", "where", "result"], body)
+
+
 RENDERERS = {
+    "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,
     "linear_exact_gram.json": _linear_exact_gram,
     "gaussian_sensing.json": _gaussian_sensing,
