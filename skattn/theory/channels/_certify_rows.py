@@ -251,6 +251,18 @@ def _local_c3(t, half, ball, Q, yrow, beta, c3_cap, A, lo, hi):
     return min(c, c3_cap)
 
 
+
+@_jit
+def _push_children(stack, top, centre, h, d, n_child):
+    """Push the ``n_child = 2**d`` sub-cubes of half-width ``h`` around ``centre`` on the
+    branch-and-bound stack (rows: centre, then half-width); returns the new top."""
+    for k in range(n_child):
+        for i in range(d):
+            stack[top, i] = centre[i] + (h if (k >> i) & 1 else -h)
+        stack[top, d] = h
+        top += 1
+    return top
+
 @_jit
 def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
     """Lower bound on the row curvature over the ball ``|t − t0| ≤ rho`` of row space.
@@ -319,12 +331,7 @@ def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
         n_split += 1
         if n_split > budget or top + n_child > stack.shape[0]:
             return BUDGET, target - drop, n_split
-        h = 0.5 * w
-        for k in range(n_child):
-            for i in range(d):
-                stack[top, i] = tc[i] + (h if (k >> i) & 1 else -h)
-            stack[top, d] = h
-            top += 1
+        top = _push_children(stack, top, tc, 0.5 * w, d, n_child)
     return CERTIFIED, low, n_split
 
 
@@ -509,12 +516,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
         n_split += 1
         if n_split > budget or top + n_child > stack.shape[0]:
             return BUDGET, slack, n_split
-        h = 0.5 * w
-        for k in range(n_child):
-            for i in range(d):
-                stack[top, i] = tc[i] + (h if (k >> i) & 1 else -h)
-            stack[top, d] = h
-            top += 1
+        top = _push_children(stack, top, tc, 0.5 * w, d, n_child)
     return CERTIFIED, slack, n_split
 
 
