@@ -19,7 +19,7 @@ import numpy as np
 from .._validation import (MAX_TARGET_SCALE, MIN_RANK_RATIO, MIN_TARGET_SCALE,
                            check_random_state_arg, check_scalar_range, check_target_scale)
 from .laws import DiscreteLaw, SpectralLaw, WishartLaw
-from .spectral import free_convolution
+from .spectral import ConvolvedLaw, free_convolution
 from .spectral.capped import CappedReluIntegrals, capped_relu_integrals
 
 __all__ = ["PriorState", "FactoredDenoiser", "DirectDenoiser", "goe_matrix",
@@ -228,6 +228,19 @@ class FactoredDenoiser:
         spectrum[: self.n_features - self._rank] = 0.0  # x is increasing: keep the p largest
         return np.sort(spectrum)
 
+    def _convolved(self, law, delta):
+        """``μ0 ⊞ SC(δ²)`` at the fixed-point tolerance, warm-started from this denoiser's
+        previous evaluation (a finite-d law's quadrature then starts from its panels)."""
+        previous = getattr(self, "_previous_convolved", None)
+        if isinstance(law, DiscreteLaw) and (previous is None or previous.law is not law):
+            # its own cold build, not the module's cache: a cached law's quadrature grows
+            # with other callers' queries, and its layout would then steer this one's
+            mu = ConvolvedLaw(law, delta, rtol=_FIXED_POINT_RTOL)
+        else:
+            mu = free_convolution(law, delta, rtol=_FIXED_POINT_RTOL, warm_start=previous)
+        self._previous_convolved = mu
+        return mu
+
     def _threshold(self, m_hat, t_hat):
         return (2 * self.reg_trace if t_hat == 0.0 else 2 * self.reg_trace - t_hat) / m_hat
 
@@ -236,7 +249,7 @@ class FactoredDenoiser:
         delta = np.sqrt(max(q_hat, 0.0)) / m_hat
         eps = self._threshold(m_hat, t_hat)
         eta = m_hat / sigma_hat
-        mu = free_convolution(law, delta, rtol=_FIXED_POINT_RTOL)
+        mu = self._convolved(law, delta)
         J = mu.J(eps)
         D = mu.D(eps)
         q = eta ** 2 * J
@@ -257,7 +270,7 @@ class FactoredDenoiser:
         eps = self._threshold(m_hat, t_hat)
         eta = m_hat / sigma_hat
         if delta > 0:
-            mu = free_convolution(self._empirical_law, delta, rtol=_FIXED_POINT_RTOL)
+            mu = self._convolved(self._empirical_law, delta)
             capped = capped_relu_integrals(mu, eps, self._rank_ratio)
             positive = mu.mass_above(eps) if capped.binding else np.nan
         else:  # no noise: μ_δ is the d atoms of S0 themselves

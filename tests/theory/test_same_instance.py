@@ -179,3 +179,16 @@ def test_small_lambda_softmax_at_finite_d_warns_of_a_finite_size_effect():
             assert not warn_finite_size(quiet)
         solve_state_evolution(0.15, target=WishartTarget(0.5), n_tokens=2, noise=0.1,
                               reg_lambda=1e-3, options=dict(n_nodes=1024))  # the continuum
+
+
+def test_a_finite_d_solve_does_not_depend_on_earlier_solves():
+    # each denoiser warm-starts its spectral quadrature from its own previous evaluation
+    # only: a solve gives the same bits whatever ran before it
+    teacher = AttentionIndexedModel(40, n_tokens=1, target=WishartTarget(0.5), noise=0.1,
+                                    attention="linear", random_state=3)
+    kw = dict(target=teacher, reg_lambda=0.02, correction="none")
+    first = solve_state_evolution(0.3, **kw)
+    solve_state_evolution(0.5, target=teacher, reg_lambda=0.01, correction="none")
+    again = solve_state_evolution(0.3, **kw)
+    for name in ("test_error", "m", "q", "sigma", "n_iter"):
+        assert getattr(first, name) == getattr(again, name), name

@@ -389,6 +389,47 @@ def test_discrete_properties(eig, delta):
     assert len(cl.intervals) <= t.size
 
 
+@settings(max_examples=25, deadline=None)
+@given(eig=st.lists(st.floats(-3.0, 3.0), min_size=2, max_size=60),
+       delta=st.floats(0.02, 1.5), step=st.floats(-0.3, 0.3), eps=st.floats(-2.0, 2.0))
+def test_warm_started_quadrature_matches_a_cold_build(eig, delta, step, eps):
+    # a fixed-point iteration hands each call the previous one: the panels start from its
+    # layout, and every accepted panel passes the same rtol test as in a cold build
+    law = DiscreteLaw(np.array(eig))
+    previous = free_convolution(law, delta, rtol=1e-8)
+    previous.J(eps)
+    new_delta = delta * (1 + step)
+    cold = ConvolvedLaw(law, new_delta, rtol=1e-8)
+    warm = free_convolution(law, new_delta, rtol=1e-8, warm_start=previous)
+    assert (warm is previous) == (new_delta == delta)
+    scale = 1 + np.max(np.abs(eig)) + new_delta
+    for name in ("J", "D", "x_relu_moment"):
+        assert getattr(warm, name)(eps) == pytest.approx(getattr(cold, name)(eps),
+                                                         rel=1e-6, abs=1e-9 * scale ** 2)
+    assert warm.relu_moment(eps, 1) == pytest.approx(cold.relu_moment(eps, 1), rel=1e-6,
+                                                     abs=1e-9 * scale)
+    assert warm.second_moment() == pytest.approx(cold.second_moment(), rel=1e-9)
+
+
+def test_warm_start_is_used_and_stays_out_of_the_cache():
+    law = DiscreteLaw(np.linspace(-1.0, 2.0, 80) ** 3)
+    previous = free_convolution(law, 0.3, rtol=1e-8)
+    previous.J(0.1)
+    warm = free_convolution(law, 0.3001, rtol=1e-8, warm_start=previous)
+    warm.J(0.1)
+    # the template was taken (same layout: a nearby δ needs no other panels) ...
+    assert warm._quad._template is not None
+    assert warm._quad.panels["up"].size == previous._quad.panels["up"].size
+    # ... and a later cold call does not get the warm-built object
+    assert free_convolution(law, 0.3001, rtol=1e-8) is not warm
+    # the same δ returns the previous law itself; another rtol or law is a cold build
+    assert free_convolution(law, 0.3, rtol=1e-8, warm_start=previous) is previous
+    assert free_convolution(law, 0.31, rtol=1e-9, warm_start=previous)._quad._template is None
+    other = DiscreteLaw(np.linspace(-1.0, 2.0, 80))
+    assert free_convolution(other, 0.31, rtol=1e-8,
+                            warm_start=previous)._quad._template is None
+
+
 # ---------------------------------------------------------------------------------------
 # Monte Carlo: eigenvalues of S0 + δ Z
 # ---------------------------------------------------------------------------------------

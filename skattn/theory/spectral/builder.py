@@ -68,11 +68,14 @@ class PanelQuadrature:
     _MAX_DEPTH = 60
     _PRESPLIT = (0.1, 0.5, 0.9)
 
-    def __init__(self, law, delta, *, rtol=1e-10):
+    def __init__(self, law, delta, *, rtol=1e-10, template=None):
         self.law = law
         self.delta = float(delta)
         self.rtol = float(rtol)
         self.rule = _gk21()
+        # panel layouts of a quadrature at a nearby δ (see :meth:`template`): the
+        # refinement starts from them instead of from whole components
+        self._template = template
         if self.delta > 0:
             self.kernel = _make_kernel(law)
             self.evaluator = _SubordinationEvaluator(self.kernel, self.delta)
@@ -232,7 +235,8 @@ class PanelQuadrature:
         need = ~self.built if mask is None else (np.asarray(mask, bool) & ~self.built)
         if not np.any(need):
             return False
-        self._parts.append(self._refine(take_rows(self.root_panels, need)))
+        self._parts.append(self._refine(take_rows(self.root_panels, need),
+                                        np.flatnonzero(need)))
         self.built |= need
         pan = concat_rows([p for p, _ in self._parts])
         nod = concat_rows([n for _, n in self._parts])
@@ -265,13 +269,95 @@ class PanelQuadrature:
         out["uq"][~last], out["sq"][~last] = uc, sc
         return out
 
-    def _refine(self, pan):
-        """Adaptive Gauss–Kronrod panels on the root panels ``pan`` (sorted by x)."""
+    def template(self):
+        """The built components' panel layouts, for a quadrature of the same law at a
+        nearby δ (``free_convolution(..., warm_start=...)``), or None.
+
+        Discrete laws at δ > 0 only (panels in u, where the atoms stay put as δ moves):
+        per component (None where it is not built), the panel ends and the node values
+        of s/δ², both in the relative coordinate of the component's u-interval.
+        """
+        if self.panel_space != "u" or self.delta == 0 or not np.any(self.built):
+            return None
+        layouts = [None] * self.built.size
+        ua, ub = self.root_panels["up"], self.root_panels["uq"]
+        pan, nod = self.panels, self.node_values
+        for c, (a, b) in zip(np.flatnonzero(self.built), self.component_slices):
+            width = ub[c] - ua[c]
+            ends = np.concatenate([pan["up"][a:b], pan["uq"][b - 1:b]])
+            layouts[c] = dict(ends=(ends - ua[c]) / width,
+                              nodes=(nod["u"][a:b].ravel() - ua[c]) / width,
+                              s=nod["s"][a:b].ravel() / self.evaluator.d2)
+        return layouts
+
+    def _template_panels(self, pan, components):
+        """Panels of the root panels ``pan`` (the components ``components``) laid out as
+        in the template, with their end values and node guesses, or None where the
+        template does not fit (another number of components, or one not built there)."""
+        layouts = self._template
+        if layouts is None or self.panel_space != "u" or \
+                len(layouts) != self.root_panels["up"].size or \
+                any(layouts[c] is None for c in components):
+            return None
+        layouts = [layouts[c] for c in components]
+        d2 = self.evaluator.d2
+        rows = {k: [] for k in PANEL_KEYS}
+        guess_t, guess_s = [], []
+        for c, lay in enumerate(layouts):
+            up, uq = pan["up"][c], pan["uq"][c]
+            u = up + lay["ends"] * (uq - up)
+            n = u.size - 1
+            rows["up"].append(u[:-1])
+            rows["uq"].append(u[1:])
+            rows["sl"].append((np.arange(n) == 0) & pan["sl"][c])
+            rows["sr"].append((np.arange(n) == n - 1) & pan["sr"][c])
+            guess_t.append((lay["nodes"], up, uq))
+            guess_s.append(lay["s"] * d2)
+        cut = [np.concatenate(rows[k]) for k in ("up", "uq")]
+        out = dict(up=cut[0], uq=cut[1], sl=np.concatenate(rows["sl"]),
+                   sr=np.concatenate(rows["sr"]))
+
+        def s_guess(u):  # the template's s(u) at the same relative position
+            res = np.empty(u.shape)
+            start = 0
+            for (t_nodes, up, uq), s_nodes, r in zip(guess_t, guess_s, rows["up"]):
+                rel = (u[start:start + r.size] - up) / (uq - up)
+                res[start:start + r.size] = np.clip(np.interp(rel, t_nodes, s_nodes), 0, d2)
+                start += r.size
+            return res
+
+        # the inner ends: s and x from the evaluator; the component ends are the roots'
+        inner_end = np.concatenate([np.arange(r.size) > 0 for r in rows["up"]])
+        sp, xp = np.zeros(out["up"].size), np.zeros(out["up"].size)
+        first = ~inner_end
+        comp = np.cumsum(first) - 1
+        xp[first], sp[first] = pan["xp"], pan["sp"]
+        if np.any(inner_end):
+            s_in = s_guess(out["up"][:, None])[:, 0][inner_end]
+            s_e, x_e, _, _, _ = self.evaluator.at_u(out["up"][inner_end], s_in)
+            xp[inner_end], sp[inner_end] = x_e, s_e
+        last = np.r_[~inner_end[1:], True]
+        xq, sq = np.empty_like(xp), np.empty_like(sp)
+        xq[:-1], sq[:-1] = xp[1:], sp[1:]
+        xq[last], sq[last] = pan["xq"][comp[last]], pan["sq"][comp[last]]
+        out.update(xp=xp, xq=xq, sp=sp, sq=sq)
+        y = self._nodes_of(out)[0]
+        return out, (y, s_guess(y))
+
+    def _refine(self, pan, components=None):
+        """Adaptive Gauss–Kronrod panels on the root panels ``pan`` (sorted by x; the
+        components ``components``)."""
         roots = pan
-        if self.delta > 0 and self.panel_space == "x" and self._PRESPLIT:
+        warm = self._template_panels(pan, components) \
+            if self.delta > 0 and components is not None else None
+        if warm is not None:
+            pan, guess = warm
+        elif self.delta > 0 and self.panel_space == "x" and self._PRESPLIT:
             pan = self._presplit(pan)
-        nod, _ = self._eval(pan, None if self.delta == 0 else
-                            self._root_guess(roots, self._nodes_of(pan)[0]))
+        if warm is None:
+            guess = None if self.delta == 0 else self._root_guess(roots,
+                                                                   self._nodes_of(pan)[0])
+        nod, _ = self._eval(pan, guess)
         ends = np.concatenate([self.root_panels["xp"], self.root_panels["xq"]])
         xscale = max(np.max(np.abs(ends)), self.delta, _TINY)
         rscale = max(np.max(np.abs(nod["R"])), 1.0 / xscale)

@@ -72,11 +72,11 @@ class ConvolvedLaw:
         Number of quadrature panels (21-point Gauss–Kronrod rule on each).
     """
 
-    def __init__(self, law, delta, *, rtol=1e-10):
+    def __init__(self, law, delta, *, rtol=1e-10, template=None):
         self.law = law
         self.delta = float(delta)
         self.rtol = float(rtol)
-        self._quad = PanelQuadrature(law, self.delta, rtol=self.rtol)
+        self._quad = PanelQuadrature(law, self.delta, rtol=self.rtol, template=template)
         self.atoms = self._quad.atoms
         self.intervals = self._quad.intervals
         # results derived from the panels, dropped whenever more components get built
@@ -601,7 +601,7 @@ def _check_relative_delta(law, delta):
             "the law itself).")
 
 
-def free_convolution(law, delta, *, rtol=1e-10):
+def free_convolution(law, delta, *, rtol=1e-10, warm_start=None):
     """The law ``μ0 ⊞ SC(δ²)`` of ``S0 + δ Z``, with its quadrature.
 
     Parameters
@@ -619,6 +619,14 @@ def free_convolution(law, delta, *, rtol=1e-10):
         Tolerance of the adaptive refinement: a panel is accepted when its 10-point Gauss
         and 21-point Kronrod integrals of ``1, x, x², Re G`` (normalised by the support
         scale) agree to ``rtol``; the Kronrod result is then far more accurate.
+
+    warm_start : ConvolvedLaw or None, default=None
+        The same law convolved at a nearby δ (a fixed-point iteration's previous
+        evaluation): for a discrete law the refinement then starts from its panel layout,
+        which near convergence is accepted at once (every panel still passes the same
+        ``rtol`` test). Ignored for other laws, another law or another ``rtol``. A
+        warm-started result is neither taken from nor put in the cache, so that a result
+        depends only on the calls that led to it.
 
     Returns
     -------
@@ -639,6 +647,13 @@ def free_convolution(law, delta, *, rtol=1e-10):
     delta = check_scalar_range(delta, "delta", low=0)
     rtol = check_scalar_range(rtol, "rtol", low=0, low_inclusive=False)
     _check_relative_delta(law, delta)
+    if isinstance(warm_start, ConvolvedLaw) and warm_start.law is law and \
+            warm_start.rtol == rtol and delta > 0:
+        if warm_start.delta == delta:
+            return warm_start
+        template = warm_start._quad.template()
+        if template is not None:
+            return ConvolvedLaw(law, delta, rtol=rtol, template=template)
     key = _law_key(law)
     if key is not None:
         key = (key, delta, rtol)
