@@ -261,6 +261,34 @@ def _prox(channel, law, sigma, warm=None, warm_only=False):
     return law.omega + x[np.arange(N), best], f[np.arange(N), best]
 
 
+def _loss_terms(channel, law, z):
+    """Loss ``Tr(R G Rᵀ)``, its u-gradient and ``R G`` per node, as
+    :func:`~skattn.theory.channels.weighted._derivs` without the Hessian, keeping ``R G``
+    for the labels' side and skipping the products with ``G = I`` (seq2lab)."""
+    A = channel._act(channel._h(z), channel.beta_)
+    R = A - law.y
+    RG = R if law.weights is law.frame.identity else np.matmul(R, law.weights)
+    loss = np.einsum("nab,nab->n", R, RG)
+    if isinstance(channel, LinearChannel):
+        grad_h = 2.0 * RG
+    else:
+        grad_h = 2 * channel.beta_ * A * (RG - np.sum(RG * A, axis=-1, keepdims=True))
+    N, T = z.shape[0], channel.n_tokens
+    return loss, grad_h.reshape(N, T * T) @ channel._L, RG
+
+
+def _labels_vjp(channel, law, dF_dy):
+    """``Σ_ab dF/dy_ab ∂y_ab/∂z0``: for softmax labels ``y_a = softmax(β0 h_a)`` the row
+    Jacobian is ``β0 (diag(y_a) − y_a y_aᵀ)``, so the product is ``β0 y ∘ (dF/dy − ⟨dF/dy,
+    y⟩_row)`` pulled back through ``h(u)`` (no (N, T, T, K) Jacobian)."""
+    if isinstance(channel, LinearChannel):
+        return np.einsum("nab,nabk->nk", dF_dy, channel.labels_jacobian(law.z0))
+    y = law.y
+    w = channel.target_beta_ * y * (dF_dy - np.sum(dF_dy * y, axis=-1, keepdims=True))
+    N, T = y.shape[0], channel.n_tokens
+    return w.reshape(N, T * T) @ channel._L
+
+
 def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task,
             warm=None, warm_only=False, frame=None):
     """The output side and the minimisers (for warm starts)."""
@@ -270,12 +298,10 @@ def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features
     law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task, frame)
     v, f = _prox(channel, law, sigma, warm, warm_only)
     z = law.z_of(v)
-    loss, grad_z, _ = _derivs(channel, law.y, z, law.weights, hessian=False)
+    loss, grad_z, RG = _loss_terms(channel, law, z)
     gout = (v - law.omega) / sigma
     # envelope theorem: ∂F/∂ω = −g_out; ∂F/∂v0 through y(z0) with ∂ℓ/∂y = −2 R G
-    R = channel._act(channel._h(z), channel.beta_) - law.y
-    dF_dy = -2 * R @ law.weights
-    dF_dz0 = np.einsum("nab,nabk->nk", dF_dy, channel.labels_jacobian(law.z0))
+    dF_dz0 = _labels_vjp(channel, law, -2 * RG)
     dF_dv0 = np.einsum("nlk,nl->nk", law.MB, dF_dz0)
     dF_dt = np.sum(grad_z * law.phi, axis=1)               # explicit t of z = tφ + M_B v
     sq, sV = np.sqrt(q_perp), np.sqrt(V)
@@ -289,7 +315,7 @@ def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features
     dM_dt = nodes.mean(dF_dt) - trace0 * dM_dm - 2 * t * dM_dq
     out = BartlettSoftmaxOutputSide(
         m_hat=-2 * alpha * float(dM_dm), m_hat_identity=-2 * alpha * float(dM_dt),
-        q_hat=2 * alpha * float(nodes.mean(np.einsum("nk,kl,nl->n", gout, law.cov, gout))),
+        q_hat=2 * alpha * float(nodes.mean(np.sum((gout @ law.cov) * gout, axis=1))),
         sigma_hat=4 * alpha * float(dM_dq), train_error=float(nodes.mean(loss)),
         moreau=float(nodes.mean(f)))
     return out, v
