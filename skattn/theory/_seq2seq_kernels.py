@@ -219,23 +219,29 @@ def _bulk_newton(x, omega, base, MB, y, G, s, index, scale, beta, radius, max_it
     return f
 
 
+#: nodes per chunk of the node loop: each chunk allocates its scratch once
+_CHUNK = 256
+
+
 def _bulk_prox_py(x0, omega, base, MB, y, G, sigma, index, scale, beta, radius, max_iter):
     N, S, K = x0.shape
     T = y.shape[1]
     xb = np.empty((N, K))
     fb = np.empty(N)
-    for n in _prange(N):
+    n_chunks = (N + _CHUNK - 1) // _CHUNK
+    for c in _prange(n_chunks):
         ws = _workspace(K, T)
         x = np.empty(K)
-        best_f = math.inf
-        for j in range(S):
-            x[:] = x0[n, j]
-            f = _bulk_newton(x, omega[n], base[n], MB[n], y[n], G[n], sigma, index, scale,
-                             beta, radius, max_iter, ws)
-            if j == 0 or f < best_f:
-                best_f = f
-                xb[n] = x
-        fb[n] = best_f
+        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
+            best_f = math.inf
+            for j in range(S):
+                x[:] = x0[n, j]
+                f = _bulk_newton(x, omega[n], base[n], MB[n], y[n], G[n], sigma, index,
+                                 scale, beta, radius, max_iter, ws)
+                if j == 0 or f < best_f:
+                    best_f = f
+                    xb[n] = x
+            fb[n] = best_f
     return xb, fb
 
 
