@@ -20,7 +20,9 @@ with ``ℓ_G = Tr(R G Rᵀ)``, ``R = softmax(βh(z)) − y`` the weighted loss o
 damped Newton (:func:`.channels.prox._newton`) over the full K-dim v (the shift direction
 of the softmax is flat in the loss, the proximal term fixes it) from ω, from the exact-fit
 point, from their midpoint and from the node's previous minimiser; the best end point is
-kept (not certified).
+kept (not certified). Where numba is installed the same Newton runs one node at a time in
+compiled code (:mod:`._seq2seq_kernels`); the node quantities that do not move with
+``(m, q, t)`` (B, φ, M_B) are built once per solve.
 
 The conjugates are derivatives of the node-averaged Moreau envelope M at fixed
 ``(m, q, t)``, ``m̂ = −2α ∂M/∂m``, ``Σ̂ = 4α ∂M/∂q``, ``m̂_I = −2α ∂M/∂t``, computed
