@@ -446,7 +446,7 @@ class _Seq2seqMap:
         self.alpha, self.T, self.d, self.denoiser = alpha, T, d, denoiser
         self.Q0, self.trace0, self.noise = Q0, trace0, noise
         self.nodes, self.model, self.loss = nodes, model, loss
-        self.n_calls, self.last = 0, None
+        self.n_calls, self.last, self.last_x = 0, None, None
 
     def to_x(self, m, q, sigma, t):
         return np.array([m / np.sqrt(self.Q0), np.log(q), np.log(sigma),
@@ -478,8 +478,17 @@ class _Seq2seqMap:
         new = (prior.m, prior.q, prior.sigma, prior.trace)
         if not (np.all(np.isfinite(new)) and prior.q > 0 and prior.sigma > 0):
             return None
-        self.last = (out, prior)
+        self.last, self.last_x = (out, prior), np.array(x, dtype=float)
         return self.to_x(*new) - x
+
+    def state_at(self, x):
+        """``(output side, prior)`` at x, or None outside the map's domain: the last
+        evaluation's where it was at x (the solvers return the point they converged at, so
+        a second evaluation there would repeat the first), else a new evaluation."""
+        if self.last_x is None or not np.array_equal(self.last_x, x):
+            if self.residual(x) is None:
+                return None
+        return self.last
 
 
 def _check_finite_d_solve(problem, n_nodes, tol, max_iter, damping, random_state):
@@ -592,10 +601,11 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
     x, res_norm, converged = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
                                                  damping=damping)
     m, q, sigma, t = fp.from_x(x)
-    if fp.residual(x) is None or fp.last is None:    # the output side at the returned point
+    state = fp.state_at(x)                           # the output side at the returned point
+    if state is None:
         raise ValueError(f"the seq2seq state evolution left its domain (model={model!r}, "
                          f"loss={loss!r}, residual {res_norm:.2e}); try a smaller damping.")
-    out, prior = fp.last
+    out, prior = state
     signal, noise_part = _linear_test_error(T, m, q, Q0, problem.noise)
     return Seq2seqStateEvolutionResult(
         alpha=alpha, n_features=d, model=model, loss=loss, m=m, q=q, sigma=sigma, trace=t,

@@ -20,7 +20,9 @@ with ``ℓ_G = Tr(R G Rᵀ)``, ``R = softmax(βh(z)) − y`` the weighted loss o
 damped Newton (:func:`.channels.prox._newton`) over the full K-dim v (the shift direction
 of the softmax is flat in the loss, the proximal term fixes it) from ω, from the exact-fit
 point, from their midpoint and from the node's previous minimiser; the best end point is
-kept (not certified).
+kept (not certified). Where numba is installed the same Newton runs one node at a time in
+compiled code (:mod:`._seq2seq_kernels`); the node quantities that do not move with
+``(m, q, t)`` (B, φ, M_B) are built once per solve.
 
 The conjugates are derivatives of the node-averaged Moreau envelope M at fixed
 ``(m, q, t)``, ``m̂ = −2α ∂M/∂m``, ``Σ̂ = 4α ∂M/∂q``, ``m̂_I = −2α ∂M/∂t``, computed
@@ -52,6 +54,7 @@ from .._validation import check_choice, check_scalar_range
 from .channels import GaussianNodes, LinearChannel, SoftmaxChannel
 from .channels.prox import _newton, _SoftmaxProblem
 from .channels.weighted import _derivs
+from . import _seq2seq_kernels as _kernels
 from .coords import _maps, u_from_h
 from .problem import UNSET, resolve_problem
 from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _check_finite_d_solve,
@@ -134,27 +137,54 @@ def _bulk_map(B, T):
     return LB[:, rows, cols, :] * inv_scale[None, :, None]
 
 
-class _Law:
-    """Everything on the nodes at fixed ``(m, q, t)``: ω, v0, B, φ, M_B, labels, weights."""
+class _Frame:
+    """The node quantities that do not move with ``(m, q, t)``: the frame metric, the unit
+    directions of ω and of the teacher's bulk, B's Gram matrix, φ, M_B and its inverse.
+    Built once per solve (the χ² quantiles of B and the M_B products were a third of an
+    evaluation)."""
 
-    def __init__(self, channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task):
-        T, K = channel.n_tokens, channel.K
+    def __init__(self, T, K, nodes, d):
         pts = nodes.points
+        self.nodes, self.d = nodes, d
         self.cov = frame_covariance(T, d)
         root = np.linalg.cholesky(self.cov)
         self.a = pts[:, :K] @ root.T               # ω/√q⊥: unit-overlap directions
         self.b = pts[:, K:2 * K] @ root.T
-        self.omega = np.sqrt(q_perp) * self.a
-        self.v0 = (m_perp / np.sqrt(q_perp)) * self.a + np.sqrt(V) * self.b
+        self.xi = pts[:, 2 * K:3 * K]                # label noise per unit √(Δ/2)
         B = _bartlett_factor(pts[:, 3 * K:], T, d)
         self.gram = B @ np.swapaxes(B, 1, 2)
+        self.identity = np.broadcast_to(np.eye(T), self.gram.shape).copy()
         self.phi = u_from_h(np.sqrt(d) * (self.gram - np.eye(T)))
         self.MB = _bulk_map(B, T)
+        self._MB_inv = None
+
+    @property
+    def MB_inv(self):
+        if self._MB_inv is None:
+            self._MB_inv = np.linalg.inv(self.MB)
+        return self._MB_inv
+
+    def matches(self, nodes, d):
+        return self.nodes is nodes and self.d == d
+
+
+class _Law:
+    """Everything on the nodes at fixed ``(m, q, t)``: ω, v0, B, φ, M_B, labels, weights."""
+
+    def __init__(self, channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task,
+                 frame=None):
+        T, K = channel.n_tokens, channel.K
+        if frame is None or not frame.matches(nodes, d):
+            frame = _Frame(T, K, nodes, d)
+        self.frame = frame
+        self.cov, self.a, self.b = frame.cov, frame.a, frame.b
+        self.omega = np.sqrt(q_perp) * self.a
+        self.v0 = (m_perp / np.sqrt(q_perp)) * self.a + np.sqrt(V) * self.b
+        self.gram, self.phi, self.MB = frame.gram, frame.phi, frame.MB
         self.z0 = (trace0 * self.phi + np.einsum("nkl,nl->nk", self.MB, self.v0)
-                   + np.sqrt(noise / 2) * pts[:, 2 * K:3 * K])
+                   + np.sqrt(noise / 2) * frame.xi)
         self.y = channel.labels(self.z0)
-        self.weights = (self.gram if task == "seq2seq"
-                        else np.broadcast_to(np.eye(T), self.gram.shape).copy())
+        self.weights = self.gram if task == "seq2seq" else frame.identity
         self.base = t * self.phi                       # z = t φ + M_B v
         self.m_perp, self.q_perp, self.V = m_perp, q_perp, V
 
@@ -192,7 +222,7 @@ def _fit_start(channel, law):
     """The exact-fit bulk ``M_B⁻¹(z0 β0/β − tφ)``, moved along the flat shift direction to
     the point nearest ω (the proximal term's own choice)."""
     z_fit = law.z0 * (channel.target_beta_ / channel.beta_)
-    MB_inv = np.linalg.inv(law.MB)
+    MB_inv = law.frame.MB_inv
     v = np.einsum("nkl,nl->nk", MB_inv, z_fit - law.base)
     e = np.einsum("nkl,l->nk", MB_inv, channel.shift)      # M_B e = shift
     c = -np.sum(e * (v - law.omega), axis=1) / np.sum(e * e, axis=1)
@@ -218,28 +248,62 @@ def _prox(channel, law, sigma, warm=None, warm_only=False):
         x0 = np.stack(starts, axis=1)
         radius = _RADIUS / channel.beta_
     S = x0.shape[1]
+    max_iter = getattr(channel, "max_iter", 100)
+    if _kernels.HAVE_NUMBA and isinstance(channel, SoftmaxChannel) \
+            and getattr(channel, "compiled", True):
+        # the same Newton, one node at a time in compiled code (_seq2seq_kernels)
+        x, f = _kernels.bulk_prox(x0, law.omega, law.base, law.MB, law.y, law.weights, sigma,
+                                  channel._index, channel._scale, channel.beta_, radius,
+                                  max_iter)
+        return law.omega + x, f
     rows = np.repeat(np.arange(N), S)
-    x, f = _newton(prob, rows, x0.reshape(N * S, K), radius, getattr(channel, "max_iter", 100))
+    x, f = _newton(prob, rows, x0.reshape(N * S, K), radius, max_iter)
     x, f = x.reshape(N, S, K), f.reshape(N, S)
     best = np.argmin(f, axis=1)
     return law.omega + x[np.arange(N), best], f[np.arange(N), best]
 
 
+def _loss_terms(channel, law, z):
+    """Loss ``Tr(R G Rᵀ)``, its u-gradient and ``R G`` per node, as
+    :func:`~skattn.theory.channels.weighted._derivs` without the Hessian, keeping ``R G``
+    for the labels' side and skipping the products with ``G = I`` (seq2lab)."""
+    A = channel._act(channel._h(z), channel.beta_)
+    R = A - law.y
+    RG = R if law.weights is law.frame.identity else np.matmul(R, law.weights)
+    loss = np.einsum("nab,nab->n", R, RG)
+    if isinstance(channel, LinearChannel):
+        grad_h = 2.0 * RG
+    else:
+        grad_h = 2 * channel.beta_ * A * (RG - np.sum(RG * A, axis=-1, keepdims=True))
+    N, T = z.shape[0], channel.n_tokens
+    return loss, grad_h.reshape(N, T * T) @ channel._L, RG
+
+
+def _labels_vjp(channel, law, dF_dy):
+    """``Σ_ab dF/dy_ab ∂y_ab/∂z0``: for softmax labels ``y_a = softmax(β0 h_a)`` the row
+    Jacobian is ``β0 (diag(y_a) − y_a y_aᵀ)``, so the product is ``β0 y ∘ (dF/dy − ⟨dF/dy,
+    y⟩_row)`` pulled back through ``h(u)`` (no (N, T, T, K) Jacobian)."""
+    if isinstance(channel, LinearChannel):
+        return np.einsum("nab,nabk->nk", dF_dy, channel.labels_jacobian(law.z0))
+    y = law.y
+    w = channel.target_beta_ * y * (dF_dy - np.sum(dF_dy * y, axis=-1, keepdims=True))
+    N, T = y.shape[0], channel.n_tokens
+    return w.reshape(N, T * T) @ channel._L
+
+
 def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task,
-            warm=None, warm_only=False):
+            warm=None, warm_only=False, frame=None):
     """The output side and the minimisers (for warm starts)."""
     _check_channel(channel)
     sigma, alpha, noise, d, m_perp, q_perp, V = _check_args(
         channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task)
-    law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task)
+    law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task, frame)
     v, f = _prox(channel, law, sigma, warm, warm_only)
     z = law.z_of(v)
-    loss, grad_z, _ = _derivs(channel, law.y, z, law.weights, hessian=False)
+    loss, grad_z, RG = _loss_terms(channel, law, z)
     gout = (v - law.omega) / sigma
     # envelope theorem: ∂F/∂ω = −g_out; ∂F/∂v0 through y(z0) with ∂ℓ/∂y = −2 R G
-    R = channel._act(channel._h(z), channel.beta_) - law.y
-    dF_dy = -2 * R @ law.weights
-    dF_dz0 = np.einsum("nab,nabk->nk", dF_dy, channel.labels_jacobian(law.z0))
+    dF_dz0 = _labels_vjp(channel, law, -2 * RG)
     dF_dv0 = np.einsum("nlk,nl->nk", law.MB, dF_dz0)
     dF_dt = np.sum(grad_z * law.phi, axis=1)               # explicit t of z = tφ + M_B v
     sq, sV = np.sqrt(q_perp), np.sqrt(V)
@@ -253,7 +317,7 @@ def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features
     dM_dt = nodes.mean(dF_dt) - trace0 * dM_dm - 2 * t * dM_dq
     out = BartlettSoftmaxOutputSide(
         m_hat=-2 * alpha * float(dM_dm), m_hat_identity=-2 * alpha * float(dM_dt),
-        q_hat=2 * alpha * float(nodes.mean(np.einsum("nk,kl,nl->n", gout, law.cov, gout))),
+        q_hat=2 * alpha * float(nodes.mean(np.sum((gout @ law.cov) * gout, axis=1))),
         sigma_hat=4 * alpha * float(dM_dq), train_error=float(nodes.mean(loss)),
         moreau=float(nodes.mean(f)))
     return out, v
@@ -320,7 +384,8 @@ def bartlett_softmax_envelope(channel, nodes, *, m, q, t, Q0, trace0, noise, sig
     return float(nodes.mean(f)), v
 
 
-def bartlett_softmax_test_errors(channel, nodes, *, m, q, t, Q0, trace0, noise, n_features):
+def bartlett_softmax_test_errors(channel, nodes, *, m, q, t, Q0, trace0, noise, n_features,
+                                 _frame=None):
     """Test errors of a student with overlaps ``(m, q, t)``: seq2seq metric and seq2lab form.
 
     ``E Tr(R G Rᵀ)`` (``= E‖(Â − Y)x‖²_F/d``, G the token Gram matrix) and ``E‖R‖²_F``
@@ -341,7 +406,7 @@ def bartlett_softmax_test_errors(channel, nodes, *, m, q, t, Q0, trace0, noise, 
     _check_channel(channel)
     _, _, noise, d, m_perp, q_perp, V = _check_args(
         channel, nodes, m, q, t, Q0, trace0, noise, 1.0, 0.0, n_features, "seq2seq")
-    law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, "seq2seq")
+    law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, "seq2seq", _frame)
     R = channel._act(channel._h(law.z_of(law.omega)), channel.beta_) - law.y
     seq = np.einsum("nab,nbc,nac->n", R, law.gram, R)
     return float(nodes.mean(seq)), float(nodes.mean(np.einsum("nab,nab->n", R, R)))
@@ -359,11 +424,12 @@ class _SoftmaxSeq2seqMap(_Seq2seqMap):
         # True: each node's prox from its previous minimiser alone (cheap iterations); the
         # fixed point is then polished with the multi-start prox, whose map is reported
         self.warm_only = False
+        self.frame = _Frame(T, channel.K, nodes, d)     # built once for all evaluations
 
     def evaluate(self, m, q, sigma, t):
         out, v = _output(self.channel, self.nodes, m, q, t, self.Q0, self.trace0,
                          self.noise, sigma, self.alpha, self.d, self.loss, self.warm,
-                         warm_only=self.warm_only)
+                         warm_only=self.warm_only, frame=self.frame)
         self.warm = v
         prior = self.denoiser(out.m_hat, out.q_hat, out.sigma_hat, t_hat=out.m_hat_identity)
         return out, prior
@@ -459,18 +525,20 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
         fp.warm_only = fp.warm is not None
         x_w, norm_w, _ = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
                                             damping=damping)
-        fp.warm_only = False
+        fp.warm_only, fp.last_x = False, None      # the reported map is the multi-start one
         if norm_w < _WARM_HANDOVER:
             x0 = x_w
     x, res_norm, converged = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
                                                  damping=damping)
     m, q, sigma, t = fp.from_x(x)
-    if fp.residual(x) is None or fp.last is None:
+    state = fp.state_at(x)
+    if state is None:
         raise ValueError(f"the softmax seq2seq state evolution left its domain (loss={loss!r}, "
                          f"residual {res_norm:.2e}); try a smaller damping.")
-    out, prior = fp.last
+    out, prior = state
     seq, lab = bartlett_softmax_test_errors(channel, nodes, m=m, q=q, t=t, Q0=Q0,
-                                            trace0=trace0, noise=problem.noise, n_features=d)
+                                            trace0=trace0, noise=problem.noise, n_features=d,
+                                            _frame=fp.frame)
     return Seq2seqStateEvolutionResult(
         alpha=alpha, n_features=d, model="bartlett", loss=loss, m=m, q=q, sigma=sigma,
         trace=t, m_hat=out.m_hat, m_hat_identity=out.m_hat_identity, q_hat=out.q_hat,
