@@ -42,6 +42,7 @@ Pure numpy/scipy (no torch).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
@@ -239,9 +240,7 @@ def leverage_multipliers(eigenvalues, n_tokens, attention="softmax", n_samples=4
     d = nu.size
     nu = np.sort(nu)[::-1]
     gamma = relu_divided_differences(nu)
-    tokens = coordinate_normals(seed, 1, (n_samples, n_tokens), d)
-    tokens *= np.sqrt(d) / np.linalg.norm(tokens, axis=2, keepdims=True)
-    L = _leverage_matrices(gamma, tokens)
+    L = _leverage_matrices(gamma, _token_directions(seed, n_samples, n_tokens, d))
     trace = np.einsum("nkk->n", L)
     if attention == "softmax" and n_tokens > 1:
         # u-coordinates of the common shift h_ab → h_ab + c: 1/√2 on the diagonal, 1 off it
@@ -368,10 +367,31 @@ def _input_eigenvalues(eig0, prior_hats, reg_trace, seed):
     at d + 1 (common random numbers across d)."""
     m_hat, q_hat = prior_hats
     d = eig0.size
-    g = coordinate_normals(seed, 0, (d,), d)
+    g = _goe_normals(seed, d)
     Z = (g + g.T) / np.sqrt(2 * d)
     diag = np.diag(np.sort(eig0)[::-1])
     return np.linalg.eigvalsh(m_hat * diag + np.sqrt(q_hat) * Z) - 2.0 * reg_trace
+
+
+@functools.lru_cache(maxsize=2)
+def _token_directions(seed, n_samples, n_tokens, d):
+    """The law's tokens, each rescaled to norm √d: shape ``(n_samples, n_tokens, d)``,
+    read-only. Cached (a few MB each): the points of a curve at one d, and repeated
+    predictions, draw the same tokens (common random numbers), which cost about as much as
+    the rest of the law."""
+    tokens = coordinate_normals(seed, 1, (n_samples, n_tokens), d)
+    tokens *= np.sqrt(d) / np.linalg.norm(tokens, axis=2, keepdims=True)
+    tokens.flags.writeable = False
+    return tokens
+
+
+@functools.lru_cache(maxsize=4)
+def _goe_normals(seed, d):
+    """The normals of the GOE draw of :func:`_input_eigenvalues`, read-only (cached as
+    :func:`_token_directions`)."""
+    g = coordinate_normals(seed, 0, (d,), d)
+    g.flags.writeable = False
+    return g
 
 
 def coordinate_normals(seed, stream, shape, d):
