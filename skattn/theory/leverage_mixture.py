@@ -31,7 +31,8 @@ The leverage law depends only on the eigenvalues of the denoiser's input
 ``M = m̂ S0 + √q̂ Z − 2λ̃ I`` (tokens are isotropic, so their coordinates in the eigenbasis
 of M are again standard normal): it is drawn once, at the Gaussian fixed point, with
 common random numbers across d (each token coordinate and each column of the GOE draw from
-its own stream), and averaged by a Gauss quadrature of its sample (3 nodes, ``LEVERAGE_N_BINS``).
+its own stream), and averaged by a Gauss quadrature of its sample (``LEVERAGE_N_BINS`` = 3
+nodes).
 
 :func:`~skattn.theory.solve_state_evolution` uses it where the leverage correction says
 (:func:`leverage_prediction`); :func:`solve_leverage_state_evolution` gives it beside the
@@ -527,8 +528,8 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
 
     For factored seq2lab, softmax with T = 2 and linear with T = 1, this is the prediction
     that :func:`~skattn.theory.solve_state_evolution` returns for ``target=teacher``
-    (the leverage correction, :mod:`skattn.theory.corrections.leverage`); here it comes with the Gaussian finite-d prediction on the
-    same nodes and their ratio. Softmax T = 3 and linear T = 2, 3 are measured but not
+    (the leverage correction, :mod:`skattn.theory.corrections.leverage`); here it comes
+    with the Gaussian finite-d prediction on the same nodes and their ratio. Softmax T = 3 and linear T = 2, 3 are measured but not
     routed (docs/domain.rst, "Leverage mixture").
 
     Parameters
