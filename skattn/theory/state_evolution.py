@@ -22,7 +22,6 @@ from .corrections.rules import SPIKY_SHARE_EDGES
 from .problem import (
     MODEL_KEYWORDS,
     PARAMETRIZATIONS,
-    UNSET,
     StateEvolutionProblem,
     resolve_problem,
     resolve_target_law,
