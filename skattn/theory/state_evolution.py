@@ -123,6 +123,9 @@ def solve_state_evolution(alpha, problem=None, *, correction="auto", options=Non
         name or is forced outside its domain, or the channel at ``n_tokens`` and
         ``n_nodes`` would exceed the memory limit (environment variable
         ``SKATTN_MEMORY_LIMIT_GB``, default 8 GiB).
+        Also for factored ``reg_lambda=0`` at or below the interpolation threshold, where
+        the ridgeless minimiser is not unique and there is no fixed point
+        (:func:`~skattn.theory.thresholds.check_ridgeless`; pass a small positive λ).
     TypeError
         For an unknown keyword, or the removed flags ``exact_gram``, ``spiked``,
         ``leverage`` (use ``correction``).
