@@ -43,6 +43,17 @@ def test_noiseless_ridgeless_recovery_has_the_target_atom():
         small.spectrum_cdf(np.nan)
 
 
+def test_noiseless_ridgeless_recovery_at_finite_d():
+    """At finite d the recovered spectrum is the target's own (its zeros of order 1e-16
+    counted as zeros)."""
+    res = _linear(0.6, 0.0, n_features=40)
+    assert res.converged and res.exact_recovery
+    target = np.sort(res.problem.target_law()[1])
+    assert res.atom_mass == 0.5
+    np.testing.assert_allclose(res.sample_spectrum(40), target, atol=1e-12)
+    assert res.spectrum_cdf(0.5 * target[-1]) == np.mean(target <= 0.5 * target[-1])
+
+
 def test_noisy_ridgeless_keeps_its_own_atom():
     """With label noise λ = 0 is the PSD-constrained least squares, not a recovery: δ stays
     of order one and the atom is that of ReLU(S0 + δZ)."""
