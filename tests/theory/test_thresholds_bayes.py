@@ -149,6 +149,18 @@ def test_ridgeless_below_interpolation_is_refused(kw):
     check_ridgeless(0.1, StateEvolutionProblem(reg_lambda=1e-6, **model))
 
 
+def test_unconverged_ridgeless_message_says_what_to_pass():
+    """Where λ = 0 passes the threshold check but no fixed point is found (here: a budget
+    of 2 evaluations), the message names reg_lambda and what to pass."""
+    res = solve_state_evolution(0.6, n_tokens=1, attention="linear", reg_lambda=0.0,
+                                target=WishartTarget(0.5), options=dict(max_iter=2))
+    assert not res.converged
+    assert "pass a small positive reg_lambda, e.g. reg_lambda=1e-4" in res.message
+    res = solve_state_evolution(0.6, n_tokens=1, attention="linear", reg_lambda=1e-3,
+                                target=WishartTarget(0.5), options=dict(max_iter=2))
+    assert not res.converged and "reg_lambda" not in res.message
+
+
 # ---------------------------------------------------------------------------------------
 # λ → 0⁺ state evolution lands on the thresholds (linear T = 1: fast and exact)
 # ---------------------------------------------------------------------------------------
