@@ -68,3 +68,20 @@ def test_rank_cap_ramp_reaches_the_nominal_alpha():
     core = solve_core(0.4, problem)
     assert core.rank_capped
     assert rank_cap_weight(core.positive_fraction, 0.5) == 1.0
+
+
+def test_corrections_fade_out_where_a_rank_cap_starts_to_bind():
+    # the leverage correction applied up to the onset of a binding cap and switched off
+    # there: a 3.8 % step in λ (d = 60, κ = 0.5); it now fades out over the same ramp as
+    # the core's α, and the curve is smooth
+    teacher = AttentionIndexedModel(60, n_tokens=1, attention="linear",
+                                    target=WishartTarget(1.0), noise=0.1, random_state=0)
+    lams = np.geomspace(0.58, 0.50, 7)
+    results = [solve_state_evolution(0.4, target=teacher, width_ratio=0.5, reg_lambda=lam)
+               for lam in lams]
+    weights = [r.correction_weight for r in results]
+    assert weights[0] == 1.0 and 0.0 < weights[-1] < 1.0
+    assert all(r.correction == "leverage" for r in results)
+    assert np.all(np.diff(weights) <= 0)
+    log_error = np.log([r.test_error for r in results])
+    assert np.max(np.abs(np.diff(log_error, 2))) < 2e-3
