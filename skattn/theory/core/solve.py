@@ -81,7 +81,9 @@ def solve_core(alpha, problem, options=None):
         # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
         # behind α_eff, so the nominal α is used; between the two, a ramp in how far the
         # cap binds (docs/theory.rst §4 "The Gaussian core"), from the α_eff fixed point
-        start = solution.result if solution.result.converged else options.init
+        # inside the ramp from the α_eff fixed point nearby; at its end the nominal α is
+        # solved as it would be alone
+        start = solution.result if weight < 1 and solution.result.converged else options.init
         solution = _solve_or_continue(alpha, alpha_eff + weight * (alpha - alpha_eff),
                                       problem, options.replace(init=start))
     return solution
