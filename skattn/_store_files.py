@@ -66,10 +66,23 @@ def lock_store(path):
     RuntimeError
         If another sweep holds the lock.
     ValueError
-        If the sidecar exists and is not a regular file (a directory, a symlink loop).
+        If the sidecar exists and is not a regular file (a directory, a symlink loop), or
+        the store has another hard link.
     PermissionError
         If the sidecar cannot be created (a read-only folder); the message names it.
     """
+    try:
+        n_links = os.stat(path).st_nlink
+    except FileNotFoundError:
+        n_links = 1  # a new store
+    if n_links > 1:
+        # a hard link is a second name that no path resolution joins to this one, so it
+        # would get its own sidecar (and SQLite its own -wal and -journal files: two
+        # writers, a corrupted store); a store written through one name only is safe
+        raise ValueError(f"output {str(path)!r} has {n_links} hard links (another name of "
+                         "the same file); a sweep store must have one name, or two writers "
+                         "could run on it: write to a copy or remove the other link "
+                         "(reading works: skattn.sweep.read_sweep).")
     sidecar = path.with_name(path.name + "-lock")
     try:
         fd = os.open(sidecar, os.O_RDWR | os.O_CREAT, 0o644)

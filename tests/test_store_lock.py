@@ -39,6 +39,26 @@ def test_symlink_alias_shares_the_lock(tmp_path):
     assert [r["a"] for r in read_sweep(store)] == [1, 2]  # nothing was written meanwhile
 
 
+def test_hard_link_is_refused_for_writing(tmp_path):
+    """A hard link is another name of the store that no path resolution joins: it got its
+    own lock sidecar, so a second writer ran beside the first (issue #28)."""
+    store = tmp_path / "store.sqlite"
+    run_sweep(_f, {"a": [1, 2]}, output=store, backend="sequential")
+    writer = _SqliteStore(store)  # a sweep running on the real name
+    try:
+        os.link(store, tmp_path / "alias.sqlite")
+        with pytest.raises(ValueError, match=r"alias\.sqlite.* 2 hard links"):
+            run_sweep(_f, {"a": [3]}, output=tmp_path / "alias.sqlite", backend="sequential")
+    finally:
+        writer.close()
+    with pytest.raises(ValueError, match="hard links"):  # and through the first name
+        run_sweep(_f, {"a": [3]}, output=store, backend="sequential")
+    assert [r["a"] for r in read_sweep(tmp_path / "alias.sqlite")] == [1, 2]  # reading works
+    os.unlink(tmp_path / "alias.sqlite")
+    run_sweep(_f, {"a": [1, 2, 3]}, output=store, backend="sequential")  # one name again
+    assert sorted(r["a"] for r in read_sweep(store)) == [1, 2, 3]
+
+
 def test_lock_sidecar_that_is_a_directory(tmp_path):
     (tmp_path / "s.sqlite-lock").mkdir()
     with pytest.raises(ValueError, match=r"lock file .*s\.sqlite-lock.* is a directory"):

@@ -42,7 +42,7 @@ from scipy import optimize
 
 from .._validation import check_scalar_range
 from .channels import GaussianNodes, channel_for, test_error
-from .problem import UNSET, require_gaussian_tokens, resolve_problem
+from .problem import check_model_keywords, require_gaussian_tokens, resolve_problem
 from .spectral import free_convolution
 from .thresholds import bayes_optimal_threshold, effective_constraints
 
@@ -181,9 +181,11 @@ def _predictor_error(channel, q, V, nodes, n_inner, seed):
     return max(total / outer.shape[0], 0.0)
 
 
-def bayes_optimal(alpha, problem=None, *, n_tokens=UNSET, target=UNSET, attention=UNSET,
-                  noise=UNSET, target_beta=UNSET, n_features=UNSET, n_nodes=8192,
-                  n_inner=1024, random_state=0):
+_MODEL_KEYWORDS = ("n_tokens", "target", "attention", "noise", "target_beta", "n_features")
+
+
+def bayes_optimal(alpha, problem=None, *, n_nodes=8192, n_inner=1024, random_state=0,
+                  **model):
     """Bayes-optimal MMSE of S and test errors at sample ratio α (docs: Theory §7).
 
     Solves ``mmse(t) + Δ/2 = 2 K_eff α t`` (``t = 1/q̂``, see the module docstring) for
@@ -199,17 +201,6 @@ def bayes_optimal(alpha, problem=None, *, n_tokens=UNSET, target=UNSET, attentio
         The model, instead of the keywords below. Only its T, target, attention, noise,
         target_beta and n_features are used: the Bayes-optimal learner knows the teacher
         (its β is β0), and has no λ, width or parametrization.
-    n_tokens : int
-        Sequence length T.
-    target : Target or SpectralLaw
-        Target family (its spectral law is the prior).
-    attention : {"softmax", "linear"}, default="softmax"
-    noise : float, default=0.0
-        Label noise Δ ≥ 0 (inside the softmax, as in the data model).
-    target_beta : float, default=1.0
-        Teacher's inverse temperature β0 (it only affects the test errors).
-    n_features : int or None, default=None
-        For finite-size-only targets: the d of their law.
     n_nodes : int, default=8192
         Quasi-Monte Carlo nodes of the outer Gaussian expectations.
     n_inner : int, default=1024
@@ -217,6 +208,19 @@ def bayes_optimal(alpha, problem=None, *, n_tokens=UNSET, target=UNSET, attentio
         (``K ≤ 3`` uses a Gauss–Hermite product rule).
     random_state : int, default=0
         Seeds the quadrature nodes.
+    **model
+        Without a problem (not both):
+
+        - ``n_tokens`` (int, required): sequence length T;
+        - ``target`` (Target or SpectralLaw, required): the target family (its spectral
+          law is the prior);
+        - ``attention`` ("softmax" or "linear", default "softmax");
+        - ``noise`` (float, default 0): label noise Δ ≥ 0 (inside the softmax, as in the
+          data model);
+        - ``target_beta`` (float, default 1): the teacher's inverse temperature β0 (it only
+          affects the test errors);
+        - ``n_features`` (int or None, default None): for finite-size-only targets, the d
+          of their law.
 
     Returns
     -------
@@ -230,9 +234,8 @@ def bayes_optimal(alpha, problem=None, *, n_tokens=UNSET, target=UNSET, attentio
     0.0
     """
     alpha = check_scalar_range(alpha, "alpha", low=0, low_inclusive=False)
-    problem = resolve_problem(problem, "bayes_optimal", n_tokens=n_tokens, target=target,
-                              attention=attention, noise=noise, target_beta=target_beta,
-                              n_features=n_features)
+    problem = resolve_problem(problem, "bayes_optimal", **check_model_keywords(
+        model, _MODEL_KEYWORDS, "bayes_optimal"))
     require_gaussian_tokens(problem, "bayes_optimal")
     n_tokens, attention, noise = problem.n_tokens, problem.attention, problem.noise
     target_beta = problem.target_beta

@@ -47,8 +47,8 @@ class PriorState:
     rank_capped: bool = False  #: the rank constraint removed positive eigenvalues
     #: where the rank cap binds, the cut τ > ε (upper κ-quantile of μ_δ): Ŝ keeps x > τ
     rank_threshold: float = np.nan
-    #: where the rank cap binds, ``μ_δ((ε, ∞))``: the fraction of positive eigenvalues Ŝ
-    #: would have without the cap (compare with the width ratio κ)
+    #: under a rank cap (finite d, κ < 1), ``μ_δ((ε, ∞))``: the fraction of positive
+    #: eigenvalues Ŝ would have without the cap (it binds where this exceeds κ)
     positive_fraction: float = np.nan
 
 def relu_divided_differences(eigenvalues):
@@ -272,10 +272,10 @@ class FactoredDenoiser:
         if delta > 0:
             mu = self._convolved(self._empirical_law, delta)
             capped = capped_relu_integrals(mu, eps, self._rank_ratio)
-            positive = mu.mass_above(eps) if capped.binding else np.nan
+            positive = mu.mass_above(eps)
         else:  # no noise: μ_δ is the d atoms of S0 themselves
             capped = _capped_atoms(self._eig0, eps, self._rank)
-            positive = float(np.mean(self._eig0 > eps)) if capped.binding else np.nan
+            positive = float(np.mean(self._eig0 > eps))
         D = capped.divided_difference
         return PriorState(m=eta * (capped.x_first - delta ** 2 * D),
                           q=eta ** 2 * capped.second, sigma=D / sigma_hat, eta=eta,

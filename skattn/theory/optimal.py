@@ -14,7 +14,7 @@ import numpy as np
 from scipy import optimize
 
 from .._validation import check_choice, check_scalar_range
-from .problem import UNSET, resolve_problem, split_model_keywords
+from .problem import resolve_problem, split_model_keywords
 from .core import resolve_options
 from .state_evolution import solve_state_evolution
 
@@ -26,8 +26,8 @@ def _warm(res):
     return bool(res.converged and res.q > 0 and res.sigma > 0 and np.isfinite(res.sigma))
 
 
-def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e-3, 10.0),
-                       n_grid=7, xatol=0.01, quantity="test_error", init=None, **kwargs):
+def optimal_reg_lambda(alpha, problem=None, *, bounds=(1e-3, 10.0), n_grid=7, xatol=0.01,
+                       quantity="test_error", init=None, **kwargs):
     """The λ minimising the state-evolution prediction of the test error at one α.
 
     Parameters
@@ -36,9 +36,7 @@ def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e
         Sample ratio ``n/d² > 0``.
     problem : StateEvolutionProblem, optional
         The model (its ``reg_lambda`` is ignored: λ is searched), instead of the model
-        keywords (``parametrization`` and those in ``kwargs``).
-    parametrization : {"factored", "direct"}, default="factored"
-        Which model's λ (weight decay on W, or ridge on V; docs: Theory §2).
+        keywords in ``kwargs``.
     bounds : tuple of float, default=(1e-3, 10.0)
         Search interval ``(λ_min, λ_max)``, ``0 < λ_min < λ_max``. The optimum may lie on a
         bound (noiseless factored ERM: the test error decreases down to λ → 0⁺); when the
@@ -54,8 +52,10 @@ def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e
         Warm start of the first solve (e.g. the optimum at a neighbouring α).
     **kwargs
         Passed to :func:`~skattn.theory.solve_state_evolution`: without a problem,
-        ``n_tokens`` and ``target`` (required), ``noise``, ``attention``, ``beta``,
-        ``width_ratio``, …; ``correction`` and ``options`` (or the solver options
+        ``n_tokens`` and ``target`` (required), ``parametrization`` ("factored", the
+        default, or "direct": which model's λ, weight decay on W or ridge on V; docs:
+        Theory §2), ``noise``, ``attention``, ``beta``, ``width_ratio``, …;
+        ``correction`` and ``options`` (or the solver options
         ``n_nodes``, ``tol``, … as keywords) in any case.
 
     Returns
@@ -86,8 +86,7 @@ def optimal_reg_lambda(alpha, problem=None, *, parametrization=UNSET, bounds=(1e
     model, options = split_model_keywords(kwargs)
     correction = options.pop("correction", "auto")
     options = resolve_options(options.pop("options", None), **options)
-    problem = resolve_problem(problem, "optimal_reg_lambda", parametrization=parametrization,
-                              **model)
+    problem = resolve_problem(problem, "optimal_reg_lambda", **model)
     check_choice(quantity, "quantity", ("test_error", "s_error"))
     try:
         lo, hi = (float(b) for b in bounds)

@@ -615,6 +615,22 @@ def split_model_keywords(keywords):
     return model, other
 
 
+def check_model_keywords(model, allowed, caller):
+    """``model`` (the ``**model`` of a public call) after checking its names against
+    ``allowed``; a TypeError names the unknown ones and lists those accepted.
+
+    The public functions take the model as ``**model`` (documented keywords) rather than
+    as keyword defaults, so that their signatures show no placeholder while "not given"
+    stays distinguishable from a value equal to the default (a problem and a keyword
+    together are an error, :func:`resolve_problem`).
+    """
+    unknown = sorted(set(model) - set(allowed))
+    if unknown:
+        raise TypeError(f"{caller}() got unexpected keyword argument(s) {unknown}; the model "
+                        f"keywords it takes are {list(allowed)}.")
+    return model
+
+
 def resolve_problem(problem, caller, **model):
     """The problem of a call that takes either a problem or the model keywords.
 

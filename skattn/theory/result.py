@@ -12,6 +12,18 @@ from .spectral import free_convolution
 
 __all__ = ["StateEvolutionResult"]
 
+#: A noiseless λ = 0 fixed point with ``‖Ŝ − S0‖²_F/d`` below this fraction of Q0 is the
+#: exact recovery Ŝ = S0 (the only λ = 0 fixed point the solver accepts: below the
+#: interpolation threshold λ = 0 is refused). The iteration runs in log-variables and
+#: cannot reach δ = 0: it stops at a small δ (measured, Wishart(0.5): T = 2 softmax at
+#: α = 0.3, δ = 1.7e-6 and s_error = 3e-12; linear T = 1 at α = 0.6, δ = 1.1e-3 and
+#: s_error = 1.5e-6), where ``ReLU(S0 + δZ)`` still cuts the null block's semicircle in
+#: half (atom w0/2 instead of w0).
+_RECOVERY_RTOL = 1e-3
+#: Eigenvalues of a finite-d target at or below this fraction of the largest are its zeros
+#: (a sampled low-rank S0 has zeros of order 1e-16).
+_ZERO_RTOL = 1e-10
+
 
 @dataclass
 class StateEvolutionResult:
@@ -92,16 +104,92 @@ class StateEvolutionResult:
     def _convolved(self):
         if self.law is None:
             raise ValueError("this result carries no spectral law.")
-        return free_convolution(self.law, self.delta)
+        return free_convolution(self.law, 0.0 if self.exact_recovery else self.delta)
+
+    @property
+    def exact_recovery(self):
+        """Whether the fixed point is the noiseless ridgeless recovery ``Ŝ = S0``.
+
+        Factored, ``reg_lambda = 0`` and ``noise = 0``: a fixed point exists only above the
+        interpolation threshold (below it :func:`~skattn.theory.solve_state_evolution`
+        refuses λ = 0), where S0 is the unique PSD interpolant. The iteration approaches
+        δ = 0 without reaching it; the spectrum is then S0's (δ = 0), not that of the
+        last iterate.
+        """
+        p = self.params
+        return bool(self.parametrization == "factored" and p.get("reg_lambda") == 0
+                    and p.get("noise") == 0 and self.epsilon == 0 and self.converged
+                    and self.s_error <= _RECOVERY_RTOL * self.Q0)
+
+    def _target_eigenvalues(self):
+        if self.problem is None or self.problem.n_features is None:
+            return None
+        eig = np.sort(np.asarray(self.problem.target_law()[1], dtype=float))
+        return np.where(eig <= _ZERO_RTOL * max(eig[-1], 0.0), 0.0, eig)
 
     @property
     def atom_mass(self):
-        """Mass of the atom at zero of the learned spectrum (rank collapse)."""
+        """Mass of the atom at zero of the learned spectrum: the fraction of eigenvalues of
+        Ŝ that are exactly zero (rank collapse), ``μ_δ((−∞, ε])``.
+
+        Eigenvalues of order ``ηδ`` above zero are not in it: where δ is small (λ → 0⁺
+        above α_perf) most of the target's zero eigenvalues become such small positive
+        ones, and a trained model's "fraction below t · max" estimates
+        :meth:`spectrum_cdf` at t · max, which is the atom only for t · max ≪ ηδ
+        (docs/errors.rst, "The atom at zero"). At the noiseless λ = 0 recovery
+        (:attr:`exact_recovery`) it is the target's atom.
+        """
+        if self.exact_recovery:
+            eig = self._target_eigenvalues()
+            if eig is not None:
+                return float(np.mean(eig <= 0))
+            return float(self._convolved().mass_below(0.0))
         if self.finite_eigenvalues is not None:
             return float(np.mean(self.finite_eigenvalues <= 0))
         if self.parametrization == "direct":
             return 0.0
         return float(self._convolved().mass_below(self.epsilon))
+
+    def spectrum_cdf(self, s):
+        """Fraction of the eigenvalues of the learned S at or below ``s`` (atom included).
+
+        ``μ_δ((−∞, ε + s/η])`` for ``s ≥ 0`` (0 below zero) in the factored model,
+        ``μ_δ((−∞, ε + s/η])`` for any s in the direct one; the empirical fraction of the
+        finite-d spectrum where the result carries one. ``spectrum_cdf(0) == atom_mass``.
+        This is what the fraction of a trained model's eigenvalues below a threshold
+        estimates (docs/errors.rst, "The atom at zero").
+
+        Parameters
+        ----------
+        s : float or array-like
+            Eigenvalue(s) of S (in the units of ``S = WWᵀ/√(pd)``).
+
+        Returns
+        -------
+        float or ndarray
+        """
+        s_arr = np.asarray(s, dtype=float)
+        if not np.all(np.isfinite(s_arr)):
+            raise ValueError("s must be finite.")
+        if self.exact_recovery:
+            eig = self._target_eigenvalues()
+            if eig is not None:
+                out = np.mean(eig[None, :] <= s_arr.reshape(-1, 1), axis=1)
+            else:
+                mu = self._convolved()
+                out = np.array([mu.mass_below(v) if v >= 0 else 0.0
+                                for v in s_arr.ravel()])
+        elif self.finite_eigenvalues is not None:
+            out = np.mean(np.asarray(self.finite_eigenvalues)[None, :]
+                          <= s_arr.reshape(-1, 1), axis=1)
+        else:
+            mu = self._convolved()
+            out = np.array([
+                mu.mass_below(self.epsilon + v / self.eta)
+                if (v >= 0 or self.parametrization == "direct") else 0.0
+                for v in s_arr.ravel()])
+        out = out.reshape(s_arr.shape)
+        return float(out) if out.ndim == 0 else out
 
     def spectrum_density(self, s):
         """Density of the non-zero part of the learned spectrum at ``s`` (the atom excluded).
@@ -131,7 +219,12 @@ class StateEvolutionResult:
 
     def sample_spectrum(self, n_features, random_state=None):
         """A typical spectrum of the learned ``S`` at size d (quantiles of the predicted law)."""
-        if self.finite_eigenvalues is not None and n_features == self.finite_eigenvalues.size:
+        if self.exact_recovery:
+            eig = self._target_eigenvalues()
+            if eig is not None and eig.size == n_features:
+                return eig
+        elif (self.finite_eigenvalues is not None
+                and n_features == self.finite_eigenvalues.size):
             return np.sort(self.finite_eigenvalues)
         x = self._convolved().sample_eigenvalues(n_features, random_state=random_state,
                                                  method="quantile")

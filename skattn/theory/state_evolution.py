@@ -22,7 +22,6 @@ from .corrections.rules import SPIKY_SHARE_EDGES
 from .problem import (
     MODEL_KEYWORDS,
     PARAMETRIZATIONS,
-    UNSET,
     StateEvolutionProblem,
     resolve_problem,
     resolve_target_law,
@@ -32,6 +31,7 @@ from .problem import (
     warn_outside_domain,
 )
 from .result import StateEvolutionResult
+from .thresholds import check_ridgeless
 
 __all__ = ["StateEvolutionResult", "StateEvolutionProblem", "SolverOptions", "PARAMETRIZATIONS",
            "solve_state_evolution", "state_evolution_curve", "explain", "DecisionTable",
@@ -65,6 +65,7 @@ def _split_call(alpha, problem, correction, options, model, caller):
         raise TypeError(f"{caller}() got unexpected keyword(s) {unknown}; the model keywords "
                         f"are {list(MODEL_KEYWORDS)} and the options {list(OPTION_NAMES)}.")
     problem = resolve_problem(problem, caller, **model)
+    check_ridgeless(alpha, problem)   # λ = 0 below the interpolation threshold: no fixed point
     return alpha, problem, correction, options
 
 
@@ -122,6 +123,9 @@ def solve_state_evolution(alpha, problem=None, *, correction="auto", options=Non
         name or is forced outside its domain, or the channel at ``n_tokens`` and
         ``n_nodes`` would exceed the memory limit (environment variable
         ``SKATTN_MEMORY_LIMIT_GB``, default 8 GiB).
+        Also for factored ``reg_lambda=0`` at or below the interpolation threshold, where
+        the ridgeless minimiser is not unique and there is no fixed point
+        (:func:`~skattn.theory.thresholds.check_ridgeless`; pass a small positive λ).
     TypeError
         For an unknown keyword, or the removed flags ``exact_gram``, ``spiked``,
         ``leverage`` (use ``correction``).
@@ -238,7 +242,7 @@ def _curve_chunk(alphas, problem, reg_lambdas, options, correction):
                                  correction=correction)
 
 
-def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None, verbose=0,
+def state_evolution_curve(alphas, problem=None, *, reg_lambda=None, n_jobs=None, verbose=0,
                           **kwargs):
     """State evolution along a curve of α (or of λ), warm-started point to point.
 
@@ -249,9 +253,10 @@ def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None
     problem : StateEvolutionProblem, optional
         The model; without it, ``kwargs`` carry the model keywords (``n_tokens``,
         ``target``, …) as for :func:`solve_state_evolution`.
-    reg_lambda : float or array-like
+    reg_lambda : float or array-like or None, default=None
         One λ, or one per α (a λ curve at fixed α: pass ``alphas`` constant). Required
-        without a problem; with one, it replaces ``problem.reg_lambda`` along the curve.
+        without a problem; with one, it replaces ``problem.reg_lambda`` along the curve
+        (None: ``problem.reg_lambda``).
     n_jobs : int or None
         With n_jobs > 1 the curve is cut into contiguous chunks solved in parallel
         (:func:`skattn.parallel.map_jobs` on joblib), each warm-started along itself.
@@ -273,14 +278,14 @@ def state_evolution_curve(alphas, problem=None, *, reg_lambda=UNSET, n_jobs=None
         raise TypeError(f"state_evolution_curve() got {flags}: use correction=.")
     options = resolve_options(options, **legacy)
     if problem is None:
-        if reg_lambda is UNSET:
+        if reg_lambda is None:
             raise TypeError("state_evolution_curve() needs a problem or the keyword "
                             "'reg_lambda'.")
         # λ is validated point by point below; the first one stands in until then
         first = np.ravel(np.asarray(reg_lambda, dtype=float))
         model["reg_lambda"] = float(first[0]) if first.size else 0.0
     problem = resolve_problem(problem, "state_evolution_curve", **model)
-    if reg_lambda is UNSET:
+    if reg_lambda is None:
         reg_lambda = problem.reg_lambda
     alphas = np.atleast_1d(np.asarray(alphas, dtype=float))
     lams = broadcast_to_grid(reg_lambda, "reg_lambda", alphas.shape, "alphas")

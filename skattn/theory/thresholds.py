@@ -29,7 +29,8 @@ import numpy as np
 from scipy import optimize
 
 from .._validation import check_choice, check_scalar_range
-from .problem import ATTENTIONS, UNSET, require_gaussian_tokens, resolve_problem
+from .problem import (ATTENTIONS, check_model_keywords, require_gaussian_tokens,
+                      resolve_problem)
 from .spectral import free_convolution
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "perfect_recovery_threshold",
     "bayes_optimal_threshold",
     "statistical_dimension",
+    "check_ridgeless",
 ]
 
 
@@ -197,8 +199,13 @@ def _interpolation_delta(law, Q0, noise):
     return float(optimize.brentq(g, lo, hi, xtol=1e-12 * scale, rtol=1e-12))
 
 
-def interpolation_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, attention=UNSET,
-                            noise=UNSET, parametrization=UNSET, n_features=UNSET):
+_INTERPOLATION_KEYWORDS = ("n_tokens", "target", "attention", "noise", "parametrization",
+                           "n_features")
+_RECOVERY_KEYWORDS = ("n_tokens", "target", "attention", "parametrization", "n_features")
+_BAYES_KEYWORDS = ("n_tokens", "target", "attention", "n_features")
+
+
+def interpolation_threshold(problem=None, **model):
     """Largest α at which the λ → 0⁺ minimiser still fits the training set exactly.
 
     **Factored** (docs: Theory §6; width ratio κ ≥ 1). In the λ → 0⁺ limit an interpolating
@@ -232,16 +239,16 @@ def interpolation_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, atten
     problem : StateEvolutionProblem, optional
         The model (its T, target, attention, noise, parametrization and n_features are
         used), instead of the keywords below.
-    n_tokens : int
-        Sequence length T.
-    target : Target or SpectralLaw
-        E.g. ``WishartTarget(0.5)``.
-    attention : {"softmax", "linear"}, default="softmax"
-    noise : float, default=0.0
-        Label noise Δ ≥ 0; Δ = 0 returns the Δ → 0⁺ limit.
-    parametrization : {"factored", "direct"}, default="factored"
-    n_features : int or None, default=None
-        For finite-size-only targets (power law, explicit spectrum): the d of the law.
+    **model
+        Without a problem (not both):
+
+        - ``n_tokens`` (int, required): sequence length T;
+        - ``target`` (Target or SpectralLaw, required): e.g. ``WishartTarget(0.5)``;
+        - ``attention`` ("softmax" or "linear", default "softmax");
+        - ``noise`` (float, default 0): label noise Δ ≥ 0; Δ = 0 returns the Δ → 0⁺ limit;
+        - ``parametrization`` ("factored" or "direct", default "factored");
+        - ``n_features`` (int or None, default None): for finite-size-only targets (power
+          law, explicit spectrum), the d of the law.
 
     Returns
     -------
@@ -255,9 +262,8 @@ def interpolation_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, atten
     >>> round(interpolation_threshold(n_tokens=2, target=WishartTarget(0.2), noise=0.5), 4)
     0.1379
     """
-    problem = resolve_problem(problem, "interpolation_threshold", n_tokens=n_tokens,
-                              target=target, attention=attention, noise=noise,
-                              parametrization=parametrization, n_features=n_features)
+    problem = resolve_problem(problem, "interpolation_threshold", **check_model_keywords(
+        model, _INTERPOLATION_KEYWORDS, "interpolation_threshold"))
     require_gaussian_tokens(problem, "interpolation_threshold")
     K_eff = effective_constraints(problem.n_tokens, problem.attention)
     law, _ = problem.target_law()
@@ -269,8 +275,7 @@ def interpolation_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, atten
     return float(free_convolution(law, delta).D(0.0) / (2 * K_eff))
 
 
-def perfect_recovery_threshold(problem=None, *, n_tokens=UNSET, target=UNSET,
-                               attention=UNSET, parametrization=UNSET, n_features=UNSET):
+def perfect_recovery_threshold(problem=None, **model):
     """Smallest α at which the noiseless λ → 0⁺ estimator recovers S0 (test error → 0).
 
     **Factored** (κ ≥ 1): the λ → 0⁺ limit is nuclear-norm (trace) minimisation over PSD
@@ -297,12 +302,11 @@ def perfect_recovery_threshold(problem=None, *, n_tokens=UNSET, target=UNSET,
     problem : StateEvolutionProblem, optional
         The model (its T, target, attention, parametrization and n_features are used),
         instead of the keywords below.
-    n_tokens : int
-    target : Target or SpectralLaw
-    attention : {"softmax", "linear"}, default="softmax"
-    parametrization : {"factored", "direct"}, default="factored"
-    n_features : int or None, default=None
-        For finite-size-only targets.
+    **model
+        Without a problem (not both): ``n_tokens`` (int, required), ``target`` (Target or
+        SpectralLaw, required), ``attention`` ("softmax" or "linear", default "softmax"),
+        ``parametrization`` ("factored" or "direct", default "factored"), ``n_features``
+        (int or None, default None: for finite-size-only targets).
 
     Returns
     -------
@@ -314,9 +318,8 @@ def perfect_recovery_threshold(problem=None, *, n_tokens=UNSET, target=UNSET,
     >>> round(perfect_recovery_threshold(n_tokens=2, target=WishartTarget(0.2)), 4)
     0.1278
     """
-    problem = resolve_problem(problem, "perfect_recovery_threshold", n_tokens=n_tokens,
-                              target=target, attention=attention,
-                              parametrization=parametrization, n_features=n_features)
+    problem = resolve_problem(problem, "perfect_recovery_threshold", **check_model_keywords(
+        model, _RECOVERY_KEYWORDS, "perfect_recovery_threshold"))
     require_gaussian_tokens(problem, "perfect_recovery_threshold")
     K_eff = effective_constraints(problem.n_tokens, problem.attention)
     law, _ = problem.target_law()
@@ -326,8 +329,7 @@ def perfect_recovery_threshold(problem=None, *, n_tokens=UNSET, target=UNSET,
     return statistical_dimension(_zero_atom(law))[0] / (2 * K_eff)
 
 
-def bayes_optimal_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, attention=UNSET,
-                            n_features=UNSET):
+def bayes_optimal_threshold(problem=None, **model):
     """Smallest α at which the Bayes-optimal MMSE of S vanishes (noiseless labels).
 
     The MMSE of the §7 fixed point solves ``mmse(t) = 2 K_eff α t``, ``t = 1/q̂``, with
@@ -344,11 +346,10 @@ def bayes_optimal_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, atten
     problem : StateEvolutionProblem, optional
         The model (its T, target, attention and n_features are used), instead of the
         keywords below.
-    n_tokens : int
-    target : Target or SpectralLaw
-    attention : {"softmax", "linear"}, default="softmax"
-    n_features : int or None, default=None
-        For finite-size-only targets.
+    **model
+        Without a problem (not both): ``n_tokens`` (int, required), ``target`` (Target or
+        SpectralLaw, required), ``attention`` ("softmax" or "linear", default "softmax"),
+        ``n_features`` (int or None, default None: for finite-size-only targets).
 
     Returns
     -------
@@ -360,10 +361,61 @@ def bayes_optimal_threshold(problem=None, *, n_tokens=UNSET, target=UNSET, atten
     >>> round(bayes_optimal_threshold(n_tokens=2, target=WishartTarget(0.2)), 12)
     0.09
     """
-    problem = resolve_problem(problem, "bayes_optimal_threshold", n_tokens=n_tokens,
-                              target=target, attention=attention, n_features=n_features)
+    problem = resolve_problem(problem, "bayes_optimal_threshold", **check_model_keywords(
+        model, _BAYES_KEYWORDS, "bayes_optimal_threshold"))
     require_gaussian_tokens(problem, "bayes_optimal_threshold")
     K_eff = effective_constraints(problem.n_tokens, problem.attention)
     law, _ = problem.target_law()
     _, mass = _atoms(law)
     return float((1.0 - np.sum(mass ** 2)) / (2 * K_eff))
+
+
+#: Relative margin below the interpolation threshold inside which λ = 0 is refused: the
+#: fixed point there is the edge of the interpolating branch (Σ → ∞), not found in finite
+#: time, so a point just above the threshold stays allowed.
+_RIDGELESS_MARGIN = 1e-9
+
+
+def check_ridgeless(alpha, problem):
+    """Raise where ``reg_lambda = 0`` has no state-evolution fixed point.
+
+    At λ = 0 the factored ERM minimises the loss over PSD matrices alone. Below the
+    interpolation threshold (:func:`interpolation_threshold` at the problem's noise; its
+    Δ → 0⁺ value ``(1 − w0²/2)/(2K_eff)`` for noiseless labels, the statistical dimension
+    of the PSD tangent cone at S0) the training set is fitted exactly by a whole set of PSD
+    matrices: the minimiser is not unique, the state evolution has ``Σ → ∞`` and the
+    iteration cannot converge (measured: T = 2 softmax, Wishart(0.5), α = 0.1 reported test
+    error 0.96 with ``converged=False``). The λ → 0⁺ limit is a different, well-defined
+    estimator — the minimum-trace interpolant that weight decay selects — reached by a
+    small positive ``reg_lambda``.
+
+    Only checked where the threshold is known: factored seq2lab with Gaussian tokens (the
+    direct parametrization refuses λ = 0 on its own).
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio α = n/d².
+    problem : StateEvolutionProblem
+
+    Raises
+    ------
+    ValueError
+        If ``problem.reg_lambda == 0`` and α (``α_eff`` at finite d) is at or below the
+        interpolation threshold; the message names ``reg_lambda`` and says what to pass.
+    """
+    if (problem.reg_lambda != 0 or problem.parametrization != "factored"
+            or problem.task != "seq2lab" or problem.token_kurtosis != 0.0
+            or problem.width_ratio < 1):
+        return
+    threshold = interpolation_threshold(problem)
+    alpha_eff = problem.effective_alpha(alpha)
+    if alpha_eff <= threshold * (1 + _RIDGELESS_MARGIN):
+        where = "" if alpha_eff == alpha else f" (α_eff = {alpha_eff:.4g} at d)"
+        raise ValueError(
+            f"reg_lambda=0 at alpha={alpha:g}{where} is at or below the interpolation "
+            f"threshold {threshold:.4g} (skattn.theory.interpolation_threshold): the "
+            "ridgeless minimiser is not unique there (many PSD matrices fit the training "
+            "set exactly) and the state evolution has no fixed point. For the λ → 0⁺ "
+            "limit (the minimum-trace interpolant that weight decay selects) pass a small "
+            "positive reg_lambda, e.g. reg_lambda=1e-4.")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
-from .._validation import check_scalar_range
+from .._validation import MAX_INT, check_scalar_range
 
 __all__ = ["MIN_D", "EXPONENTS", "SEM_FLOOR", "PLAUSIBLE_WEIGHT", "FiniteSizeFit",
            "fit_finite_size", "select_fit", "akaike_weights", "form_robust_verdict",
@@ -77,6 +77,12 @@ class FiniteSizeFit:
 
 
 def _check_d_values(d, name="d"):
+    # Python ints past int64 make an object array, which would be reported as "not
+    # integers" (issue #28): name the real fault first
+    for v in (d if isinstance(d, (list, tuple)) else ()):
+        if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and int(v) > MAX_INT:
+            raise ValueError(f"{name} must hold integers in [{MIN_D}, {MAX_INT}] (2**63 - 1, "
+                             f"what numpy and torch can hold), got {int(v)} (too large).")
     try:
         arr = np.asarray(d)
     except Exception as exc:  # pragma: no cover - exotic input

@@ -74,6 +74,63 @@ def test_signatures_show_real_defaults(obj):
         assert "unset" not in repr(p.default).lower(), name
 
 
+def _public_callables():
+    """Every public callable of skattn and skattn.theory, with the public methods of the
+    classes among them."""
+    import skattn.theory
+
+    seen = {}
+    for module in (skattn, skattn.theory):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if not callable(obj):
+                continue
+            seen.setdefault(id(obj), (f"{module.__name__}.{name}", obj))
+            if inspect.isclass(obj):
+                for attr, member in vars(obj).items():
+                    if not attr.startswith("_") and inspect.isfunction(member):
+                        seen.setdefault(id(member), (f"{module.__name__}.{name}.{attr}",
+                                                     member))
+    return list(seen.values())
+
+
+def test_no_public_signature_shows_a_placeholder():
+    """Every public callable of skattn and skattn.theory shows real defaults in
+    ``inspect.signature`` (the thresholds, bayes_optimal, optimal_reg_lambda and
+    state_evolution_curve showed ``<unset>`` before)."""
+    checked, bad = 0, []
+    for qualname, obj in _public_callables():
+        try:
+            signature = inspect.signature(obj)
+        except (TypeError, ValueError):  # builtins without a signature
+            continue
+        checked += 1
+        if "unset" in str(signature).lower():
+            bad.append(f"{qualname}{signature}")
+    assert checked > 50
+    assert not bad, "\n".join(bad)
+
+
+def test_model_keywords_are_checked_by_name():
+    """The thresholds and bayes_optimal take the model as documented keywords: an unknown
+    one is a TypeError naming it, a problem with a keyword a ValueError."""
+    from skattn.data import WishartTarget
+    from skattn.theory import (StateEvolutionProblem, bayes_optimal, bayes_optimal_threshold,
+                               interpolation_threshold, perfect_recovery_threshold)
+
+    tg = WishartTarget(0.5)
+    for fn in (interpolation_threshold, perfect_recovery_threshold, bayes_optimal_threshold):
+        assert fn(n_tokens=2, target=tg) == fn(StateEvolutionProblem(n_tokens=2, target=tg))
+        with pytest.raises(TypeError, match="n_token"):
+            fn(n_token=2, target=tg)
+        with pytest.raises(ValueError, match="attention"):
+            fn(StateEvolutionProblem(n_tokens=2, target=tg), attention="softmax")
+    with pytest.raises(TypeError, match="reg_lambda"):  # the Bayes learner has no λ
+        bayes_optimal(0.1, n_tokens=2, target=tg, reg_lambda=0.1)
+    with pytest.raises(TypeError, match="noise"):       # no noise in perfect recovery
+        perfect_recovery_threshold(n_tokens=2, target=tg, noise=0.5)
+
+
 def test_one_demo_timing_across_the_docs():
     """README, index and cli.rst quote the same time for the demo (measured: 60 s on a
     fresh clone, 53 s of CPU time under load on 2026-12-01)."""

@@ -5,11 +5,13 @@ import pytest
 from scipy import integrate, optimize
 
 from skattn.data import WishartTarget
-from skattn.theory import WishartLaw, free_convolution, solve_state_evolution
+from skattn.theory import (StateEvolutionProblem, WishartLaw, free_convolution,
+                           solve_state_evolution)
 from skattn.theory.bayes import bayes_optimal, denoising_mmse
 from skattn.theory.optimal import optimal_reg_lambda
 from skattn.theory.thresholds import (
     bayes_optimal_threshold,
+    check_ridgeless,
     effective_constraints,
     interpolation_threshold,
     perfect_recovery_threshold,
@@ -127,6 +129,36 @@ def test_threshold_inputs_are_validated():
     with pytest.raises(ValueError, match="n_features"):
         from skattn.data import PowerLawTarget
         interpolation_threshold(n_tokens=2, target=PowerLawTarget(1.0))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(noise=0.5), dict(n_features=40),
+                                dict(n_tokens=1, attention="linear")])
+def test_ridgeless_below_interpolation_is_refused(kw):
+    """λ = 0 below the interpolation threshold has no fixed point (the interpolants form a
+    set): a ValueError naming reg_lambda and what to pass, before any solve. Before, T = 2
+    softmax, Wishart(0.5), α = 0.1 ran for minutes to report test error 0.96 with
+    converged=False (λ = 1e-6 converges to 0.168)."""
+    model = {"n_tokens": 2, "target": WishartTarget(0.5), **kw}
+    a_int = interpolation_threshold(**model)
+    for alpha in (0.1, 0.999 * a_int):
+        with pytest.raises(ValueError, match=r"reg_lambda=0 .* pass a small positive "
+                                             r"reg_lambda, e\.g\. reg_lambda=1e-4"):
+            solve_state_evolution(alpha, reg_lambda=0.0, **model)
+    # above the threshold, and with any λ > 0, the check lets the solve through
+    check_ridgeless(1.01 * a_int, StateEvolutionProblem(reg_lambda=0.0, **model))
+    check_ridgeless(0.1, StateEvolutionProblem(reg_lambda=1e-6, **model))
+
+
+def test_unconverged_ridgeless_message_says_what_to_pass():
+    """Where λ = 0 passes the threshold check but no fixed point is found (here: a budget
+    of 2 evaluations), the message names reg_lambda and what to pass."""
+    res = solve_state_evolution(0.6, n_tokens=1, attention="linear", reg_lambda=0.0,
+                                target=WishartTarget(0.5), options=dict(max_iter=2))
+    assert not res.converged
+    assert "pass a small positive reg_lambda, e.g. reg_lambda=1e-4" in res.message
+    res = solve_state_evolution(0.6, n_tokens=1, attention="linear", reg_lambda=1e-3,
+                                target=WishartTarget(0.5), options=dict(max_iter=2))
+    assert not res.converged and "reg_lambda" not in res.message
 
 
 # ---------------------------------------------------------------------------------------

@@ -63,10 +63,21 @@ def test_fit_zero_spread_gets_a_floor_not_infinite_weight():
     ((60, 60, 100), "at least 3 distinct"),
     ((4, 60, 100), ">= 8"),
     ((60.5, 80, 100), "integers"),
+    # past int64: "too large", not "must hold integers >= 8" (issue #28)
+    ((8, 10, 2 ** 64), r"\[8, 9223372036854775807\].*got 18446744073709551616 \(too large\)"),
 ])
 def test_fit_rejects_bad_d(d, match):
     with pytest.raises(ValueError, match=match):
         fit_finite_size(d, np.ones(len(d)), np.ones(len(d)), 0.5)
+
+
+def test_cli_names_a_too_large_d(capsys):
+    """``skattn finite-size --d 8,10,2**64`` said "d must hold integers >= 8"."""
+    from skattn.cli import main
+
+    assert main(["finite-size", "--alpha", "0.3", "--d", f"8,10,{2 ** 64}"]) != 0
+    err = capsys.readouterr().err
+    assert "too large" in err and str(2 ** 64) in err and ">= 8" not in err
 
 
 def test_fit_rejects_nan_and_bad_shapes():

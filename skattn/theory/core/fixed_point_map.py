@@ -88,9 +88,14 @@ class FixedPointMap:
         return base + (prior.trace,) if self.with_trace else base
 
     # variables x = (m/√Q0, log q, log Σ[, t/√Q0]): q, Σ > 0; |m| ≤ √(q Q0) and |t| ≤ √q
-    # are enforced by clipping
+    # are enforced by clipping. With ``orthogonal`` set, x[1] = log(q − m²/Q0) instead: the
+    # part of S orthogonal to S0, which stays well scaled near perfect recovery (m² → q Q0),
+    # where log q and m/√Q0 nearly coincide and the clip makes the map jagged
+    orthogonal = False
+
     def to_x(self, m, q, sigma, t=None):
-        x = [m / np.sqrt(self.Q0), np.log(max(q, 1e-300)), np.log(max(sigma, 1e-300))]
+        spread = q - m * m / self.Q0 if self.orthogonal else q
+        x = [m / np.sqrt(self.Q0), np.log(max(spread, 1e-300)), np.log(max(sigma, 1e-300))]
         if self.with_trace:
             x.append(t / np.sqrt(self.Q0))
         return np.array(x)
@@ -98,8 +103,12 @@ class FixedPointMap:
     def from_x(self, x):
         q = float(np.exp(np.clip(x[1], -700, 700)))
         sigma = float(np.exp(np.clip(x[2], -700, 700)))
-        bound = np.sqrt(q * self.Q0) * (1 - 1e-12)
-        m = float(np.clip(x[0] * np.sqrt(self.Q0), -bound, bound))
+        if self.orthogonal:
+            m = float(x[0] * np.sqrt(self.Q0))
+            q += m * m / self.Q0
+        else:
+            bound = np.sqrt(q * self.Q0) * (1 - 1e-12)
+            m = float(np.clip(x[0] * np.sqrt(self.Q0), -bound, bound))
         if not self.with_trace:
             return m, q, sigma
         # (Tr S/d)² ≤ Tr S²/d for a real S
@@ -240,6 +249,30 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             finally:
                 fixed_point_map.certify = False
     if not converged:  # as without the warm iterations, from the original starts
+        first_budget = max_iter - max_iter // ORTHOGONAL_SHARE
         x, res_norm, converged = iterate_starts(fixed_point_map, starts, tol=tol,
-                                                 max_calls=max_iter, damping=damping)
+                                                 max_calls=first_budget, damping=damping)
+        if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm):
+            x, res_norm, converged = _iterate_orthogonal(fixed_point_map, x, res_norm,
+                                                         tol=tol, max_iter=max_iter,
+                                                         damping=damping)
     return x, res_norm, converged
+
+
+# Share of the evaluation budget kept for the orthogonal variables when the plain ones
+# fail (they stall near perfect recovery at small λ, and are faster elsewhere).
+ORTHOGONAL_SHARE = 3
+
+
+def _iterate_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping):
+    """The iteration once more from the best point ``x``, in the variables with
+    ``log(q − m²/Q0)`` (:meth:`FixedPointMap.to_x`); the map stays in them when this
+    improves on ``res_norm`` (its result is then read with the same variables)."""
+    state = fixed_point_map.from_x(x)
+    fixed_point_map.orthogonal = True
+    x_o, norm_o, converged = iterate_starts(fixed_point_map, [fixed_point_map.to_x(*state)],
+                                            tol=tol, max_calls=max_iter, damping=damping)
+    if converged or norm_o < res_norm:
+        return x_o, norm_o, converged
+    fixed_point_map.orthogonal = False
+    return x, res_norm, False

@@ -220,6 +220,13 @@ def solve_or_continue(solve, reg_lambda, init=None):
         warnings.simplefilter("ignore")
         continued = lambda_continuation(solve, reg_lambda)
     if continued is None:
+        if reg_lambda == 0:
+            # where no threshold check applies (seq2seq, κ4 ≠ 0, a rank cap), say what λ = 0
+            # may mean here rather than only "try continuation"
+            first.message += ("; reg_lambda=0 has no fixed point where the ridgeless "
+                              "minimiser is not unique (below the interpolation threshold): "
+                              "for the λ → 0⁺ limit pass a small positive reg_lambda, e.g. "
+                              "reg_lambda=1e-4")
         return first
     continued.n_iter += first.n_iter      # the failed cold start counts too
     return continued

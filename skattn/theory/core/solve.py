@@ -24,7 +24,7 @@ from .fixed_point_map import (COARSE_CALLS, COARSE_HANDOVER, COARSE_TOL, HANDOVE
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
 
-__all__ = ["CoreSolution", "solve_core"]
+__all__ = ["CoreSolution", "RANK_CAP_RAMP", "rank_cap_weight", "solve_core"]
 
 
 @dataclass
@@ -42,7 +42,8 @@ class CoreSolution:
     eigenvalues : ndarray of shape (d,) or None
         The target's eigenvalues at d (None in the continuum).
     positive_fraction : float
-        Where the cap binds, the fraction of positive eigenvalues without it (else nan).
+        Under a rank cap (finite d), the fraction of positive eigenvalues without it (the
+        cap binds where this exceeds the width ratio; nan without a cap).
     """
 
     result: StateEvolutionResult
@@ -73,12 +74,50 @@ def solve_core(alpha, problem, options=None):
     check_memory(channel_memory_bytes(problem.n_tokens, options.n_nodes),
                  f"n_tokens={problem.n_tokens} with n_nodes={options.n_nodes} quadrature "
                  "nodes")
-    solution = _solve_or_continue(alpha, problem.effective_alpha(alpha), problem, options)
-    if solution.rank_capped and problem.alpha_factor != 1.0:
+    alpha_eff = problem.effective_alpha(alpha)
+    solution = _solve_or_continue(alpha, alpha_eff, problem, options)
+    weight = rank_cap_weight(solution.positive_fraction, problem.width_ratio)
+    if weight > 0 and alpha_eff != alpha and not solution.collapsed:
         # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
-        # behind α_eff, so the nominal α is kept (docs/theory.rst §4 "The Gaussian core")
-        solution = _solve_or_continue(alpha, alpha, problem, options)
+        # behind α_eff, so the nominal α is used; between the two, a ramp in how far the
+        # cap binds (docs/theory.rst §4 "The Gaussian core"), from the α_eff fixed point
+        # inside the ramp from the α_eff fixed point nearby; at its end the nominal α is
+        # solved as it would be alone
+        start = solution.result if weight < 1 and solution.result.converged else options.init
+        solution = _solve_or_continue(alpha, alpha_eff + weight * (alpha - alpha_eff),
+                                      problem, options.replace(init=start))
     return solution
+
+
+#: The ramp from α_eff to α in the ratio of the uncapped positive fraction to the width
+#: ratio κ: 0 up to 1 (the cap does not bind), 1 from ``1 + RANK_CAP_RAMP`` on.
+RANK_CAP_RAMP = 0.1
+
+
+def rank_cap_weight(positive_fraction, width_ratio):
+    """How far a rank cap binds, in [0, 1]: the C¹ smoothstep of
+    ``positive_fraction / width_ratio`` from 1 to ``1 + RANK_CAP_RAMP`` (0 where the
+    fraction is unknown, i.e. no cap).
+
+    Parameters
+    ----------
+    positive_fraction : float
+        The fraction of positive eigenvalues without the cap (nan: no cap).
+    width_ratio : float
+        κ = p/d.
+
+    Returns
+    -------
+    float
+    """
+    if not np.isfinite(positive_fraction) or width_ratio >= 1:
+        return 0.0
+    t = (positive_fraction / width_ratio - 1.0) / RANK_CAP_RAMP
+    if t <= 0:
+        return 0.0
+    if t >= 1:
+        return 1.0
+    return float(t * t * (3.0 - 2.0 * t))
 
 
 def _solve_or_continue(alpha, alpha_fixed_point, problem, options):

@@ -11,7 +11,7 @@ from ..seq2seq import solve_seq2seq_state_evolution
 from ..seq2seq_softmax import solve_seq2seq_softmax_state_evolution
 from .base import Applicability, Correction
 from .rules import (ANISOTROPY_EDGES, anisotropy_weight, combine, common_domain,
-                    kurtosis_anchor, spiky_weight)
+                    kurtosis_anchor, rank_cap_part, spiky_weight)
 
 __all__ = ["ExactGramCorrection", "EXACT_GRAM_SEQ2LAB_MAX_T", "exact_gram_prediction",
            "seq2seq_prediction"]
@@ -46,8 +46,10 @@ class ExactGramCorrection(Correction):
                 f"S0 is (close to) a multiple of the identity: {ratio:.3g} of Tr S0² off it "
                 f"(needs {ANISOTROPY_EDGES[0]:g}); the channel's traceless part degenerates")
         aniso_part = (aniso, f"S0 close to c·I ({ratio:.3g} of Tr S0² off it)")
+        cap_part = rank_cap_part(problem, core, problem.task == "seq2seq"
+                                 and problem.attention == "linear")
         if problem.task == "seq2seq":
-            weight, faded = combine((kurtosis_weight, kurtosis_reason), aniso_part)
+            weight, faded = combine((kurtosis_weight, kurtosis_reason), aniso_part, cap_part)
             reason = f"factored {problem.attention} seq2seq at d = {d}"
         else:
             if problem.attention != "softmax":
@@ -57,7 +59,8 @@ class ExactGramCorrection(Correction):
                                         f"{EXACT_GRAM_SEQ2LAB_MAX_T}")
             spiky, share = spiky_weight(core.eigenvalues)
             weight, faded = combine((1.0 - spiky, f"top-mode share {share:.0%} (spiky ramp)"),
-                                    (kurtosis_weight, kurtosis_reason), aniso_part)
+                                    (kurtosis_weight, kurtosis_reason), aniso_part,
+                                    cap_part)
             reason = f"factored softmax seq2lab, T = {problem.n_tokens} at d = {d}"
         if weight == 0:
             return Applicability.no(faded)

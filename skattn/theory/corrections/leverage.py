@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..leverage_mixture import leverage_prediction
 from ..thresholds import perfect_recovery_threshold
 from .base import Applicability, Correction, log_ramp, smooth_ramp
-from .rules import combine, common_domain, kurtosis_anchor, spiky_weight
+from .rules import combine, common_domain, kurtosis_anchor, rank_cap_part, spiky_weight
 
 __all__ = ["LeverageCorrection", "LEVERAGE_N_TOKENS", "LEVERAGE_D_FADE_IN",
            "LEVERAGE_D_FADE_OUT", "NOISELESS_ALPHA_PERF_FADE"]
@@ -52,7 +52,7 @@ class LeverageCorrection(Correction):
         parts = [(d_weight, f"n_features={d} inside the ramps {LEVERAGE_D_FADE_IN} / "
                             f"{LEVERAGE_D_FADE_OUT}"),
                  (1.0 - spiky, f"top-mode share {share:.0%} (spiky ramp)"),
-                 (kurtosis_weight, kurtosis_reason)]
+                 (kurtosis_weight, kurtosis_reason), rank_cap_part(problem, core)]
         if problem.attention == "linear" and problem.noise == 0:
             alpha_perf = perfect_recovery_threshold(target=problem.target, n_tokens=1,
                                                     attention="linear", n_features=d)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..problem import top_mode_share
+from ..core.solve import RANK_CAP_RAMP, rank_cap_weight
 from .base import Applicability, smooth_ramp
 
 __all__ = ["SPIKY_SHARE_EDGES", "KURTOSIS_FADE", "ANISOTROPY_EDGES", "spiky_weight",
@@ -63,18 +64,34 @@ def kurtosis_anchor(problem):
 
 def full_width_anchor(problem, core):
     """The full-width problem at ``√κ λ`` where a rank cap ``κ < 1`` does not bind (the same
-    minimiser, docs/theory.rst §2), or the problem itself; None where the cap binds."""
+    minimiser, docs/theory.rst §2; also across the ramp where it starts to bind, see
+    :func:`rank_cap_part`), or the problem itself; None where the cap binds fully."""
     if problem.width_ratio >= 1:
         return problem
-    if core.rank_capped:
+    if rank_cap_part(problem, core)[0] == 0:
         return None
     return problem.replace(width_ratio=1.0, reg_lambda=problem.reg_trace)
 
 
+def rank_cap_part(problem, core, rank_cap_ok=False):
+    """``(weight, reason)`` of a rank cap: 1 where it does not bind, fading to 0 over the
+    core's own ramp from α_eff to α (:func:`~skattn.theory.core.solve.rank_cap_weight`: the
+    uncapped positive fraction over κ from 1 to ``1 + RANK_CAP_RAMP``), so that a
+    correction does not switch off where the cap starts to bind."""
+    if rank_cap_ok or problem.width_ratio >= 1:
+        return 1.0, ""
+    fraction = core.positive_fraction
+    weight = 1.0 - rank_cap_weight(fraction, problem.width_ratio)
+    return weight, (f"a rank cap binds (positive fraction {fraction:.3f} against "
+                    f"width_ratio={problem.width_ratio:g}; faded out by "
+                    f"{1 + RANK_CAP_RAMP:g} x width_ratio)")
+
+
 def common_domain(problem, core, *, tasks=("seq2lab",), rank_cap_ok=False):
-    """The checks every finite-d correction shares: finite d, factored, one of ``tasks``, no
-    binding rank cap (unless ``rank_cap_ok``). An :class:`Applicability` that says no, or
-    None where they pass."""
+    """The checks every finite-d correction shares: finite d, factored, one of ``tasks``, a
+    rank cap that does not bind fully (unless ``rank_cap_ok``; its fade is
+    :func:`rank_cap_part`). An :class:`Applicability` that says no, or None where they
+    pass."""
     if problem.n_features is None:
         return Applicability.no("continuum (n_features=None): no finite-size correction")
     if problem.parametrization != "factored":
@@ -82,8 +99,9 @@ def common_domain(problem, core, *, tasks=("seq2lab",), rank_cap_ok=False):
     if problem.task not in tasks:
         return Applicability.no(f"task={problem.task!r} (this correction: "
                                 f"{' or '.join(tasks)})")
-    if core.rank_capped and not rank_cap_ok:
-        return Applicability.no(f"a rank cap binds (width_ratio={problem.width_ratio:g})")
+    weight, reason = rank_cap_part(problem, core, rank_cap_ok)
+    if weight == 0:
+        return Applicability.no(reason)
     return None
 
 

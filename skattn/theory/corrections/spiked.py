@@ -9,7 +9,7 @@ import numpy as np
 from ..spiked import SPIKED_ROUTED_N_TOKENS, spike_count, spiked_prediction
 from .base import Applicability, Correction, log_ramp, smooth_ramp
 from .rules import (SPIKY_SHARE_EDGES, combine, common_domain, full_width_anchor,
-                    kurtosis_anchor, spiky_weight)
+                    kurtosis_anchor, rank_cap_part, spiky_weight)
 
 __all__ = ["SpikedCorrection", "SPIKED_BULK_SIZE", "SPIKED_BULK_SHARE"]
 
@@ -63,7 +63,8 @@ class SpikedCorrection(Correction):
                     f"{SPIKY_SHARE_EDGES[0]:.0%}-{SPIKY_SHARE_EDGES[1]:.0%}"),
             (kurtosis_weight, kurtosis_reason),
             (bulk_weight, f"a small bulk ({bulk.size} eigenvalues, {bulk_share:.1%} of "
-                          "||S0||_F^2)"))
+                          "||S0||_F^2)"),
+            rank_cap_part(problem, core))
         reason = f"spiky target (top mode {share:.0%} of ||S0||_F^2)"
         return Applicability(weight, reason + (f"; faded: {faded}" if faded else ""),
                              None if anchor is problem else anchor)
