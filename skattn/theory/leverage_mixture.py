@@ -441,7 +441,7 @@ class _MixtureSolve:
 
 
 def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed, tol,
-                   max_iter, x0=None, gaussian=False):
+                   max_iter, state0=None, gaussian=False):
     """The mixture's fixed point, started from the Gaussian result ``start``.
 
     The leverage law is drawn at the start's conjugates and the mixture solved (module
@@ -462,7 +462,8 @@ def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed,
                                   problem.denoiser(law, eig0, seed), Q0, problem.noise,
                                   nodes, sigma_hat_form)
     fixed_point_map.set_leverage(multipliers, 1 if gaussian else n_bins, problem.channel)
-    x = fixed_point_map.to_x(start.m, start.q, start.sigma) if x0 is None else x0
+    # a state, not the other map's x: iterate may leave a map in other variables
+    x = fixed_point_map.to_x(*((start.m, start.q, start.sigma) if state0 is None else state0))
     # warm iterations, then the certified polish (its last evaluation is the reported one)
     x, norm, ok = iterate(fixed_point_map, channel, [x], tol=tol, max_iter=max_iter,
                           damping=0.5)
@@ -619,7 +620,8 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
                    tol=tol, max_iter=max_iter)
     # the Gaussian counterpart on the same nodes: the mixture with q ≡ 1
     gaussian = _solve_mixture(problem, alpha, start, gaussian=True, **options)
-    mixture = _solve_mixture(problem, alpha, start, x0=gaussian.x, **options)
+    mixture = _solve_mixture(problem, alpha, start,
+                             state0=gaussian.fixed_point_map.from_x(gaussian.x), **options)
     m, q, sigma = mixture.fixed_point_map.from_x(mixture.x)
     m_g, q_g, _ = gaussian.fixed_point_map.from_x(gaussian.x)
     channel = mixture.fixed_point_map.channel
