@@ -186,7 +186,11 @@ def _interpolation_delta(law, Q0, noise):
     above = np.flatnonzero(vals >= target)   # the smallest root: first crossing
     k = int(above[0]) if above.size else grid.size
     if k == 0:
-        lo, hi = 0.0, grid[0]
+        # the root is below 1e-3 √Q0; below 1e-9 √Q0 (noise of order 1e-27 Q0 and less) the
+        # free convolution's quadrature does not hold, and δ̄ that small is the Δ → 0⁺ limit
+        lo, hi = 1e-9 * scale, grid[0]
+        if F(lo) >= target:
+            return float(lo)
     elif k < grid.size:
         lo, hi = grid[k - 1], grid[k]
     else:

@@ -174,14 +174,15 @@ def test_small_d_warns():
                                        n_tokens_mc=300, n_nodes=1024)
 
 
-def _leverage_weight(problem, alpha=0.15, eigenvalues=None, rank_capped=False):
+def _leverage_weight(problem, alpha=0.15, eigenvalues=None, rank_capped=False,
+                     positive_fraction=np.nan):
     """The leverage correction's domain weight for ``problem`` (its ``decide`` rule, with a
     stand-in core that carries only what the rule reads)."""
     from skattn.theory.core.solve import CoreSolution
     from skattn.theory.corrections.leverage import LeverageCorrection
 
     core = CoreSolution(result=None, rank_capped=rank_capped, collapsed=False,
-                        eigenvalues=eigenvalues)
+                        eigenvalues=eigenvalues, positive_fraction=positive_fraction)
     return LeverageCorrection().decide(alpha, problem, core).weight
 
 
@@ -208,7 +209,12 @@ def test_route_rule():
     assert 0.0 < _leverage_weight(linear, alpha=1.05 * alpha_perf) < 1.0
     assert _leverage_weight(linear, alpha=1.12 * alpha_perf) == 1.0
     assert _leverage_weight(linear.replace(noise=0.1), alpha=0.3) == 1.0
-    assert _leverage_weight(problem(), rank_capped=True) == 0.0
+    capped = problem(width_ratio=0.5)
+    assert _leverage_weight(capped, rank_capped=True) == 0.0
+    # a cap that starts to bind: faded out as positive fraction / κ goes from 1 to 1.1
+    assert _leverage_weight(capped, rank_capped=True, positive_fraction=0.56) == 0.0
+    assert 0.0 < _leverage_weight(capped, rank_capped=True, positive_fraction=0.52) < 1.0
+    assert _leverage_weight(capped, positive_fraction=0.45) == 1.0
     assert _leverage_weight(problem(width_ratio=0.5)) == 1.0   # a cap that does not bind
     spiky = np.r_[np.full(99, 0.1), 10.0]
     assert _leverage_weight(problem(), eigenvalues=spiky) == 0.0

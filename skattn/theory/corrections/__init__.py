@@ -141,7 +141,7 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
     total = sum(p[0].weight for p in pieces)
     converged = bool(base.converged and all(p[1].converged for p in pieces)
                      and np.all(np.isfinite(list(values.values()))))
-    spectrum = _blend_spectra(base, pieces)
+    spectrum = _capped_spectrum(_blend_spectra(base, pieces), problem)
     certified = (1 - total) * base.certified_fraction + sum(
         p[0].weight * p[1].certified_fraction for p in pieces)
     label = ", ".join(f"{d.name} {d.weight:.2f}" if d.weight < 1 else d.name
@@ -164,6 +164,18 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
 
 def _none_reason(decisions):
     return "; ".join(f"{d.name}: {d.reason}" for d in decisions)
+
+
+def _capped_spectrum(spectrum, problem):
+    """The rank cap on a blended spectrum (a full-width anchor's difference, added across
+    the ramp where the cap starts to bind, must not give Ŝ more than p = κd positive
+    eigenvalues), clipped at 0 as Ŝ ⪰ 0."""
+    if spectrum is None or problem.width_ratio >= 1:
+        return spectrum
+    out = np.sort(np.maximum(np.asarray(spectrum, float), 0.0))
+    rank = min(out.size, max(1, int(round(problem.width_ratio * out.size))))
+    out[: out.size - rank] = 0.0
+    return out
 
 
 def _blend_spectra(base, pieces):

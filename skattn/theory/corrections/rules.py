@@ -81,7 +81,10 @@ def rank_cap_part(problem, core, rank_cap_ok=False):
     if rank_cap_ok or problem.width_ratio >= 1:
         return 1.0, ""
     fraction = core.positive_fraction
-    weight = 1.0 - rank_cap_weight(fraction, problem.width_ratio)
+    if core.rank_capped and not np.isfinite(fraction):
+        weight = 0.0  # binding, without the fraction to say how far: fully
+    else:
+        weight = 1.0 - rank_cap_weight(fraction, problem.width_ratio)
     return weight, (f"a rank cap binds (positive fraction {fraction:.3f} against "
                     f"width_ratio={problem.width_ratio:g}; faded out by "
                     f"{1 + RANK_CAP_RAMP:g} x width_ratio)")
