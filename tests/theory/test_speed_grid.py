@@ -66,6 +66,38 @@ def test_fused_loss_and_trace_equal_numpy(T, beta):
         np.testing.assert_allclose(tr1[ok], tr0[ok], rtol=1e-9, atol=1e-14)
 
 
+@pytest.mark.parametrize("beta", [1.0, 4.0])
+def test_t2_closed_form_loss_and_trace_equal_numpy(beta):
+    # the rank-2 closed form of the T = 2 kernel against the numpy Hessians and Jacobi
+    # eigenvalues, where I + ΣH is safely positive (as at a global minimiser)
+    rng = np.random.default_rng(2)
+    ch = SoftmaxChannel(2, beta=beta)
+    z = 2 * rng.standard_normal((2000, ch.K))
+    y = ch.labels(rng.standard_normal((2000, ch.K)))
+    loss0, _, H = ch._derivs(y, z)
+    lam_min = np.linalg.eigvalsh(H)[:, 0]
+    for sigma in (1e-10, 0.05, 0.7, 5.5, 1e3):
+        ok = 1 + sigma * lam_min > 1e-3
+        assert ok.sum() > 100
+        tr0 = _trace_resolvent_complement(H, sigma)
+        loss1, tr1 = _kernels.loss_and_trace2(z, y, beta, sigma)
+        np.testing.assert_allclose(loss1, loss0, rtol=1e-13)
+        # the trace sums terms Σμ/(1 + Σμ) of either sign, each O(1) at large Σ: both
+        # routes carry an absolute rounding error of ~1e-12 of the terms
+        np.testing.assert_allclose(tr1[ok], tr0[ok], rtol=1e-8, atol=1e-10)
+
+
+def test_serial_and_threaded_drivers_have_their_own_compiled_code():
+    # numba's disk cache is keyed by qualified name, not by options: the serial and the
+    # threaded driver of one function shared one entry, so "serial" could run threaded
+    from skattn.theory.channels import _certify, _certify_rows
+    for serial, threaded in ((_certify.prox2, _certify.prox2_parallel),
+                             (_certify_rows.proxT, _certify_rows.proxT_parallel)):
+        assert serial.py_func.__qualname__ != threaded.py_func.__qualname__
+        assert not serial.targetoptions.get("parallel")
+        assert threaded.targetoptions.get("parallel")
+
+
 def test_uncertified_bound_holds():
     # T = 3, β = 4, Σ = 0.5: the prox is far from convex; without the certificate (budget
     # 0) only the provably convex nodes count as certified. The

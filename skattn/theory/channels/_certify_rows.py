@@ -84,7 +84,7 @@ import math
 
 import numpy as np
 
-from ._kernels import _gradhessT, _jit, _jit_parallel, _newtonT, _prange, softmax_inplace
+from ._kernels import _gradhessT, _jit, _newtonT, _prange, parallel_twin, softmax_inplace
 
 # result codes of the certificate
 CERTIFIED, BUDGET, NONCONVEX = 1, 0, -1
@@ -677,4 +677,4 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
 
 # serial and parallel (over sample chunks) compilations of the same driver
 proxT = _jit(_proxT_py)
-proxT_parallel = _jit_parallel(_proxT_py)
+proxT_parallel = parallel_twin(_proxT_py)
