@@ -66,6 +66,38 @@ def test_fused_loss_and_trace_equal_numpy(T, beta):
         np.testing.assert_allclose(tr1[ok], tr0[ok], rtol=1e-9, atol=1e-14)
 
 
+@pytest.mark.parametrize("beta", [1.0, 4.0])
+def test_t2_closed_form_loss_and_trace_equal_numpy(beta):
+    # the rank-2 closed form of the T = 2 kernel against the numpy Hessians and Jacobi
+    # eigenvalues, where I + ΣH is safely positive (as at a global minimiser)
+    rng = np.random.default_rng(2)
+    ch = SoftmaxChannel(2, beta=beta)
+    z = 2 * rng.standard_normal((2000, ch.K))
+    y = ch.labels(rng.standard_normal((2000, ch.K)))
+    loss0, _, H = ch._derivs(y, z)
+    lam_min = np.linalg.eigvalsh(H)[:, 0]
+    for sigma in (1e-10, 0.05, 0.7, 5.5, 1e3):
+        ok = 1 + sigma * lam_min > 1e-3
+        assert ok.sum() > 100
+        tr0 = _trace_resolvent_complement(H, sigma)
+        loss1, tr1 = _kernels.loss_and_trace2(z, y, beta, sigma)
+        np.testing.assert_allclose(loss1, loss0, rtol=1e-13)
+        # the trace sums terms Σμ/(1 + Σμ) of either sign, each O(1) at large Σ: both
+        # routes carry an absolute rounding error of ~1e-12 of the terms
+        np.testing.assert_allclose(tr1[ok], tr0[ok], rtol=1e-8, atol=1e-10)
+
+
+def test_serial_and_threaded_drivers_have_their_own_compiled_code():
+    # numba's disk cache is keyed by qualified name, not by options: the serial and the
+    # threaded driver of one function shared one entry, so "serial" could run threaded
+    from skattn.theory.channels import _certify, _certify_rows
+    for serial, threaded in ((_certify.prox2, _certify.prox2_parallel),
+                             (_certify_rows.proxT, _certify_rows.proxT_parallel)):
+        assert serial.py_func.__qualname__ != threaded.py_func.__qualname__
+        assert not serial.targetoptions.get("parallel")
+        assert threaded.targetoptions.get("parallel")
+
+
 def test_uncertified_bound_holds():
     # T = 3, β = 4, Σ = 0.5: the prox is far from convex; without the certificate (budget
     # 0) only the provably convex nodes count as certified. The
@@ -101,7 +133,7 @@ def _grid():
 # the grid point with the lowest certified fraction per T in the benchmark run reported in
 # the README (section f; index into grid_configurations(T)), and that fraction at 8192
 # nodes; where it is below the goal of 99.9 % the test is an expected failure that says so
-WORST_GRID_POINT = {2: (0, 1.0), 4: (1, 0.497), 5: (4, 0.000732), 6: (3, 0.0)}
+WORST_GRID_POINT = {2: (0, 1.0), 4: (3, 0.990), 5: (4, 0.000732), 6: (3, 0.0)}
 GOAL = 0.999
 
 
@@ -127,4 +159,14 @@ def test_certified_fraction_at_the_worst_grid_point_small(T, index):
 def test_certified_fraction_at_the_worst_grid_point(T, index):
     config = _grid()(T)[index]
     res = _solve(dict(config, n_nodes=8192), target_beta=config["beta"])
+    assert res.certified_fraction >= GOAL
+
+
+def test_t4_dual_certificate_budget_certifies_grid_point_1():
+    # T = 4, β = 1.25, Σ ≈ 3.8: no node is convex on its ball, so the row-wise dual bound
+    # certifies; with 500 cube splits per sample about half the nodes ran out (49.7 % at
+    # 8192 nodes), with 2000 all of them are certified
+    config = _grid()(4)[1]
+    res = _solve(dict(config, n_nodes=256), target_beta=config["beta"])
+    assert res.converged
     assert res.certified_fraction >= GOAL

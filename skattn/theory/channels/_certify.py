@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ._kernels import _expit, _grid2, _jit, _jit_parallel, _newton2, _prange, _val2
+from ._kernels import _expit, _grid2, _jit, _newton2, _prange, _val2, parallel_twin
 
 # result codes of the branch and bound
 CERTIFIED, BUDGET, BETTER = 1, 0, -1
@@ -254,4 +254,4 @@ def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, 
 
 # serial and parallel (over sample chunks) compilations of the same drivers
 prox2 = _jit(_prox2_py)
-prox2_parallel = _jit_parallel(_prox2_py)
+prox2_parallel = parallel_twin(_prox2_py)

@@ -272,6 +272,10 @@ class SoftmaxChannel(_Channel):
         beta = float(self.beta_)
         threaded = _kernels.use_parallel()
         if self.n_tokens == 2:
+            # serial: a warm T = 2 evaluation is a few ms for 8192 nodes, and two threads
+            # on a shared 2-core machine took 3-4× the serial wall time (OpenMP threads
+            # spin while waiting for a descheduled partner)
+            threaded = False
             floor, L3a = _certify.bounds2(prob, beta)
             prox2 = _certify.prox2_parallel if threaded else _certify.prox2
             xb, fb, cert = prox2(prob.a0, prob.p, prob.r, sigma, prob.D, prob.Dinv, prob.P,

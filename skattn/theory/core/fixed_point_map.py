@@ -64,7 +64,10 @@ class FixedPointMap:
     def _hats(self, m, q, sigma, t=None):
         out = output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise, sigma=sigma,
                           alpha=self.alpha, nodes=self.nodes,
-                          sigma_hat_form=self.sigma_hat_form, warm_start=self.warm,
+                          sigma_hat_form=self.sigma_hat_form,
+                          # the certified polish also starts from the remembered z*: where
+                          # the certificate proves it global it is kept (no multi-start)
+                          warm_start=self.warm or self.certify,
                           trust_warm=self.warm, **self._kurtosis_keywords(t))
         return out
 
