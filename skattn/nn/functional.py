@@ -183,11 +183,43 @@ def preactivation_untied(X, W_Q, W_K):
     return (h - _head_trace(W_Q, W_K) * eye) / (math.sqrt(p * d) * math.sqrt(d))
 
 
+#: Rows up to this length go through :class:`_ShortRowSoftmax`: on CPU ``torch.softmax``
+#: over a last axis of 2–4 entries runs 4–5× slower than the same arithmetic spelled out
+#: (measured at n = 2048–8192, T = 2 and 4), and it was a fifth of a d = 64 training step.
+_SHORT_ROW = 8
+
+
+class _ShortRowSoftmax(torch.autograd.Function):
+    """Row-wise ``softmax(β z)`` as exp / sum with the row maximum subtracted.
+
+    Backward: ``∂/∂z = β A ⊙ (g − Σ_c g_c A_c)``, the softmax Jacobian-vector product
+    (built from differentiable operations, so double backward works).
+    """
+
+    @staticmethod
+    def forward(ctx, z, beta):
+        bz = beta * z
+        # subtracting the row maximum changes nothing mathematically and keeps exp finite
+        e = torch.exp(bz - bz.amax(dim=-1, keepdim=True))
+        A = e / e.sum(dim=-1, keepdim=True)
+        ctx.save_for_backward(A)
+        ctx.beta = beta
+        return A
+
+    @staticmethod
+    def backward(ctx, g):
+        (A,) = ctx.saved_tensors
+        return ctx.beta * A * (g - torch.sum(g * A, dim=-1, keepdim=True)), None
+
+
 def softmax(z, beta=1.0):
     """Row-wise softmax ``σ_β(z)_ab = exp(β z_ab) / Σ_c exp(β z_ac)`` (log-sum-exp stable).
 
-    ``torch.softmax`` subtracts the row maximum, so large ``β z`` is safe.
+    The row maximum is subtracted before the exponential (by ``torch.softmax``, or for
+    short rows by the same arithmetic written out), so large ``β z`` is safe.
     """
+    if z.shape[-1] <= _SHORT_ROW:
+        return _ShortRowSoftmax.apply(z, float(beta))
     return torch.softmax(beta * z, dim=-1)
 
 
