@@ -47,7 +47,7 @@ def bench_throughput(device, quick):
     from skattn.nn.modules import DirectAttention, FactoredAttention
 
     rows = []
-    for d in ([128] if quick else [128, 256]):
+    for d in ([64, 128] if quick else [64, 128, 256]):
         n, T = 2 * d * d // 4, 2
         X = torch.randn(n, T, d, device=device)
         y = torch.softmax(torch.randn(n, T, T, device=device), -1)
