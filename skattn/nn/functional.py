@@ -66,7 +66,7 @@ def preactivation(X, S):
         trace = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1)[:, None, None]
     else:
         trace = torch.trace(S)
-    h = (X @ S) @ X.transpose(-1, -2)
+    h = token_bilinear(X @ S, X)
     eye = torch.eye(T, dtype=h.dtype, device=h.device)
     return (h - trace * eye) / math.sqrt(d)
 
@@ -87,16 +87,18 @@ def _project(X, W):
     return torch.einsum("...td,hdp->...htp", X, W)
 
 
-#: Up to this many tokens, ``M Z`` for per-sample ``T × T`` matrices M is summed as T
-#: fused multiply-adds over ``(n, T, p)`` slabs instead of a batched matmul: CPU batched
-#: matmuls of 2 × p blocks run at a few percent of the matmul rate (per-block overhead).
-_SLAB_TOKENS = 4
+#: ``M Z`` for per-sample ``T × T`` matrices M is summed as T fused multiply-adds over
+#: ``(n, T, p)`` slabs when T = 2 and p < 128: there CPU batched matmuls of 2 × p blocks
+#: run 3–10× slower than the slabs (per-block overhead; measured n = 2048–8192); from
+#: p = 128, or at T ≥ 3, the batched matmul is as fast or faster.
+_SLAB_TOKENS = 2
+_SLAB_WIDTH = 128
 
 
 def _left_multiply(M, Z):
     """``M @ Z`` for ``M`` of shape (..., T, T) and ``Z`` of shape (..., T, p)."""
-    T = Z.shape[-2]
-    if T > _SLAB_TOKENS:
+    T, p = Z.shape[-2:]
+    if T > _SLAB_TOKENS or p >= _SLAB_WIDTH:
         return M @ Z
     out = M[..., :, 0, None] * Z[..., 0:1, :]
     for b in range(1, T):
@@ -139,6 +141,31 @@ class _CentredTokenGram(torch.autograd.Function):
         shape = ctx.trace_shape
         dtrace = -(diag.sum() if len(shape) == 0 else diag.sum_to_size(*shape[:-1]).reshape(shape))
         return dZ, dtrace, None
+
+
+class _TokenBilinear(torch.autograd.Function):
+    """``Q Kᵀ`` over the last two axes; backward ``dQ = dG K``, ``dK = dGᵀ Q`` as slab
+    multiply-adds at small T (see :class:`_CentredTokenGram` for why)."""
+
+    @staticmethod
+    def forward(ctx, Q, K):
+        ctx.save_for_backward(Q, K)
+        return Q @ K.transpose(-1, -2)
+
+    @staticmethod
+    def backward(ctx, dG):
+        Q, K = ctx.saved_tensors
+        dQ = _left_multiply(dG, K) if ctx.needs_input_grad[0] else None
+        dK = _left_multiply(dG.transpose(-1, -2), Q) if ctx.needs_input_grad[1] else None
+        return dQ, dK
+
+
+def token_bilinear(Q, K):
+    """Per-sample ``Q Kᵀ`` over the token axis (shape (..., T, T)), broadcasting leading axes."""
+    if Q.shape[:-2] != K.shape[:-2]:
+        # expanded views; autograd of broadcast_tensors sums the gradients back
+        Q, K = torch.broadcast_tensors(Q, K)
+    return _TokenBilinear.apply(Q, K)
 
 
 def token_gram(Z, trace=None, scale=1.0):
@@ -196,7 +223,7 @@ def preactivation_untied(X, W_Q, W_K):
                          f"and {tuple(W_K.shape)}.")
     d, p = W_Q.shape[-2:]
     T = X.shape[-2]
-    h = _project(X, W_Q) @ _project(X, W_K).transpose(-1, -2)
+    h = token_bilinear(_project(X, W_Q), _project(X, W_K))
     eye = torch.eye(T, dtype=h.dtype, device=h.device)
     return (h - _head_trace(W_Q, W_K) * eye) / (math.sqrt(p * d) * math.sqrt(d))
 

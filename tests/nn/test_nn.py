@@ -455,3 +455,52 @@ def test_gram_and_short_softmax_have_second_derivatives():
     # large logits stay finite (the row maximum is subtracted)
     big = torch.tensor([[[800.0, 0.0], [0.0, -900.0]]], dtype=torch.float64)
     torch.testing.assert_close(F.softmax(big, 1.0), torch.softmax(big, dim=-1))
+
+
+@pytest.mark.parametrize("T", [2, 6])
+@pytest.mark.parametrize("model", ["untied", "untied3", "direct"])
+def test_untied_and_direct_gradients_match_plain_autograd(T, model):
+    from skattn.nn import UntiedAttention
+
+    n, d, p, beta, lam = 30, 6, 4, 1.3, 0.07
+    gen = torch.Generator().manual_seed(T)
+    X = torch.randn(n, T, d, generator=gen, dtype=torch.float64)
+    y = torch.softmax(torch.randn(n, T, T, generator=gen, dtype=torch.float64), dim=-1)
+    if model == "direct":
+        m = DirectAttention(d, beta=beta, init_scale=1.0, generator=gen, dtype=torch.float64)
+        params = [m.V_param]
+    else:
+        m = UntiedAttention(d, p, beta=beta, n_heads=3 if model == "untied3" else 1,
+                            generator=gen, dtype=torch.float64)
+        params = [m.W_Q, m.W_K]
+    m.objective(X, y, lam).backward()
+    ref = [q.detach().clone().requires_grad_(True) for q in params]
+    if model == "direct":
+        V = (ref[0] + ref[0].T) / 2
+        h = ((X @ (V / math.sqrt(d))) @ X.transpose(-1, -2)
+             - torch.trace(V / math.sqrt(d)) * torch.eye(T, dtype=X.dtype)) / math.sqrt(d)
+        A, pen = torch.softmax(beta * h, -1), torch.sum(V * V)
+    else:
+        WQ, WK = ref
+        if WQ.ndim == 2:
+            Q, K, tr = X @ WQ, X @ WK, torch.sum(WQ * WK)
+        else:
+            Q = torch.einsum("ntd,hdp->nhtp", X, WQ)
+            K = torch.einsum("ntd,hdp->nhtp", X, WK)
+            tr = torch.sum(WQ * WK, dim=(-2, -1))[:, None, None]
+        h = (Q @ K.transpose(-1, -2) - tr * torch.eye(T, dtype=X.dtype)) / (math.sqrt(p * d)
+                                                                             * math.sqrt(d))
+        A = torch.softmax(beta * h, -1)
+        A = A.mean(-3) if WQ.ndim == 3 else A
+        pen = (torch.sum(WQ * WQ) + torch.sum(WK * WK)) / 2
+    (torch.sum((A - y) ** 2) + lam * pen).backward()
+    for q, r in zip(params, ref):
+        torch.testing.assert_close(q.grad, r.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_token_bilinear_gradients_with_broadcast():
+    gen = torch.Generator().manual_seed(9)
+    Q = torch.randn(3, 2, 2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    K = torch.randn(3, 1, 2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(F.token_bilinear, (Q, K))
+    assert torch.autograd.gradgradcheck(F.token_bilinear, (Q, K))
