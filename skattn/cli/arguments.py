@@ -30,10 +30,46 @@ class CLIError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors are one line (no usage block) and exit with status 2."""
+    """ArgumentParser whose errors are one line (no usage block) and exit with status 2.
+
+    Abbreviated long options are refused (``allow_abbrev=False``): argparse would otherwise
+    read ``--d 80`` as ``--device 80`` (the only option starting with ``--d``) without a
+    word, and a new option could silently change what an old abbreviation means.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        # remembered so that error() can name the full options an abbreviation matches
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _abbreviation_hint(self, message):
+        """' (did you mean ...)' for unrecognized tokens that abbreviate a known option."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        parsers, argv = [self], getattr(self, "_argv", [])
+        for action in self._actions:  # and the subcommand's options, when one was given
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = [action.choices[a] for a in argv if a in action.choices]
+                parsers += chosen[:1]
+        options = sorted({o for p in parsers for a in p._actions for o in a.option_strings
+                          if o.startswith("--")})
+        hints = []
+        for token in message.split(":", 1)[1].split():
+            name = token.split("=", 1)[0]
+            if name.startswith("--") and len(name) > 2:
+                full = [o for o in options if o.startswith(name)]
+                if full:
+                    hints.append(f"{name} is not an option (abbreviations are not accepted; "
+                                 f"did you mean {' or '.join(full)}?)")
+        return ("; " + "; ".join(hints)) if hints else ""
 
     def error(self, message):
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} "
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}"
+                              f"{self._abbreviation_hint(message)} "
                               f"(see '{self.prog} --help')\n")
 
 

@@ -66,7 +66,7 @@ def preactivation(X, S):
         trace = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1)[:, None, None]
     else:
         trace = torch.trace(S)
-    h = (X @ S) @ X.transpose(-1, -2)
+    h = token_bilinear(X @ S, X)
     eye = torch.eye(T, dtype=h.dtype, device=h.device)
     return (h - trace * eye) / math.sqrt(d)
 
@@ -87,6 +87,97 @@ def _project(X, W):
     return torch.einsum("...td,hdp->...htp", X, W)
 
 
+#: ``M Z`` for per-sample ``T × T`` matrices M is summed as T fused multiply-adds over
+#: ``(n, T, p)`` slabs when T = 2 and p < 128: there CPU batched matmuls of 2 × p blocks
+#: run 3–10× slower than the slabs (per-block overhead; measured n = 2048–8192); from
+#: p = 128, or at T ≥ 3, the batched matmul is as fast or faster.
+_SLAB_TOKENS = 2
+_SLAB_WIDTH = 128
+
+
+def _left_multiply(M, Z):
+    """``M @ Z`` for ``M`` of shape (..., T, T) and ``Z`` of shape (..., T, p)."""
+    T, p = Z.shape[-2:]
+    if T > _SLAB_TOKENS or p >= _SLAB_WIDTH:
+        return M @ Z
+    out = M[..., :, 0, None] * Z[..., 0:1, :]
+    for b in range(1, T):
+        # in place: ``out`` is a fresh buffer no autograd node saved (one large allocation
+        # and its page faults fewer per step)
+        out.addcmul_(M[..., :, b, None], Z[..., b:b + 1, :])
+    return out
+
+
+class _CentredTokenGram(torch.autograd.Function):
+    """``h = (Z Zᵀ − t I) · c`` over the last two axes, with a one-pass backward.
+
+    Autograd of ``Z @ Z.transpose(-1, -2)`` runs two batched matmuls and adds a transposed
+    (strided) gradient to a contiguous one; at T = 2 that backward alone took 70–95 % of a
+    training step at d = 64–128 on CPU. Here ``∂/∂Z = c (dh + dhᵀ) Z`` (slab
+    multiply-adds at small T) and ``∂/∂t = −c Σ_a dh_aa``; the trace shift and the scale
+    are applied in place, which saves the identity matrix and four small autograd nodes
+    per step. The backward is built from differentiable operations, so double backward
+    works.
+    """
+
+    @staticmethod
+    def forward(ctx, Z, trace, scale):
+        h = Z @ Z.transpose(-1, -2)
+        # trace: 0-d (one head) or (H, 1, 1); the diagonal view has shape (..., [H,] T)
+        shift = trace if trace.ndim == 0 else trace[..., 0]
+        torch.diagonal(h, dim1=-2, dim2=-1).sub_(shift)
+        h.mul_(scale)
+        ctx.save_for_backward(Z)
+        ctx.scale = scale
+        ctx.trace_shape = trace.shape
+        return h
+
+    @staticmethod
+    def backward(ctx, dh):
+        (Z,) = ctx.saved_tensors
+        g = dh * ctx.scale
+        dZ = _left_multiply(g + g.transpose(-1, -2), Z)
+        diag = torch.diagonal(g, dim1=-2, dim2=-1)
+        shape = ctx.trace_shape
+        dtrace = -(diag.sum() if len(shape) == 0 else diag.sum_to_size(*shape[:-1]).reshape(shape))
+        return dZ, dtrace, None
+
+
+class _TokenBilinear(torch.autograd.Function):
+    """``Q Kᵀ`` over the last two axes; backward ``dQ = dG K``, ``dK = dGᵀ Q`` as slab
+    multiply-adds at small T (see :class:`_CentredTokenGram` for why)."""
+
+    @staticmethod
+    def forward(ctx, Q, K):
+        ctx.save_for_backward(Q, K)
+        return Q @ K.transpose(-1, -2)
+
+    @staticmethod
+    def backward(ctx, dG):
+        Q, K = ctx.saved_tensors
+        dQ = _left_multiply(dG, K) if ctx.needs_input_grad[0] else None
+        dK = _left_multiply(dG.transpose(-1, -2), Q) if ctx.needs_input_grad[1] else None
+        return dQ, dK
+
+
+def token_bilinear(Q, K):
+    """Per-sample ``Q Kᵀ`` over the token axis (shape (..., T, T)), broadcasting leading axes."""
+    if Q.shape[:-2] != K.shape[:-2]:
+        # expanded views; autograd of broadcast_tensors sums the gradients back
+        Q, K = torch.broadcast_tensors(Q, K)
+    return _TokenBilinear.apply(Q, K)
+
+
+def token_gram(Z, trace=None, scale=1.0):
+    """Per-sample ``(Z Zᵀ − trace · I) · scale`` over the token axis (shape (..., T, T)).
+
+    ``trace`` is a 0-d tensor, or of shape (H, 1, 1) when Z has a head axis; None means 0.
+    """
+    if trace is None:
+        trace = torch.zeros((), dtype=Z.dtype, device=Z.device)
+    return _CentredTokenGram.apply(Z, trace, float(scale))
+
+
 def preactivation_factored(X, W):
     """Pre-activation of the factored model ``S = W Wᵀ / √(p d)`` without forming S.
 
@@ -104,11 +195,8 @@ def preactivation_factored(X, W):
             (n_samples, n_heads, n_tokens, n_tokens)
     """
     d, p = W.shape[-2:]
-    T = X.shape[-2]
-    Z = _project(X, W)
-    h = Z @ Z.transpose(-1, -2)
-    eye = torch.eye(T, dtype=h.dtype, device=h.device)
-    return (h - _head_trace(W, W) * eye) / (math.sqrt(p * d) * math.sqrt(d))
+    return token_gram(_project(X, W), _head_trace(W, W),
+                      1.0 / (math.sqrt(p * d) * math.sqrt(d)))
 
 
 def preactivation_untied(X, W_Q, W_K):
@@ -135,16 +223,48 @@ def preactivation_untied(X, W_Q, W_K):
                          f"and {tuple(W_K.shape)}.")
     d, p = W_Q.shape[-2:]
     T = X.shape[-2]
-    h = _project(X, W_Q) @ _project(X, W_K).transpose(-1, -2)
+    h = token_bilinear(_project(X, W_Q), _project(X, W_K))
     eye = torch.eye(T, dtype=h.dtype, device=h.device)
     return (h - _head_trace(W_Q, W_K) * eye) / (math.sqrt(p * d) * math.sqrt(d))
+
+
+#: Rows up to this length go through :class:`_ShortRowSoftmax`: on CPU ``torch.softmax``
+#: over a last axis of 2–4 entries runs 4–5× slower than the same arithmetic spelled out
+#: (measured at n = 2048–8192, T = 2 and 4), and it was a fifth of a d = 64 training step.
+_SHORT_ROW = 8
+
+
+class _ShortRowSoftmax(torch.autograd.Function):
+    """Row-wise ``softmax(β z)`` as exp / sum with the row maximum subtracted.
+
+    Backward: ``∂/∂z = β A ⊙ (g − Σ_c g_c A_c)``, the softmax Jacobian-vector product
+    (built from differentiable operations, so double backward works).
+    """
+
+    @staticmethod
+    def forward(ctx, z, beta):
+        bz = beta * z
+        # subtracting the row maximum changes nothing mathematically and keeps exp finite
+        e = torch.exp(bz - bz.amax(dim=-1, keepdim=True))
+        A = e / e.sum(dim=-1, keepdim=True)
+        ctx.save_for_backward(A)
+        ctx.beta = beta
+        return A
+
+    @staticmethod
+    def backward(ctx, g):
+        (A,) = ctx.saved_tensors
+        return ctx.beta * A * (g - torch.sum(g * A, dim=-1, keepdim=True)), None
 
 
 def softmax(z, beta=1.0):
     """Row-wise softmax ``σ_β(z)_ab = exp(β z_ab) / Σ_c exp(β z_ac)`` (log-sum-exp stable).
 
-    ``torch.softmax`` subtracts the row maximum, so large ``β z`` is safe.
+    The row maximum is subtracted before the exponential (by ``torch.softmax``, or for
+    short rows by the same arithmetic written out), so large ``β z`` is safe.
     """
+    if z.shape[-1] <= _SHORT_ROW:
+        return _ShortRowSoftmax.apply(z, float(beta))
     return torch.softmax(beta * z, dim=-1)
 
 

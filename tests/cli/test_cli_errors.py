@@ -43,3 +43,18 @@ def test_output_into_a_file_fails_before_the_work(tmp_path, capsys):
                  "--output", str(blocker / "out.csv")]) == 1
     assert "--output" in capsys.readouterr().err
     assert time.perf_counter() - t0 < 5
+
+
+def test_abbreviated_options_are_refused(capsys):
+    # argparse would read '--d 80' as '--device 80' (the only simulate option with that
+    # prefix) and run on a device called '80'; the parsers must refuse and say why
+    assert main(["simulate", "--alpha", "0.3", "--d", "80"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "unrecognized arguments: --d 80" in err[0]
+    assert "abbreviations are not accepted" in err[0] and "--device" in err[0]
+    assert main(["theory", "--alpha", "0.3", "--reg-lam=0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "--reg-lam" in err and "did you mean --reg-lambda" in err
+    assert main(["--deb", "docs"]) == 2  # the top-level parser refuses them too
+    assert "--deb is not an option" in capsys.readouterr().err

@@ -405,3 +405,102 @@ def test_converged_means_small_relative_gradient(sharp_problem):
     assert not strict.converged and "stalled" in strict.message
     with pytest.raises(ValueError, match="gtol"):
         train(m2, X, y, solver="lbfgs", gtol=0.0)
+
+
+def _reference_factored_objective(X, W, y, beta, reg_lambda):
+    """The tied objective in plain torch operations (autograd of ``Z Zᵀ`` and
+    ``torch.softmax``): the reference for the hand-written backward passes (#30)."""
+    d, p = W.shape[-2:]
+    Z = X @ W if W.ndim == 2 else torch.einsum("...td,hdp->...htp", X, W)
+    T = X.shape[-2]
+    trace = torch.sum(W * W) if W.ndim == 2 else torch.sum(W * W, dim=(-2, -1))[:, None, None]
+    h = (Z @ Z.transpose(-1, -2) - trace * torch.eye(T, dtype=X.dtype)) / (math.sqrt(p * d)
+                                                                           * math.sqrt(d))
+    A = torch.softmax(beta * h, dim=-1)
+    if W.ndim == 3:
+        A = A.mean(dim=-3)
+    return torch.sum((A - y) ** 2) + reg_lambda * torch.sum(W * W)
+
+
+@pytest.mark.parametrize("T", [2, 3, 6, 10])  # slab backward / batched matmul; short rows / not
+@pytest.mark.parametrize("n_heads", [1, 3])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_tied_step_gradient_matches_plain_autograd(T, n_heads, dtype):
+    n, d, p, beta = 40, 7, 5, 1.7
+    gen = torch.Generator().manual_seed(T + 10 * n_heads)
+    X = torch.randn(n, T, d, generator=gen, dtype=dtype)
+    y = torch.softmax(torch.randn(n, T, T, generator=gen, dtype=dtype), dim=-1)
+    m = FactoredAttention(d, p, beta=beta, n_heads=n_heads, generator=gen, dtype=dtype)
+    m.objective(X, y, 0.05).backward()
+    W = m.W.detach().clone().requires_grad_(True)
+    ref = _reference_factored_objective(X, W, y, beta, 0.05)
+    ref.backward()
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(m.objective(X, y, 0.05).detach(), ref.detach(), **tol)
+    torch.testing.assert_close(m.W.grad, W.grad, **tol)
+
+
+def test_gram_and_short_softmax_have_second_derivatives():
+    gen = torch.Generator().manual_seed(5)
+    Z = torch.randn(3, 2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(F.token_gram, (Z,))
+    t = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda z, s: F.token_gram(z, s, 0.3), (Z, t))
+    assert torch.autograd.gradgradcheck(lambda z, s: F.token_gram(z, s, 0.3), (Z, t))
+    Zh = torch.randn(3, 2, 2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    th = torch.rand(2, 1, 1, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda z, s: F.token_gram(z, s, 0.3), (Zh, th))
+    h = torch.randn(3, 3, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda z: F.softmax(z, 2.5), (h,))
+    # large logits stay finite (the row maximum is subtracted)
+    big = torch.tensor([[[800.0, 0.0], [0.0, -900.0]]], dtype=torch.float64)
+    torch.testing.assert_close(F.softmax(big, 1.0), torch.softmax(big, dim=-1))
+
+
+@pytest.mark.parametrize("T", [2, 6])
+@pytest.mark.parametrize("model", ["untied", "untied3", "direct"])
+def test_untied_and_direct_gradients_match_plain_autograd(T, model):
+    from skattn.nn import UntiedAttention
+
+    n, d, p, beta, lam = 30, 6, 4, 1.3, 0.07
+    gen = torch.Generator().manual_seed(T)
+    X = torch.randn(n, T, d, generator=gen, dtype=torch.float64)
+    y = torch.softmax(torch.randn(n, T, T, generator=gen, dtype=torch.float64), dim=-1)
+    if model == "direct":
+        m = DirectAttention(d, beta=beta, init_scale=1.0, generator=gen, dtype=torch.float64)
+        params = [m.V_param]
+    else:
+        m = UntiedAttention(d, p, beta=beta, n_heads=3 if model == "untied3" else 1,
+                            generator=gen, dtype=torch.float64)
+        params = [m.W_Q, m.W_K]
+    m.objective(X, y, lam).backward()
+    ref = [q.detach().clone().requires_grad_(True) for q in params]
+    if model == "direct":
+        V = (ref[0] + ref[0].T) / 2
+        h = ((X @ (V / math.sqrt(d))) @ X.transpose(-1, -2)
+             - torch.trace(V / math.sqrt(d)) * torch.eye(T, dtype=X.dtype)) / math.sqrt(d)
+        A, pen = torch.softmax(beta * h, -1), torch.sum(V * V)
+    else:
+        WQ, WK = ref
+        if WQ.ndim == 2:
+            Q, K, tr = X @ WQ, X @ WK, torch.sum(WQ * WK)
+        else:
+            Q = torch.einsum("ntd,hdp->nhtp", X, WQ)
+            K = torch.einsum("ntd,hdp->nhtp", X, WK)
+            tr = torch.sum(WQ * WK, dim=(-2, -1))[:, None, None]
+        h = (Q @ K.transpose(-1, -2) - tr * torch.eye(T, dtype=X.dtype)) / (math.sqrt(p * d)
+                                                                             * math.sqrt(d))
+        A = torch.softmax(beta * h, -1)
+        A = A.mean(-3) if WQ.ndim == 3 else A
+        pen = (torch.sum(WQ * WQ) + torch.sum(WK * WK)) / 2
+    (torch.sum((A - y) ** 2) + lam * pen).backward()
+    for q, r in zip(params, ref):
+        torch.testing.assert_close(q.grad, r.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_token_bilinear_gradients_with_broadcast():
+    gen = torch.Generator().manual_seed(9)
+    Q = torch.randn(3, 2, 2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    K = torch.randn(3, 1, 2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(F.token_bilinear, (Q, K))
+    assert torch.autograd.gradgradcheck(F.token_bilinear, (Q, K))
