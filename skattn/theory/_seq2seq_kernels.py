@@ -19,7 +19,7 @@ from collections import namedtuple
 import numpy as np
 
 from .channels._kernels import (HAVE_NUMBA, _dirT, _jit, _jit_parallel, _prange,
-                                softmax_inplace, use_parallel)
+                                backtrack_step, softmax_inplace, use_parallel)
 
 __all__ = ["HAVE_NUMBA", "bulk_prox", "use_parallel"]
 
@@ -209,11 +209,7 @@ def _bulk_newton(x, omega, base, MB, y, G, s, index, scale, beta, radius, max_it
                 x[:] = xt
                 f, accepted = ft, True
                 break
-            excess = ft - f - slope * t if math.isfinite(ft) else math.inf
-            tq = -slope * t * t / (2 * excess)
-            if tq != tq:
-                tq = 0.0
-            t = min(max(tq, 0.1 * t), 0.5 * t)
+            t = backtrack_step(ft, f, slope, t)
         if not accepted or t * pn <= 1e-11 * xnorm:
             break
     return f

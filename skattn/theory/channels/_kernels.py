@@ -134,11 +134,7 @@ def _newton2(x0, x1, a0, p, r, s, D, beta, radius, max_iter):
             if ft <= f + 1e-4 * t * slope and math.isfinite(ft):
                 x0, x1, f, accepted = x0 + t * p0, x1 + t * p1, ft, True
                 break
-            excess = ft - f - slope * t if math.isfinite(ft) else math.inf
-            tq = -slope * t * t / (2 * excess)
-            if tq != tq:
-                tq = 0.0
-            t = min(max(tq, 0.1 * t), 0.5 * t)
+            t = backtrack_step(ft, f, slope, t)
         if not accepted or t * pn <= 1e-11 * xnorm:
             break
     return x0, x1, f
@@ -194,6 +190,18 @@ def _grid2(a0, p, r, s, P, Dinv, beta, xf0, xf1, D):
 
 
 # --------------------------------------------------------------------------- any T ≥ 2
+@_jit
+def backtrack_step(ft, f, slope, t):
+    """The next Armijo trial step after a rejected step ``t`` (value ``ft`` against ``f``,
+    directional slope ``slope`` < 0): the minimiser of the quadratic through them, kept in
+    ``[0.1 t, 0.5 t]`` (0.1 t where ``ft`` is not finite)."""
+    excess = ft - f - slope * t if math.isfinite(ft) else math.inf
+    tq = -slope * t * t / (2 * excess)
+    if tq != tq:
+        tq = 0.0
+    return min(max(tq, 0.1 * t), 0.5 * t)
+
+
 @_jit
 def softmax_inplace(v):
     """Overwrite the logits ``v`` with their softmax (max-shifted, so no overflow); the one
@@ -368,11 +376,7 @@ def _newtonT(x, omega, y, s, B, index, scale, beta, radius, max_iter):
             if ft <= f + 1e-4 * t * slope and math.isfinite(ft):
                 x, f, accepted = xt, ft, True
                 break
-            excess = ft - f - slope * t if math.isfinite(ft) else math.inf
-            tq = -slope * t * t / (2 * excess)
-            if tq != tq:
-                tq = 0.0
-            t = min(max(tq, 0.1 * t), 0.5 * t)
+            t = backtrack_step(ft, f, slope, t)
         if not accepted or t * pn <= 1e-11 * xnorm:
             break
     return x, f
