@@ -1,4 +1,4 @@
-"""The attention-indexed teacher (docs/theory.rst §1), in numpy.
+"""The attention-indexed teacher (docs: Theory §1), in numpy.
 
 ``x ∈ R^{T×d}`` with i.i.d. standard Gaussian rows; pre-activation
 ``h_ab(S; x) = (x_aᵀ S x_b − δ_ab Tr S)/√d``; labels ``y = σ_β0(h(S0) + ξ)`` (seq2lab) or
@@ -51,7 +51,7 @@ TOKEN_DISTRIBUTIONS = ("gaussian", "rademacher", "student_t")
 # relative tolerance of the symmetry and PSD checks of a token covariance
 _COVARIANCE_TOL = 1e-10
 
-# The forward model of docs/theory.rst §1–2 in numpy. skattn.nn.functional is its torch twin:
+# The forward model of docs: Theory §1–2 in numpy. skattn.nn.functional is its torch twin:
 # same names, signatures, operation order and errors (tests/test_nn.py compares the two).
 
 
@@ -247,7 +247,7 @@ def attention_output(A, X, task):
 
 
 class AttentionIndexedModel:
-    """The attention-indexed teacher of docs/theory.rst §1, with optional heads and token laws.
+    """The attention-indexed teacher of docs: Theory §1, with optional heads and token laws.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Optimisation of the ERM objective ``Σ_μ ℓ_μ + λ · penalty`` (docs/theory.rst §2).
+"""Optimisation of the ERM objective ``Σ_μ ℓ_μ + λ · penalty`` (docs: Theory §2).
 
 :func:`train` runs Adam (full batch or minibatch) or torch's L-BFGS with a strong-Wolfe
 line search on a module of :mod:`skattn.nn.modules`, stopping when the relative change

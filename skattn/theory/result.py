@@ -1,4 +1,4 @@
-"""The result object of the state-evolution solver (docs/theory.rst §4, §5)."""
+"""The result object of the state-evolution solver (docs: Theory §4, §5)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ class StateEvolutionResult:
     repeats its scalars, with ``trace = Tr Ŝ/d``). ``certified_fraction`` is the fraction
     of quadrature nodes whose prox minimiser was certified global at the final iteration.
 
-    Which finite-size correction produced the numbers (docs/user_guide.rst "Finite-size
-    corrections"): ``correction`` is its name (``"none"``: the Gaussian core alone),
+    Which finite-size correction produced the numbers (docs: Finite-size
+    corrections): ``correction`` is its name (``"none"``: the Gaussian core alone),
     ``correction_weight`` the weight it carries against the rest of the table (1: fully
     applied; between 0 and 1: faded out towards its domain edge), ``correction_reason`` why,
     and ``decisions`` the whole decision table (:class:`~skattn.theory.CorrectionDecision`,
@@ -119,7 +119,7 @@ class StateEvolutionResult:
 
     def spectrum_support(self):
         """Intervals of the non-zero part of the learned spectrum (an explicit spike of the
-        spiked route, docs/spiked.rst, is a degenerate interval at its eigenvalue)."""
+        spiked route, docs: Spiky targets, is a degenerate interval at its eigenvalue)."""
         spikes = [(v, v) for v in np.sqrt(self.params.get("n_features") or 0)
                   * np.asarray(self.params.get("spike_strengths", []), float) if v > 0]
         mu = self._convolved()

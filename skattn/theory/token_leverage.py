@@ -1,4 +1,4 @@
-"""Finite-d state evolution with token leverage: linear attention, one token (docs/theory.rst §4,
+"""Finite-d state evolution with token leverage: linear attention, one token (docs: Theory §4,
 "Token leverage").
 
 With one token the pre-activation is ``h(S) = ⟨S, X⟩`` with the rank-one sensing matrix
@@ -233,8 +233,8 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
 
     The same-instance prediction of :func:`~skattn.theory.solve_state_evolution` assumes a
     Gaussian design. On rank-one tokens trained models sit above it by about ``5/d``
-    relative (docs/domain.rst); this solver models that excess through the per-sample
-    leverage (module docstring, docs/theory.rst "Token leverage").
+    relative (docs: Where the predictions hold); this solver models that excess through the per-sample
+    leverage (module docstring, docs: Theory §4, "Token leverage").
 
     Parameters
     ----------
@@ -248,7 +248,7 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
         Weight decay λ of the factored estimator; > 0.
     width_ratio : float, default=1.0
         κ = p/d of the student ``W ∈ R^{d×p}``, > 0. A width whose rank cap does not bind
-        has the full-width minimiser at the trace penalty ``λ̃ = √κ λ`` (docs/theory.rst §2);
+        has the full-width minimiser at the trace penalty ``λ̃ = √κ λ`` (docs: Theory §2);
         a binding cap (``rank(Ŝ) > κ d`` at the fixed point) is not modelled and warns.
     n_draws : int, default=64
         Draws of the denoiser's GOE noise (each with its own tokens); at least 8. The
@@ -273,7 +273,7 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
         If ``reg_lambda < 0.01`` (next to the interpolation threshold at small λ it
         over-predicts trained models), if the teacher is noiseless and ``alpha`` is below
         its perfect-recovery threshold (there it under-predicts them), if d < 40, or if the
-        rank cap of ``width_ratio < 1`` binds at the fixed point; docs/domain.rst.
+        rank cap of ``width_ratio < 1`` binds at the fixed point; docs: Where the predictions hold.
 
     Raises
     ------
@@ -309,7 +309,7 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
     if d < _MIN_VALIDATED_D:
         warn(f"n_features={d} is below {_MIN_VALIDATED_D}: the token-leverage state "
              "evolution is validated from d = 40 on (at d = 16 the leverage spreads by "
-             "83 % and the fixed point is not found; docs/domain.rst).",
+             "83 % and the fixed point is not found; docs: Where the predictions hold).",
              DomainWarning)
     if reg_lambda < _MIN_VALIDATED_LAMBDA:
         # measured (benchmarks/threshold_scan.py lin-lambda --token): α = 0.3, Δ = 0.1
@@ -319,7 +319,7 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
              "the interpolation threshold at small λ the token-leverage state "
              "evolution over-predicts trained models (measured 6.6 % at λ = 1e-3 and "
              "5.2 % at 3e-3, d = 100; the leverage mixture of solve_state_evolution "
-             "is within 2 % there; docs/domain.rst).", DomainWarning)
+             "is within 2 % there; docs: Where the predictions hold).", DomainWarning)
     if noise == 0:
         from .problem import _teacher_law
         from .thresholds import perfect_recovery_threshold
@@ -334,7 +334,7 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
                  f"{alpha_perf:.3g} of this noiseless teacher: there the token-leverage "
                  "state evolution under-predicts trained models (measured 3.5 % at "
                  "0.71 α_perf on Wishart(0.5) and 12 % at 0.92 α_perf on Wishart(0.3), "
-                 "d = 100; docs/domain.rst) and the Gaussian one is closer.",
+                 "d = 100; docs: Where the predictions hold) and the Gaussian one is closer.",
                  DomainWarning)
     rng = check_random_state_arg(random_state)
     seeds = np.random.SeedSequence(int(rng.randint(0, 2 ** 31 - 1))).spawn(n_draws)

@@ -2,7 +2,7 @@
 
 The prox objective over the complement of the shift is ``F(x) = ‖x‖²/(2Σ) + ℓ(x)``,
 ``z = ω + Bx``, ``ℓ = Σ_a ℓ_a(h_a)`` with ``ℓ_a(h_a) = ‖softmax(β h_a) − y_a‖²`` the loss of
-row a of the symmetric pre-activation ``h(z)`` (docs/theory.rst §3). The certificate proves
+row a of the symmetric pre-activation ``h(z)`` (docs: Theory §3). The certificate proves
 that F is strongly convex on a ball that holds every global minimiser and the found point
 ``x_best``; a stationary point of a convex function on such a ball is its minimiser there,
 hence global.

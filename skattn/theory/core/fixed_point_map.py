@@ -1,4 +1,4 @@
-"""The fixed-point map of the Gaussian state evolution and its iteration (docs/theory.rst §4).
+"""The fixed-point map of the Gaussian state evolution and its iteration (docs: Theory §4).
 
 The state is ``(m, q, Σ)`` (and ``t = Tr S/d`` for non-Gaussian tokens); one evaluation is the
 output side (channel) followed by the prior side (denoiser). The iteration runs warm,
@@ -21,7 +21,7 @@ class FixedPointMap:
     """The fixed-point map for one parameter set (channel, denoiser, nodes).
 
     The state is ``(m, q, Σ)``; for non-Gaussian tokens (``token_kurtosis ≠ 0``) also
-    ``t = Tr S/d``, whose conjugate t̂ shifts the spectral threshold (docs/tokens.rst).
+    ``t = Tr S/d``, whose conjugate t̂ shifts the spectral threshold (docs: Non-Gaussian tokens).
     """
 
     def __init__(self, alpha, channel, denoiser, Q0, noise, nodes, sigma_hat_form,

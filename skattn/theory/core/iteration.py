@@ -1,4 +1,4 @@
-"""Fixed-point iteration shared by the state-evolution solvers (docs/theory.rst §4).
+"""Fixed-point iteration shared by the state-evolution solvers (docs: Theory §4).
 
 Damped Anderson acceleration of ``x ← x + r(x)`` with fallbacks for maps that are
 undefined at some points (a residual of None), and a staged driver that alternates it

@@ -2,7 +2,7 @@
 
 :func:`solve_core` solves a validated problem at one α: the fixed-point map on the
 quadrature nodes, coarse to fine, continuation in λ where a cold start finds no fixed point,
-and the collapse to S = 0 under a large trace penalty (docs/theory.rst §4 "The Gaussian
+and the collapse to S = 0 under a large trace penalty (docs: Theory §4 "The Gaussian
 core"). At finite d it solves at ``α_eff = α d/(d+1)`` (the degrees of freedom of a symmetric
 matrix), and at the nominal α where a rank cap binds (the estimator then has rank p, not
 d(d+1)/2 degrees of freedom). Every finite-size correction starts from this solution
@@ -76,7 +76,7 @@ def solve_core(alpha, problem, options=None):
     solution = _solve_or_continue(alpha, problem.effective_alpha(alpha), problem, options)
     if solution.rank_capped and problem.alpha_factor != 1.0:
         # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
-        # behind α_eff, so the nominal α is kept (docs/theory.rst §4 "The Gaussian core")
+        # behind α_eff, so the nominal α is kept (docs: Theory §4 "The Gaussian core")
         solution = _solve_or_continue(alpha, alpha, problem, options)
     return solution
 
