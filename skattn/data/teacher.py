@@ -293,8 +293,8 @@ default="gaussian"
     The estimators centre their pre-activation with ``Tr S``, the identity-covariance
     convention, whatever the tokens. With an anisotropic ``token_covariance`` the student
     therefore sees a centring ``Tr S`` where the teacher uses ``Tr(S0 C)``; the student can
-    only absorb the difference through S itself. This mismatch is part of the measured
-    effect of anisotropic tokens (``examples/plot_validity_map.py``), not corrected here.
+    only absorb the difference through S itself. This mismatch is part of the effect of
+    anisotropic tokens on trained models (``examples/plot_validity_map.py``), not corrected here.
     """
 
     def __init__(self, n_features, n_tokens=2, target=None, beta=1.0, noise=0.0,

@@ -15,8 +15,8 @@ Two output channels, one fixed point:
   Gaussian and independent of B;
 - :func:`seq2seq_output_side` (``model="gaussian"``): the weights ``I + h(g)/√d`` with
   ``g = u(I)`` jointly Gaussian with the features and the Gram matrix of ``(S0, I, Ŝ)``
-  as covariance. Measured, it predicts about a quarter of the seq2seq excess: the
-  coupling of the weights to the features is in third moments that a Gaussian g lacks.
+  as covariance. Against trained models it predicts only part of the seq2seq excess
+  (docs: Validation report, "seq2seq at finite d"): the coupling of the weights to the features is in third moments that a Gaussian g lacks.
   With ``loss="seq2lab"`` (``G = I``) it is the finite-d seq2lab state evolution, node for
   node.
 
@@ -512,9 +512,8 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
         :meth:`~skattn.theory.StateEvolutionProblem.effective_alpha`, as the seq2lab state
         evolution; ``model="bartlett"`` at α itself: its exact Gram matrix carries the
         token-norm fluctuations that α_eff stands in for (solved at α, its seq2lab loss
-        reproduces the Gaussian state evolution at α_eff within 2 % at d ≥ 100, and
-        trained seq2seq models at d = 160 and 250 sit −1.0 ± 0.9 % and −0.8 ± 0.7 % from
-        it, against −3.4 % and −2.4 % at α_eff; docs: Theory §4).
+        reproduces the Gaussian state evolution at α_eff, and trained seq2seq models sit
+        closer to it than to α_eff; docs: Theory §4, "Finite d"; docs: Changelog).
     problem : StateEvolutionProblem, optional
         Linear attention, factored, at finite d (``n_features`` or a teacher's own S0),
         Gaussian tokens. Its ``task`` is not used: the loss solved is the seq2seq one.

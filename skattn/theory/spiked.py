@@ -18,7 +18,8 @@ normalised components are
 
 with ``t_i = λ_i/√d`` the target's spike strengths, ``s_i = v_iᵀ S v_i/√d`` the student's,
 and ``(w_⊥, ω_⊥)`` today's Gaussian bulk pair with the overlaps of the remaining spectrum.
-The derivation, the fixed-point equations and the measurements are in docs: Spiky targets.
+The derivation and the fixed-point equations are in docs: Spiky targets; the comparison
+with trained models in docs: Validation report, "Spiky (power-law) targets".
 
 Pure numpy/scipy (no torch).
 """
@@ -39,8 +40,8 @@ from .problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, DomainWarning
 from .result import StateEvolutionResult
 
 #: Largest ``δ/λ_1`` (prior-side noise width over the top eigenvalue) at which the spiked
-#: state evolution was measured within 1.8 % of trained models; above it, 2–12 % too low
-#: (power law γ = 1.25, T = 2 softmax, d = 60–250; docs: Spiky targets, "Learning curve").
+#: state evolution is validated against trained models; above it, it falls below them (small
+#: α or small d; docs: Validation report, "Spiky (power-law) targets").
 SPIKE_NOISE_MAX_RATIO = 0.05
 from .core.iteration import anderson
 from .._warnings import warn
@@ -610,8 +611,8 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
                 f"noise width δ = √q̂/m̂ is {noise_to_spike:.3f} of the top eigenvalue (above "
                 f"{SPIKE_NOISE_MAX_RATIO}); "
                 f"the spiked channel neglects terms of relative order δ/λ_1, and trained "
-                f"models were measured 2–12 % above it there (small α or small d; "
-                f"docs: Spiky targets).", DomainWarning)
+                f"models sit above it there (small α or small d; docs: Spiky targets, "
+                f"\"Limits\").", DomainWarning)
     return SpikedStateEvolutionResult(
         alpha=alpha, n_spikes=k, m=m, q=q, sigma=sigma, student_strengths=s,
         target_strengths=split.strengths, m_hat=out.m_hat, q_hat=out.q_hat,
