@@ -22,7 +22,7 @@ average of the Gaussian channel over ``q``:
 
 The weights ``q`` (a sample's leverage) keep the degrees-of-freedom identity of penalised
 least squares, ``Σ_μ V_μ/(1 + V_μ) = div Ŝ``, that the model with unit weights breaks
-(linear T = 1; docs: Changelog, "2026-12-01 — finite-d predictions"). The law of ``q`` is that of
+(linear T = 1; docs: Changelog, "Evidence moved out of the code"). The law of ``q`` is that of
 the token *directions*: each token is rescaled to norm √d before the quartic form is taken.
 The per-token scale is a per-sample factor that the exact-Gram channel models exactly and
 that moves the prediction by under 1 % (docs: Theory §4, "Finite d"); counted here it

@@ -102,7 +102,7 @@ class FiniteSizeWarning(DomainWarning):
 FINITE_SIZE_MIN_LAMBDA = 0.01
 
 #: ... up to this d: the excess next to the interpolation threshold holds at this d and
-#: has faded by the next d scanned (docs: Changelog, "2026-12-01 — finite-d predictions").
+#: has faded by the next d scanned (docs: Changelog, "Evidence moved out of the code").
 FINITE_SIZE_MAX_D = 160
 
 
@@ -481,9 +481,8 @@ class StateEvolutionProblem:
           further from trained models. The solver then solves again at α.
 
         Where the cap does not bind, the ERM is that of the full-width model at
-        ``λ̃ = √κ λ`` (the same minimiser), so α_eff applies as at full width: linear
-        T = 1, κ = 0.75, Wishart(0.3), d = 100, +8.7 % at α → +0.9 % at α_eff (d = 60:
-        +19.4 % → +5.7 %; the validation grid's teachers).
+        ``λ̃ = √κ λ`` (the same minimiser), so α_eff applies as at full width (the grid's
+        linear T = 1, κ = 0.75 configuration; docs: Changelog).
 
         Only the fixed point uses α_eff: the training objective stays
         ``L/d² = α e_train + λ̃ Tr Ŝ/d`` with the nominal ``α = n/d²``.
