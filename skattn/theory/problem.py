@@ -671,17 +671,15 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
     if problem.attention == "softmax" and eigenvalues is not None and not spiky_modelled:
         share = top_mode_share(eigenvalues)
         if share > GAUSSIAN_EQUIVALENCE_MAX_SHARE:
-            from .corrections.rules import SPIKY_SHARE_EDGES  # it imports this module
-
-            low, high = SPIKY_SHARE_EDGES
             reasons.append(
                 f"spiky target: its top mode carries {share:.0%} of ||S0||_F^2 (above "
                 f"{GAUSSIAN_EQUIVALENCE_MAX_SHARE:.0%}), so the softmax pre-activations are "
                 "not Gaussian and the softmax channel of the state evolution does not apply; "
                 "the spiked state evolution keeps the top modes as explicit variables: "
                 "solve_state_evolution fades it in at finite d for factored softmax seq2lab "
-                f"with T <= 4 as the share grows from {low:.0%} to {high:.0%} (in full "
-                "above), unless correction='none' (docs: Spiky targets)")
+                "with T <= 4 as the share grows from 30% to 40% (corrections.rules."
+                "SPIKY_SHARE_EDGES; in full above), unless correction='none' "
+                "(docs: Spiky targets)")
     if (problem.attention == "linear" and problem.parametrization == "factored"
             and eigenvalues is not None):
         share = top_mode_share(eigenvalues)
