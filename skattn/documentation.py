@@ -17,6 +17,7 @@ __all__ = ["PAGES", "documentation", "format_documentation"]
 PAGES = {
     "Getting started": "getting_started",
     "User guide": "user_guide",
+    "Finite-size corrections": "corrections",
     "How-to guides": "howto/index",
     "Theory": "theory",
     "Where the predictions hold": "domain",

@@ -115,7 +115,7 @@ def _match_layouts(y_true, y_pred, n_tokens, task):
 
 
 def attention_error(y_true, y_pred, *, task="auto", n_tokens=None):
-    """Mean per-sample error of attention outputs (docs/theory.rst §2).
+    """Mean per-sample error of attention outputs (docs: Theory §2).
 
     ``mean_μ Σ_ab (ŷ_ab − y_ab)²`` for seq2lab outputs of shape (n, T, T), and
     ``mean_μ ‖ŷ − y‖²_F / d`` for seq2seq outputs of shape (n, T, d).

@@ -1,4 +1,4 @@
-"""Fit the predicted law of a learned attention spectrum (docs/theory.rst §4, Claim 4.1).
+"""Fit the predicted law of a learned attention spectrum (docs: Theory §4, Claim 4.1).
 
 State evolution predicts the spectrum of the learned matrix ``S`` in law as
 
@@ -60,7 +60,7 @@ _GRIDS = {"kappa0": (0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.5),
 
 @dataclass
 class SpectralFit:
-    """Fitted law ``η · ReLU(S0 + δ Z − ε I)`` of a learned spectrum (docs/theory.rst §4).
+    """Fitted law ``η · ReLU(S0 + δ Z − ε I)`` of a learned spectrum (docs: Theory §4).
 
     Attributes
     ----------
@@ -419,7 +419,7 @@ def _fit_once(family, eig, threshold, maxiter):
 
 def fit_spectral_law(S, family="wishart", *, zero_tol=1e-3, normalization=None,
                      n_bootstrap=0, random_state=None, maxiter=500):
-    """Fit ``η · ReLU(S0 + δ Z − ε I)`` (docs/theory.rst §4) to the spectrum of a learned ``S``.
+    """Fit ``η · ReLU(S0 + δ Z − ε I)`` (docs: Theory §4) to the spectrum of a learned ``S``.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Target matrices S0 (docs/theory.rst §1): Wishart, power-law and explicit spectra.
+"""Target matrices S0 (docs: Theory §1): Wishart, power-law and explicit spectra.
 
 Each target samples a d×d symmetric PSD matrix for a given ``n_features`` and
 ``random_state``, and describes its spectral law for the theory
@@ -160,7 +160,7 @@ class SpectrumTarget(Target):
     eigenvalues : array-like of shape (d,) or (d, d)
         Non-negative eigenvalues, or a symmetric PSD matrix used as S0 itself. The state
         evolution takes a root-mean-square eigenvalue ``√(Tr S0²/d)`` in ``[1e-8, 1e3]``
-        (ValueError naming the target otherwise; see docs/errors.rst).
+        (ValueError naming the target otherwise; see docs: Errors).
     """
 
     finite_size_only = True

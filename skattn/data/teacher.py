@@ -1,4 +1,4 @@
-"""The attention-indexed teacher (docs/theory.rst §1), in numpy.
+"""The attention-indexed teacher (docs: Theory §1), in numpy.
 
 ``x ∈ R^{T×d}`` with i.i.d. standard Gaussian rows; pre-activation
 ``h_ab(S; x) = (x_aᵀ S x_b − δ_ab Tr S)/√d``; labels ``y = σ_β0(h(S0) + ξ)`` (seq2lab) or
@@ -51,7 +51,7 @@ TOKEN_DISTRIBUTIONS = ("gaussian", "rademacher", "student_t")
 # relative tolerance of the symmetry and PSD checks of a token covariance
 _COVARIANCE_TOL = 1e-10
 
-# The forward model of docs/theory.rst §1–2 in numpy. skattn.nn.functional is its torch twin:
+# The forward model of docs: Theory §1–2 in numpy. skattn.nn.functional is its torch twin:
 # same names, signatures, operation order and errors (tests/test_nn.py compares the two).
 
 
@@ -247,7 +247,7 @@ def attention_output(A, X, task):
 
 
 class AttentionIndexedModel:
-    """The attention-indexed teacher of docs/theory.rst §1, with optional heads and token laws.
+    """The attention-indexed teacher of docs: Theory §1, with optional heads and token laws.
 
     Parameters
     ----------
@@ -293,8 +293,8 @@ default="gaussian"
     The estimators centre their pre-activation with ``Tr S``, the identity-covariance
     convention, whatever the tokens. With an anisotropic ``token_covariance`` the student
     therefore sees a centring ``Tr S`` where the teacher uses ``Tr(S0 C)``; the student can
-    only absorb the difference through S itself. This mismatch is part of the measured
-    effect of anisotropic tokens (``examples/plot_validity_map.py``), not corrected here.
+    only absorb the difference through S itself. This mismatch is part of the effect of
+    anisotropic tokens on trained models (``examples/plot_validity_map.py``), not corrected here.
     """
 
     def __init__(self, n_features, n_tokens=2, target=None, beta=1.0, noise=0.0,

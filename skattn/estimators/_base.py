@@ -46,7 +46,7 @@ def _resolve_device(device, owner):
 
 class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
     """Base class: fit attention (tied, untied, one or several heads) with torch
-    (docs/theory.rst §2).
+    (docs: Theory §2).
 
     Declares the training parameters shared by the torch regressors (``solver``,
     ``learning_rate_init``, ``n_iter_no_change``, ``batch_size``, ``init_scale``,
@@ -105,7 +105,7 @@ class BaseAttentionRegressor(AttentionRegressorMixin, BaseEstimator):
     @atomic_fit(keep=lambda exc: isinstance(exc, TrainingDivergedError)
                 and exc.result is not None)
     def fit(self, X, y):
-        """Minimise the ERM objective of docs/theory.rst §2 on ``(X, y)``.
+        """Minimise the ERM objective of docs: Theory §2 on ``(X, y)``.
 
         Parameters
         ----------

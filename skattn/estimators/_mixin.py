@@ -1,5 +1,5 @@
 """What every attention estimator shares, torch-trained or not: the parameters declared
-once, their checks, input layouts, predict and score (docs/theory.rst §1–2).
+once, their checks, input layouts, predict and score (docs: Theory §1–2).
 
 No torch here: :class:`AttentionRegressorMixin` serves the torch regressors
 (:mod:`._base`) and :class:`~skattn.AsymptoticPredictor` (AMP, numpy) alike.

@@ -1,4 +1,4 @@
-"""The direct (Frobenius) attention regressor: ``S = V / √d``, V symmetric (docs/theory.rst §2)."""
+"""The direct (Frobenius) attention regressor: ``S = V / √d``, V symmetric (docs: Theory §2)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = ["DirectAttentionRegressor"]
 class DirectAttentionRegressor(BaseAttentionRegressor):
     """Single-head tied attention with an unconstrained symmetric query-key matrix.
 
-    The Frobenius baseline of docs/theory.rst §2: ``S = V / √d`` with ``V ∈ Sym(d)`` and the
+    The Frobenius baseline of docs: Theory §2: ``S = V / √d`` with ``V ∈ Sym(d)`` and the
     objective ``L(V) = Σ_μ ℓ_μ + reg_lambda · ‖V‖²_F`` (a ridge penalty
     ``reg_lambda · d · ‖S‖²_F``). Same pre-activation, outputs and losses as
     :class:`TiedAttentionRegressor`.

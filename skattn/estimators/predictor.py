@@ -28,11 +28,11 @@ __all__ = ["AsymptoticPredictor"]
 class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
     """Attention ERM solved by AMP, with its exact asymptotic predictions.
 
-    ``fit`` runs approximate message passing on the data (docs/theory.rst §9), whose fixed point
+    ``fit`` runs approximate message passing on the data (docs: Theory §9), whose fixed point
     is the minimiser of the factored objective ``Σ_μ ℓ_μ + λ‖W‖²_F`` (a trace-penalised
     problem in ``S``), and — when ``target`` is given — solves the state evolution at
     ``α = n/d²`` to predict the test error, training error and learned spectrum
-    (docs/theory.rst §4). The data-free methods :meth:`state_evolution` and :meth:`curve`
+    (docs: Theory §4). The data-free methods :meth:`state_evolution` and :meth:`curve`
     give the same predictions without data.
 
     Parameters
@@ -42,7 +42,7 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         ``parametrization="direct"``.
     parametrization : {"factored", "direct"}, default="factored"
         "factored": ``S = W Wᵀ/√(pd)`` with weight decay on W (a trace penalty on S);
-        "direct": ``S = V/√d`` with ``λ‖V‖²_F`` (docs/theory.rst §5).
+        "direct": ``S = V/√d`` with ``λ‖V‖²_F`` (docs: Theory §5).
     reg_lambda : float, default=1e-2
         Weight decay λ ≥ 0 on W; the trace penalty on S is ``λ̃ = √κ λ``.
     beta : float, default=1.0
@@ -75,7 +75,7 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
     correction : str, default="auto"
         The finite-size correction of the state evolution (``"auto"``: the correction table;
         ``"none"``: the Gaussian core; or a correction's name to force it; see
-        :func:`skattn.theory.explain` and docs/user_guide.rst "Finite-size corrections").
+        :func:`skattn.theory.explain` and docs: Finite-size corrections).
     device : {"auto", "numpy", "cpu", "cuda", "cuda:<index>"}, default="auto"
         Where AMP's products over all samples and its eigendecompositions run: "numpy",
         or torch (float64) on a device; "auto": CUDA when available, else numpy, as the

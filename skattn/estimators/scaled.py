@@ -1,4 +1,4 @@
-"""An estimator wrapper whose weight decay grows with the sample size (docs/theory.rst §8)."""
+"""An estimator wrapper whose weight decay grows with the sample size (docs: Theory §8)."""
 
 from __future__ import annotations
 

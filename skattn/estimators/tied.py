@@ -1,4 +1,4 @@
-"""The factored (tied) attention regressor: ``S = W Wᵀ / √(p d)`` (docs/theory.rst §2)."""
+"""The factored (tied) attention regressor: ``S = W Wᵀ / √(p d)`` (docs: Theory §2)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class TiedAttentionRegressor(FactoredRegressorBase):
     The model is ``S = W Wᵀ / √(p d)`` with ``W ∈ R^{d×p}``, the trace-centred
     pre-activation ``h_ab = (x_aᵀ S x_b − δ_ab Tr S)/√d`` and the prediction
     ``ŷ = σ_β(h)`` (seq2lab) or ``σ_β(h) x`` (seq2seq), σ a row-wise softmax or the
-    identity. Training minimises the *sum* objective of docs/theory.rst §2,
+    identity. Training minimises the *sum* objective of docs: Theory §2,
 
         ``L(W) = Σ_μ ℓ_μ + reg_lambda · ‖W‖²_F``,
 

@@ -1,6 +1,6 @@
 """The untied attention regressor: ``S = W_Q W_Kᵀ / √(p d)``, one or several heads.
 
-Beyond the paper's assumptions (docs/theory.rst §2 treats tied, symmetric S): the query and key
+Beyond the paper's assumptions (docs: Theory §2 treats tied, symmetric S): the query and key
 factors are learned separately, so S is any d × d matrix of rank ≤ p.
 """
 

@@ -1,4 +1,4 @@
-"""Prior side of state evolution (docs/theory.rst §4 and §5): the spectral denoisers.
+"""Prior side of state evolution (docs: Theory §4 and §5): the spectral denoisers.
 
 Each denoiser maps the conjugate parameters ``(m̂, q̂, Σ̂)`` to the overlaps
 ``(m, q, Σ)`` of the estimate ``Ŝ`` with the target:
@@ -91,7 +91,7 @@ def _law_scale_moment(law):
 
 
 def _check_law(law):
-    """Refuse a target law the state evolution cannot hold in float64 (docs/errors.rst).
+    """Refuse a target law the state evolution cannot hold in float64 (docs: Errors).
 
     Only the upper end of the target's scale is checked here: the spiked route builds a
     denoiser on the bulk of a target, which may be zero up to rounding; the lower end is
@@ -118,7 +118,7 @@ def _check_conjugates(m_hat, sigma_hat, law):
     raise ValueError(
         f"the state evolution's conjugates left float64 (m̂ = {m_hat:.3g}, Σ̂ = "
         f"{sigma_hat:.3g}): an argument at the edge of its supported range (alpha, beta, "
-        "target_beta, the target's scale); see docs/errors.rst.")
+        "target_beta, the target's scale); see docs: Errors.")
 
 
 class FactoredDenoiser:
@@ -156,7 +156,7 @@ class FactoredDenoiser:
     quantile spectrum, one draw gave test error 1.088 at d = 60 and 1.257 at d = 800
     against 1.281 in the continuum; the free convolution of the same spectra gives 1.2804
     and 1.2806 (see tests/test_domain.py). The rank-capped map used one draw until the
-    capped free convolution replaced it (docs/domain.rst, tests/test_rank_capped_finite_d.py).
+    capped free convolution replaced it (docs: Where the predictions hold, tests/test_rank_capped_finite_d.py).
     """
 
     def __init__(self, law, *, width_ratio=1.0, reg_lambda=0.0, n_features=None,
@@ -262,7 +262,7 @@ class FactoredDenoiser:
     def _capped(self, m_hat, q_hat, sigma_hat, t_hat=0.0):
         """Finite d under the rank cap: ``g(x) = (x − ε)₊ 1{x > τ}`` on ``μ_δ``.
 
-        The same formulas as :meth:`_continuum` (docs/theory.rst §4) with the ReLU
+        The same formulas as :meth:`_continuum` (docs: Theory §4) with the ReLU
         integrals replaced by those of the capped map g.
         """
         _check_conjugates(m_hat, sigma_hat, self._empirical_law)
@@ -313,7 +313,7 @@ def _capped_atoms(eigenvalues, eps, rank):
                                divided_difference=float(np.sum(dd) / d ** 2))
 
 class DirectDenoiser:
-    """Ridge denoiser of direct (Frobenius) attention, docs/theory.rst §5.
+    """Ridge denoiser of direct (Frobenius) attention, docs: Theory §5.
 
     ``Ŝ = (m̂ S0 + √q̂ Z)/(Σ̂ + 4λ)``: ``m = m̂ Q0/(Σ̂+4λ)``, ``q = (m̂² Q0 + q̂)/(Σ̂+4λ)²``,
     ``Σ = 1/(Σ̂+4λ)``. A trace conjugate t̂ (non-Gaussian tokens) adds ``t̂ I`` to the

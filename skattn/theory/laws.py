@@ -1,4 +1,4 @@
-"""Spectral laws of targets S0 (docs/theory.rst §1), as the theory needs them.
+"""Spectral laws of targets S0 (docs: Theory §1), as the theory needs them.
 
 This module holds the spectral formulas that :mod:`skattn.data` samples from (data
 depends on it, never the reverse). A law knows its atoms, its absolutely continuous part,

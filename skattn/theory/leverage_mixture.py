@@ -1,15 +1,16 @@
 """Finite-d state evolution with a leverage mixture: attention on token data
-(docs/theory.rst §4, "Leverage mixture").
+(docs: Theory §4, "Leverage mixture").
 
 In the cavity (leave-one-out) form of the fixed point each sample μ enters the output
 channel through its own leverage: the K × K matrix ``L_μ = ⟨A_μk, 𝒥[A_μl]⟩`` of its sensing
-matrices (docs/theory.rst §3) under the Jacobian 𝒥 of the spectral denoiser. The Gaussian
+matrices (docs: Theory §3) under the Jacobian 𝒥 of the spectral denoiser. The Gaussian
 state evolution replaces it by ``Σ I_K``: exact for a Gaussian design, where ``L_μ``
 concentrates. Token data do not concentrate at finite d: the sensing matrices are quadratic
 in the tokens, and ``L_μ`` is a quartic form in them whose relative spread is about 0.15 at
-d = 100 (softmax T = 2, token directions). Trained softmax models at small λ sat 4–6 %
-above the Gaussian prediction there, linear ones with one token up to 11 %, and models
-trained on a Gaussian design with the same teacher do not (docs/domain.rst).
+d = 100 (softmax T = 2, token directions). Trained models on token data at small λ sit
+above the Gaussian prediction there, and models trained on a Gaussian design with the same
+teacher do not (docs: Validation report, "Finite-d predictions of softmax seq2lab" and
+"Linear attention at finite d").
 
 This module keeps one scalar of ``L_μ``, its trace on the directions the loss sees
 (softmax: the ``K − 1`` that are not the common shift of all logits; linear: all K), as a
@@ -20,11 +21,11 @@ average of the Gaussian channel over ``q``:
     m̂ = E_q[q m̂(Σq)],   q̂ = E_q[q q̂(Σq)],   Σ̂ = E_q[q Σ̂(Σq)].
 
 The weights ``q`` (a sample's leverage) keep the degrees-of-freedom identity of penalised
-least squares, ``Σ_μ V_μ/(1 + V_μ) = div Ŝ``, that the model with unit weights breaks (the
-linear T = 1 measurements of docs/domain.rst, "Token leverage"). The law of ``q`` is that of
+least squares, ``Σ_μ V_μ/(1 + V_μ) = div Ŝ``, that the model with unit weights breaks
+(linear T = 1; docs: Changelog, "Evidence moved out of the code"). The law of ``q`` is that of
 the token *directions*: each token is rescaled to norm √d before the quartic form is taken.
 The per-token scale is a per-sample factor that the exact-Gram channel models exactly and
-that moves the prediction by under 1 % (docs/theory.rst §4, "Finite d"); counted here it
+that moves the prediction by under 1 % (docs: Theory §4, "Finite d"); counted here it
 would be taken as independent of the residual, which it is not.
 
 The leverage law depends only on the eigenvalues of the denoiser's input
@@ -64,8 +65,8 @@ __all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "leverage_pre
            "empirical_gauss_quadrature",
            "solve_leverage_state_evolution"]
 
-#: token counts, by attention, whose predictions were measured against trained models
-#: (docs/domain.rst, "Leverage mixture")
+#: token counts, by attention, whose predictions were compared with trained models
+#: (docs: Where the predictions hold, "Leverage mixture")
 LEVERAGE_N_TOKENS = {"softmax": (2, 3), "linear": (1, 2, 3)}
 #: below this d the leverage spread passes ~0.25 (T = 2) and is no longer a small correction
 LEVERAGE_MIN_D = 40
@@ -123,7 +124,7 @@ class LeverageStateEvolutionResult:
 
 
 def _leverage_matrices(gamma, tokens):
-    """``L_μ[k, l] = Σ_ij γ_ij Ã_k,ij Ã_l,ij`` for the sensing matrices of docs/theory.rst §3.
+    """``L_μ[k, l] = Σ_ij γ_ij Ã_k,ij Ã_l,ij`` for the sensing matrices of docs: Theory §3.
 
     ``tokens`` has shape ``(n, T, d)`` in the eigenbasis of γ. With
     ``Ã_k = c_k (sym(x_a x_bᵀ) − δ_ab I)`` (``c_k = 1/√(2d)`` on the diagonal, ``1/√d``
@@ -530,8 +531,9 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
     For factored seq2lab, softmax with T = 2 and linear with T = 1, this is the prediction
     that :func:`~skattn.theory.solve_state_evolution` returns for ``target=teacher``
     (the leverage correction, :mod:`skattn.theory.corrections.leverage`); here it comes
-    with the Gaussian finite-d prediction on the same nodes and their ratio. Softmax T = 3 and linear T = 2, 3 are measured but not
-    routed (docs/domain.rst, "Leverage mixture").
+    with the Gaussian finite-d prediction on the same nodes and their ratio. Softmax T = 3
+    and linear T = 2, 3 are compared with trained models but not routed (docs: Where the
+    predictions hold, "Leverage mixture").
 
     Parameters
     ----------
@@ -588,7 +590,7 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
         raise ValueError("target must have attention='softmax' with n_tokens in "
                          f"{LEVERAGE_N_TOKENS['softmax']} or attention='linear' with n_tokens "
                          f"in {LEVERAGE_N_TOKENS['linear']} (where the leverage mixture was "
-                         f"measured), got attention={target.attention!r}, "
+                         f"compared with trained models), got attention={target.attention!r}, "
                          f"n_tokens={target.n_tokens}.")
     if getattr(target, "n_heads", 1) != 1 or getattr(target, "token_covariance", None) \
             is not None or getattr(target, "token_distribution", "gaussian") != "gaussian":
@@ -605,7 +607,7 @@ def solve_leverage_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0
     d = int(target.n_features)
     if d < LEVERAGE_MIN_D:
         warn(f"n_features={d} is below {LEVERAGE_MIN_D}: the leverage spread is no "
-             "longer a small correction there (docs/domain.rst).", DomainWarning)
+             "longer a small correction there (docs: Where the predictions hold).", DomainWarning)
     rng = check_random_state_arg(random_state)
     seed = int(rng.randint(0, 2 ** 31 - 1))
 

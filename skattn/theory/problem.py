@@ -1,7 +1,7 @@
 """One state-evolution problem: the model, validated once, without the sample ratio α.
 
 A :class:`StateEvolutionProblem` holds what defines the high-dimensional limit of one
-attention model (docs/theory.rst §2–5): the target, the sequence length T, the temperatures
+attention model (docs: Theory §2–5): the target, the sequence length T, the temperatures
 β and β0, the label noise Δ, the attention, task and parametrization, the regularisation
 λ, the width ratio κ and, optionally, a finite size d. It builds the pieces the generic
 solver needs (the channel, the target law, the denoiser), so the solver, the thresholds,
@@ -47,34 +47,25 @@ UNSET = _Unset()
 
 #: Largest share ``max_i λ_i² / Σ λ²`` of ‖S0‖²_F one mode may carry for a softmax
 #: prediction. The output channel assumes Gaussian pre-activations; a mode with a finite
-#: share adds the O(1) chi-square ``λ_1 ((x·v_1)² − 1)/√d``. Measured (T = 2 softmax, Δ = 0.2,
-#: test error of the S = 0 predictor against the SE, 2 teachers, d = 100 and 400): share
-#: 0.03–0.11 (Wishart(0.5)): −0.1 to −1.6 %; 0.15–0.19 (power law γ = 0.5): −1.2 to −2.6 %;
-#: 0.40 (γ = 0.75): −5.5 %; 0.61 (γ = 1): −10 %; 0.75 (γ = 1.25): −14 %; 0.83 (γ = 1.5):
-#: −16 %, the same at both d. 0.25 keeps that error within ~3.5 %, the size of the seed
-#: spread of trained models at d ≤ 60; Wishart(0.5) (share ≈ 9/d) passes from d ≈ 40 on.
+#: share adds the O(1) chi-square ``λ_1 ((x·v_1)² − 1)/√d``, whose effect on the test error
+#: grows with the share and does not shrink with d. The bound keeps the error of the S = 0
+#: predictor within the seed spread of trained models (docs: Where the predictions hold,
+#: "Spiky targets and the Gaussian channel"; the evidence is in docs: Changelog).
 GAUSSIAN_EQUIVALENCE_MAX_SHARE = 0.25
 
 #: Smallest d at which the rank-capped prior (width_ratio below the positive fraction of the
-#: unconstrained minimiser) is measured to predict trained models as well as the uncapped
-#: one: the smallest d measured. The capped free convolution (no GOE draw) against trained
-#: students of the same teachers: T = 2 softmax, Wishart(0.2), α = 0.2, λ = 0.05, κ = 0.25
-#: (positive fraction 0.27): test error +1.3 ± 4.8 % (d = 40, 6 teachers), −3.8 ± 5.0 %
-#: (60), −4.0 ± 2.6 % (80), −0.1 ± 1.8 % (120), −1.3 ± 1.9 % (160); linear T = 1,
-#: Wishart(0.5), α = 0.3, λ = 0.05, Δ = 0.3, κ = 0.45 (positive fraction 0.54): +7.4 %,
-#: +12.4 %, +5.7 %, +3.1 % at d = 40, 60, 80, 120, as κ = 1 (+9.1 %, +12.8 %, +5.5 %). The
-#: former single GOE draw was 14 % off at d = 60 and 80. A cap far below the positive
-#: fraction (κ = 0.25 against 0.54) stays −12 % off at every d to 160: not a finite-size
-#: effect, and not flagged here (docs/domain.rst).
+#: unconstrained minimiser) is validated: from there it predicts trained models as well as
+#: the uncapped one. A cap far below the positive fraction is a different failure (not a
+#: finite-size effect): :data:`STRONG_RANK_CAP_SHARE`. docs: Where the predictions hold,
+#: "Rank-constrained students"; the evidence is in docs: Changelog.
 RANK_CONSTRAINT_MIN_D = 40
 
 #: A binding rank cap with ``width_ratio`` below this share of the positive fraction
-#: ``μ_δ((ε, ∞))`` at the fixed point is outside the validated domain. Measured (same-
-#: instance SE against L-BFGS students, d = 60–160): linear T = 1, Wishart(0.5), κ = 0.25,
-#: share 0.43: −8.5 to −12 % at every d (trained students stop in other minima: higher
-#: objective, lower test error, initialisation-dependent); κ = 0.45, share 0.84, and
-#: softmax T = 2, Wishart(0.2), κ = 0.25, share 0.92: within the seed spread. 0.6 lies
-#: between the two measured regimes.
+#: ``μ_δ((ε, ∞))`` at the fixed point is outside the validated domain: below it trained
+#: students stop in other minima (higher objective, lower test error, depending on the
+#: initialisation); the bound lies between the share where that happens and the shares
+#: found within the seed spread (docs: Where the predictions hold, "Rank-constrained
+#: students"; the evidence is in docs: Changelog).
 STRONG_RANK_CAP_SHARE = 0.6
 
 _TEACHER_ATTRIBUTES = ("S0_", "n_tokens", "beta", "noise", "attention", "n_features")
@@ -90,11 +81,12 @@ class DomainWarning(UserWarning):
 
 
 class FiniteSizeWarning(DomainWarning):
-    """A finite-d prediction that misses a measured finite-size effect of trained models.
+    """A finite-d prediction that misses a finite-size effect of trained models.
 
     The state evolution still applies as d → ∞ (the continuum prediction is validated
-    there), but at the given d trained models were measured several per cent away from the
-    same-instance prediction, by an effect that decays with d (docs/domain.rst). Raised
+    there), but at the given d trained models sit several per cent away from the
+    same-instance prediction, by an effect that decays with d (docs: Where the
+    predictions hold, "Same-instance predictions"; evidence in docs: Validation report). Raised
     for factored softmax attention with T = 2 at a small weight decay
     (:data:`FINITE_SIZE_MIN_LAMBDA`) up to :data:`FINITE_SIZE_MAX_D`, where the leverage
     correction that models the effect does not carry the prediction (``correction`` other
@@ -104,21 +96,18 @@ class FiniteSizeWarning(DomainWarning):
 
 
 #: Factored softmax predictions at finite d below this λ miss the token-structure excess of
-#: trained models. Measured (T = 2, Δ = 0.1, Wishart(0.5), d = 100, 8 teachers a point; the
-#: exact-Gram prediction): at α = 0.17 (the interpolation peak) +6.1, +3.9, +2.6, +1.6 % at
-#: λ = 1e-3, 3e-3, 0.01, 0.03; at λ = 1e-3 +1.4 to +6.1 % from 0.58 to 1.74 α_interp.
-#: T = 3 (6–8 teachers) stays within 3 %: +2.2 and +2.9 % at 0.87 and 1.01 α_interp
-#: (λ = 1e-3), +2.6, +2.4, +1.5 % at λ = 3e-3, 0.01, 0.03; so only T = 2 warns.
+#: trained models, largest next to the interpolation threshold; T = 3 stays within the
+#: seed spread, so only T = 2 warns (docs: Validation report, "Finite-d predictions of softmax
+#: seq2lab"; docs: Changelog has the scans that set the bounds).
 FINITE_SIZE_MIN_LAMBDA = 0.01
 
-#: ... up to this d: at λ = 1e-3, α = 0.15 the excess is +4.3 ± 0.6 % at d = 100 (10
-#: teachers) and +4.6 ± 1.2 % at d = 160 (6) over the exact-Gram prediction, +1.3 ± 0.8 % at
-#: d = 250 (8; over the Gaussian SE, which at d = 100 sits 0.6 % below the exact Gram).
+#: ... up to this d: the excess next to the interpolation threshold holds at this d and
+#: has faded by the next d scanned (docs: Changelog, "Evidence moved out of the code").
 FINITE_SIZE_MAX_D = 160
 
 
 def warn_finite_size(problem, modelled=False, stacklevel=3):
-    """Warn (:class:`FiniteSizeWarning`) where a finite-d prediction misses a measured effect.
+    """Warn (:class:`FiniteSizeWarning`) where a finite-d prediction misses a known effect.
 
     Parameters
     ----------
@@ -140,13 +129,12 @@ def warn_finite_size(problem, modelled=False, stacklevel=3):
     warn(
         f"finite-size effect not modelled: at reg_lambda={problem.reg_lambda:g} < "
         f"{FINITE_SIZE_MIN_LAMBDA:g} and n_features={d} <= {FINITE_SIZE_MAX_D}, trained "
-        "factored softmax models were measured above this same-instance prediction by the "
-        "token structure it does not model: +1.4 to +6.1 % at d = 100 (λ = 1e-3, T = 2, "
-        "largest at the interpolation threshold), +4.6 % at d = 160 and +1.3 % at d = 250 "
-        "next to it (T = 3: within 3 %); "
+        "factored softmax models (T = 2) sit above this same-instance prediction by the "
+        "token structure it does not model, most next to the interpolation threshold; "
         "the leverage correction (correction='auto' where its domain applies, or "
-        "correction='leverage') models it: within 3 % there at d = 60 and 100; "
-        "the continuum prediction is not affected (docs/domain.rst).", FiniteSizeWarning)
+        "correction='leverage') models it; the continuum prediction is not affected "
+        "(docs: Where the predictions hold; Validation report).",
+        FiniteSizeWarning)
     return True
 
 
@@ -172,7 +160,7 @@ def top_mode_share(eigenvalues):
 
 
 def is_spiky(eigenvalues):
-    """Whether a spectrum leaves the Gaussian-equivalence domain of docs/domain.rst.
+    """Whether a spectrum leaves the Gaussian-equivalence domain of docs: Where the predictions hold.
 
     The one rule behind the spiked, exact-Gram and leverage routes and the power-law
     learning curves: the top mode carries more than :data:`GAUSSIAN_EQUIVALENCE_MAX_SHARE`
@@ -353,7 +341,7 @@ class StateEvolutionProblem:
         (0: Gaussian tokens, today's state evolution; −2: Rademacher; ``6/(df − 4)``:
         Student-t, see :func:`token_excess_kurtosis`). It adds ``(κ4/2) t t'`` to the
         covariance of the diagonal pre-activations (``t = Tr S/d``); see
-        docs/tokens.rst. Only :func:`~skattn.theory.solve_state_evolution` (and what
+        docs: Non-Gaussian tokens. Only :func:`~skattn.theory.solve_state_evolution` (and what
         calls it) supports a non-zero value.
 
     Examples
@@ -479,27 +467,22 @@ class StateEvolutionProblem:
         """The sample ratio at which the finite-d state evolution is solved.
 
         ``α_eff = α d/(d + 1)`` for factored linear attention at finite d (``n_features``
-        given, also for a teacher's own S0): the sensing matrices of docs/theory.rst §3 are
+        given, also for a teacher's own S0): the sensing matrices of docs: Theory §3 are
         isotropic on symmetric d×d matrices, which have ``d(d + 1)/2`` degrees of freedom
-        where the continuum counts ``d²/2`` (``n/D = 2α d/(d + 1)``). Measured against
-        trained models (docs/theory.rst §4, "Finite d"): linear T = 1 at d = 100, +4.4 %
-        above the SE at α, +0.6 % above it at α_eff. α is kept
+        where the continuum counts ``d²/2`` (``n/D = 2α d/(d + 1)``); against trained
+        models it closes most of the linear finite-d gap (docs: Theory §4, "Finite
+        d"; the numbers are in docs: Changelog). α is kept
 
         - in the continuum (``n_features=None``);
-        - for direct (ridge) attention, whose exact finite-d error is within 1.5 % of the
-          SE at α and 3.4–4.6 % below it at α_eff (d = 40, 60);
-        - for softmax attention, where α_eff moved the prediction away from trained models
-          (T = 2 at d = 100, paired over 3 teachers: −1.2 % → −4.8 % at α = 0.3,
-          λ = 0.01; −0.6 % → −2.4 % at β = 2);
+        - for direct (ridge) attention, whose exact finite-d error is closer to the SE at α;
+        - for softmax attention, where α_eff moved the prediction away from trained models;
         - where a rank cap (``width_ratio < 1``) binds at the fixed point: the estimator has
-          rank p, not ``d(d + 1)/2`` degrees of freedom; linear T = 1, κ = 0.25, d = 100,
-          −25.4 % → −29.1 % at α_eff (3 teachers; −12.9 % → −17.1 % with the former
-          draw-based prior). The solver then solves again at α.
+          rank p, not ``d(d + 1)/2`` degrees of freedom, and α_eff moved the prediction
+          further from trained models. The solver then solves again at α.
 
         Where the cap does not bind, the ERM is that of the full-width model at
-        ``λ̃ = √κ λ`` (the same minimiser), so α_eff applies as at full width: linear
-        T = 1, κ = 0.75, Wishart(0.3), d = 100, +8.7 % at α → +0.9 % at α_eff (d = 60:
-        +19.4 % → +5.7 %; the validation grid's teachers).
+        ``λ̃ = √κ λ`` (the same minimiser), so α_eff applies as at full width (the grid's
+        linear T = 1, κ = 0.75 configuration; docs: Changelog).
 
         Only the fixed point uses α_eff: the training objective stays
         ``L/d² = α e_train + λ̃ Tr Ŝ/d`` with the nominal ``α = n/d²``.
@@ -707,11 +690,12 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
             reasons.append(
                 f"spiky target: its top mode carries {share:.0%} of ||S0||_F^2 (above "
                 f"{GAUSSIAN_EQUIVALENCE_MAX_SHARE:.0%}), so the softmax pre-activations are "
-                "not Gaussian and the softmax channel of the state evolution does not apply "
-                "(measured: the S = 0 predictor's error is 14% below the SE at a 75% share); "
-                "the spiked state evolution keeps the top modes as explicit variables, and "
-                "solve_state_evolution uses it at finite d for factored softmax seq2lab with "
-                "T <= 4 unless correction='none' (docs/spiked.rst)")
+                "not Gaussian and the softmax channel of the state evolution does not apply; "
+                "the spiked state evolution keeps the top modes as explicit variables: "
+                "solve_state_evolution fades it in at finite d for factored softmax seq2lab "
+                "with T <= 4 as the share grows from 30% to 40% (corrections.rules."
+                "SPIKY_SHARE_EDGES; in full above), unless correction='none' "
+                "(docs: Spiky targets)")
     if (problem.attention == "linear" and problem.parametrization == "factored"
             and eigenvalues is not None):
         share = top_mode_share(eigenvalues)
@@ -719,11 +703,10 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
             reasons.append(
                 f"spiky target: its top mode carries {share:.0%} of ||S0||_F^2 (above "
                 f"{GAUSSIAN_EQUIVALENCE_MAX_SHARE:.0%}); the linear channel needs only second "
-                "moments, but trained factored linear models were measured above the "
-                "same-instance prediction: +4-8% at d = 60-250 for an 83% share (power law "
-                "γ = 1.5, T = 1), not shrinking with d; +7% at d = 100 and +1% at d = 160 for a "
-                "61% share (γ = 1, T = 2); the spiked state evolution does not close it "
-                "(docs/domain.rst)")
+                "moments, but trained factored linear models sit above the same-instance "
+                "prediction by several per cent, not shrinking with d, and the spiked state "
+                "evolution does not close it (docs: Where the predictions hold, \"Spiky "
+                "targets and the Gaussian channel\")")
     if rank_capped and problem.n_features is not None \
             and problem.n_features < RANK_CONSTRAINT_MIN_D:
         reasons.append(
@@ -737,8 +720,8 @@ def warn_outside_domain(problem, eigenvalues, *, rank_capped=False, positive_fra
             f"strong rank cap: width_ratio={problem.width_ratio:g} is below "
             f"{STRONG_RANK_CAP_SHARE:g} x the fraction of positive eigenvalues without the "
             f"cap ({positive_fraction:.2f}); there gradient-trained students stop in other "
-            "minima (measured 8-12% below the prediction at every d, linear T = 1, "
-            "width_ratio 0.25 against 0.58)")
+            "minima, below the prediction at every d (docs: Where the predictions hold, "
+            "\"Rank-constrained students\")")
     for reason in reasons:
         warn(f"outside the validated domain: {reason}.", DomainWarning)
     return reasons

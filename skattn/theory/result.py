@@ -1,4 +1,4 @@
-"""The result object of the state-evolution solver (docs/theory.rst §4, §5)."""
+"""The result object of the state-evolution solver (docs: Theory §4, §5)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ class StateEvolutionResult:
     repeats its scalars, with ``trace = Tr Ŝ/d``). ``certified_fraction`` is the fraction
     of quadrature nodes whose prox minimiser was certified global at the final iteration.
 
-    Which finite-size correction produced the numbers (docs/user_guide.rst "Finite-size
-    corrections"): ``correction`` is its name (``"none"``: the Gaussian core alone),
+    Which finite-size correction produced the numbers (docs: Finite-size
+    corrections): ``correction`` is its name (``"none"``: the Gaussian core alone),
     ``correction_weight`` the weight it carries against the rest of the table (1: fully
     applied; between 0 and 1: faded out towards its domain edge), ``correction_reason`` why,
     and ``decisions`` the whole decision table (:class:`~skattn.theory.CorrectionDecision`,
@@ -136,7 +136,7 @@ class StateEvolutionResult:
         above α_perf) most of the target's zero eigenvalues become such small positive
         ones, and a trained model's "fraction below t · max" estimates
         :meth:`spectrum_cdf` at t · max, which is the atom only for t · max ≪ ηδ
-        (docs/errors.rst, "The atom at zero"). At the noiseless λ = 0 recovery
+        (docs: Errors, "The atom at zero and λ = 0"). At the noiseless λ = 0 recovery
         (:attr:`exact_recovery`) it is the target's atom.
         """
         if self.exact_recovery:
@@ -157,7 +157,7 @@ class StateEvolutionResult:
         ``μ_δ((−∞, ε + s/η])`` for any s in the direct one; the empirical fraction of the
         finite-d spectrum where the result carries one. ``spectrum_cdf(0) == atom_mass``.
         This is what the fraction of a trained model's eigenvalues below a threshold
-        estimates (docs/errors.rst, "The atom at zero").
+        estimates (docs: Errors, "The atom at zero and λ = 0").
 
         Parameters
         ----------
@@ -207,7 +207,7 @@ class StateEvolutionResult:
 
     def spectrum_support(self):
         """Intervals of the non-zero part of the learned spectrum (an explicit spike of the
-        spiked route, docs/spiked.rst, is a degenerate interval at its eigenvalue)."""
+        spiked route, docs: Spiky targets, is a degenerate interval at its eigenvalue)."""
         spikes = [(v, v) for v in np.sqrt(self.params.get("n_features") or 0)
                   * np.asarray(self.params.get("spike_strengths", []), float) if v > 0]
         mu = self._convolved()

@@ -1,7 +1,7 @@
 """Finite-d state evolution of the seq2seq task for factored linear attention.
 
 The seq2seq loss of one sample is ``‖(Â − Y) x‖²_F/d = Tr(R G Rᵀ)`` with ``R = Â − Y`` and
-the token Gram matrix ``G = x xᵀ/d = I + h(I)/√d`` exactly (docs/theory.rst §1, §4
+the token Gram matrix ``G = x xᵀ/d = I + h(I)/√d`` exactly (docs: Theory §1, §4
 "Finite d"): the weights of the residual rows are the pre-activations of the identity. In
 the continuum ``G → I`` and seq2seq is seq2lab; at finite d the identity is a second fixed,
 teacher-like direction, with ``t = Tr Ŝ/d`` a fourth order parameter beside ``(m, q, Σ)``
@@ -15,19 +15,19 @@ Two output channels, one fixed point:
   Gaussian and independent of B;
 - :func:`seq2seq_output_side` (``model="gaussian"``): the weights ``I + h(g)/√d`` with
   ``g = u(I)`` jointly Gaussian with the features and the Gram matrix of ``(S0, I, Ŝ)``
-  as covariance. Measured, it predicts about a quarter of the seq2seq excess: the
-  coupling of the weights to the features is in third moments that a Gaussian g lacks.
+  as covariance. Against trained models it predicts only part of the seq2seq excess
+  (docs: Validation report, "seq2seq at finite d"): the coupling of the weights to the features is in third moments that a Gaussian g lacks.
   With ``loss="seq2lab"`` (``G = I``) it is the finite-d seq2lab state evolution, node for
   node.
 
-Prior side (both): the finite-d spectral denoiser of docs/theory.rst §4 with input
+Prior side (both): the finite-d spectral denoiser of docs: Theory §4 with input
 ``m̂ S0 + m̂_I I + √q̂ Z − 2λ̃ I``, i.e. the threshold ``ε = (2λ̃ − m̂_I)/m̂``
 (:class:`~skattn.theory.denoisers.FactoredDenoiser` with ``t_hat = m̂_I``), which returns
 ``m``, ``q``, Σ and t. The fixed point is solved at α_eff, like the seq2lab one.
 
 The predicted seq2seq test error is ``1 + c_T/d`` times the seq2lab form of the signal
 part plus the unchanged label-noise term (:func:`seq2seq_metric_factor`): for a fixed Ŝ
-this factor is exact for Gaussian tokens. Derivation and measurements: docs/theory.rst §4,
+this factor is exact for Gaussian tokens. Derivation and measurements: docs: Theory §4,
 "seq2seq state evolution"; ``benchmarks/seq2seq_finite_d.py``.
 
 Pure numpy/scipy (no torch).
@@ -60,7 +60,7 @@ def seq2seq_metric_factor(n_tokens, n_features):
     """``1 + c_T/d``: seq2seq over seq2lab test error of a fixed Ŝ (signal part).
 
     ``c_T = (8 + (T − 1)(T + 4))/(T + 1)`` (4, 14/3, 11/2 for T = 1, 2, 3), from the
-    Gaussian moments of docs/theory.rst §4 ("Finite d", seq2seq); the label-noise term is
+    Gaussian moments of docs: Theory §4 ("Finite d", seq2seq); the label-noise term is
     the same in both tasks.
 
     Parameters
@@ -282,7 +282,7 @@ def frame_covariance(n_tokens, n_features):
 
 def bartlett_output_side(n_tokens, nodes, *, m, q, t, Q0, trace0, noise, sigma, alpha,
                          n_features, task="seq2seq"):
-    r"""Output side with the exact token Gram matrix (docs/theory.rst §4, "Finite d").
+    r"""Output side with the exact token Gram matrix (docs: Theory §4, "Finite d").
 
     Gaussian tokens factor as ``x = √d B Q`` with ``Q`` (T × d) uniform on the orthonormal
     frames and ``B`` the lower-triangular Cholesky factor of ``G = x xᵀ/d``, independent
@@ -406,7 +406,7 @@ class Seq2seqStateEvolutionResult:
         Evaluations of the fixed-point map.
     eta, delta, epsilon : float
         The learned spectrum ``Ŝ ≈ eta · ReLU(S0 + delta Z − epsilon I)``, with
-        ``epsilon = (2λ̃ − m̂_I)/m̂`` (docs/theory.rst §4).
+        ``epsilon = (2λ̃ − m̂_I)/m̂`` (docs: Theory §4).
     spectrum : ndarray of shape (d,) or None
         A typical spectrum of Ŝ (the denoiser's ``learned_spectrum``).
     """
@@ -521,9 +521,8 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
         :meth:`~skattn.theory.StateEvolutionProblem.effective_alpha`, as the seq2lab state
         evolution; ``model="bartlett"`` at α itself: its exact Gram matrix carries the
         token-norm fluctuations that α_eff stands in for (solved at α, its seq2lab loss
-        reproduces the Gaussian state evolution at α_eff within 2 % at d ≥ 100, and
-        trained seq2seq models at d = 160 and 250 sit −1.0 ± 0.9 % and −0.8 ± 0.7 % from
-        it, against −3.4 % and −2.4 % at α_eff; docs/theory.rst §4).
+        reproduces the Gaussian state evolution at α_eff, and trained seq2seq models sit
+        closer to it than to α_eff; docs: Theory §4, "Finite d"; docs: Changelog).
     problem : StateEvolutionProblem, optional
         Linear attention, factored, at finite d (``n_features`` or a teacher's own S0),
         Gaussian tokens. Its ``task`` is not used: the loss solved is the seq2seq one.
@@ -593,7 +592,7 @@ def solve_seq2seq_state_evolution(alpha, problem=None, *, target=UNSET, n_tokens
                           seed=random_state)
     denoiser = problem.denoiser(law, eig0)
     # the exact-Gram channel carries the token-norm fluctuations that α_eff stands in for
-    # in the Gaussian model (docs/theory.rst §4, "seq2seq state evolution"): nominal α
+    # in the Gaussian model (docs: Theory §4, "seq2seq state evolution"): nominal α
     solved_alpha = problem.effective_alpha(alpha) if model == "gaussian" else alpha
     fp = _Seq2seqMap(solved_alpha, T, d, denoiser, Q0, trace0,
                      problem.noise, nodes, model, loss)

@@ -1,7 +1,7 @@
 """Finite-d seq2seq state evolution of factored SOFTMAX attention (exact token Gram).
 
 The softmax version of the exact-Gram ("Bartlett") channel of :mod:`.seq2seq`
-(docs/theory.rst §4, "Finite d", seq2seq state evolution). Gaussian tokens factor as
+(docs: Theory §4, "Finite d", seq2seq state evolution). Gaussian tokens factor as
 ``x = √d B Q`` and, for ``S = t I + S_⊥``, ``h(S) = t h(I) + B V(S_⊥) Bᵀ`` exactly, with
 ``h(I) = √d (B Bᵀ − I)``; V is modelled as Gaussian with the Haar-frame covariance
 (:func:`~skattn.theory.seq2seq.frame_covariance`), independent of B. In u-coordinates the

@@ -1,10 +1,10 @@
 """State evolution with a few explicit spikes: targets outside Gaussian equivalence.
 
-A power-law target (docs/theory.rst §1, §8) has top eigenvalues ``λ_i`` of order ``√d``.
+A power-law target (docs: Theory §1, §8) has top eigenvalues ``λ_i`` of order ``√d``.
 Its top mode alone carries ``λ_1²/d`` of ``Q0``, 75 % at γ = 1.25, and its contribution
 ``λ_1 (x_a·v_1 x_b·v_1 − δ_ab)/√d`` to the pre-activation is an O(1) product of Gaussians
 (a centred chi-square on the diagonal), not a Gaussian: the Gaussian state evolution of
-docs/theory.rst §4 does not apply (:class:`~skattn.theory.DomainWarning`).
+docs: Theory §4 does not apply (:class:`~skattn.theory.DomainWarning`).
 
 Here the ``k`` top modes are kept as explicit non-Gaussian variables of the output channel.
 With ``g_ai = x_a·v_i ~ N(0, 1)`` (independent over a and i), the teacher's and the student's
@@ -18,7 +18,8 @@ normalised components are
 
 with ``t_i = λ_i/√d`` the target's spike strengths, ``s_i = v_iᵀ S v_i/√d`` the student's,
 and ``(w_⊥, ω_⊥)`` today's Gaussian bulk pair with the overlaps of the remaining spectrum.
-The derivation, the fixed-point equations and the measurements are in docs/spiked.rst.
+The derivation and the fixed-point equations are in docs: Spiky targets; the comparison
+with trained models in docs: Validation report, "Spiky (power-law) targets".
 
 Pure numpy/scipy (no torch).
 """
@@ -39,8 +40,8 @@ from .problem import GAUSSIAN_EQUIVALENCE_MAX_SHARE, DomainWarning
 from .result import StateEvolutionResult
 
 #: Largest ``δ/λ_1`` (prior-side noise width over the top eigenvalue) at which the spiked
-#: state evolution was measured within 1.8 % of trained models; above it, 2–12 % too low
-#: (power law γ = 1.25, T = 2 softmax, d = 60–250; docs/spiked.rst, "Learning curve").
+#: state evolution is validated against trained models; above it, it falls below them (small
+#: α or small d; docs: Validation report, "Spiky (power-law) targets").
 SPIKE_NOISE_MAX_RATIO = 0.05
 from .core.iteration import anderson
 from .._warnings import warn
@@ -101,7 +102,7 @@ def spike_count(eigenvalues, max_share=GAUSSIAN_EQUIVALENCE_MAX_SHARE):
     These are the modes that break Gaussian equivalence (the criterion of
     :class:`~skattn.theory.DomainWarning`); the default ``n_spikes`` of
     :func:`solve_spiked_state_evolution`. Treating weaker modes as spikes is not better:
-    their eigenvalues are comparable with the noise bulk at finite d (see docs/spiked.rst).
+    their eigenvalues are comparable with the noise bulk at finite d (see docs: Spiky targets).
 
     Parameters
     ----------
@@ -297,7 +298,7 @@ def null_predictor_error(eigenvalues, n_spikes, *, n_tokens=2, target_beta=1.0, 
     """Test error of the predictor ``S = 0`` with ``n_spikes`` explicit modes.
 
     The teacher alone: the error of the uniform attention map against noisy labels. With
-    ``n_spikes = 0`` this is the Gaussian value of docs/theory.rst §4 (``m = q = 0``); with
+    ``n_spikes = 0`` this is the Gaussian value of docs: Theory §4 (``m = q = 0``); with
     ``n_spikes = d − 1`` only one mode is left Gaussian.
 
     Parameters
@@ -355,7 +356,7 @@ class SpikedOutputSide:
 
 def spiked_output_side(channel, nodes, *, target_strengths, student_strengths, m, q, bulk_Q0,
                        noise, sigma, alpha, warm=None):
-    """Output side of the spiked state evolution (see docs/spiked.rst).
+    """Output side of the spiked state evolution (see docs: Spiky targets).
 
     Per node: ``ω = φ(g; s) + ω_⊥``, ``w = φ(g; t) + w_⊥`` (label noise in ``w_⊥``),
     ``y = labels(w)``, ``z* = prox(y, ω, Σ)``, ``g_out = (z* − ω)/Σ``. Stein's lemma on the
@@ -363,7 +364,7 @@ def spiked_output_side(channel, nodes, *, target_strengths, student_strengths, m
 
     * ``m̂ = 2α E[g_outᵀ ζ2]/√V``, ``V = bulk_Q0 + Δ/2 − m²/q``,
     * ``q̂ = 2α E‖g_out‖²``,
-    * ``Σ̂ = −2α E[g_outᵀ ζ1]/√q + (m/q) m̂`` (Stein form, docs/theory.rst §4),
+    * ``Σ̂ = −2α E[g_outᵀ ζ1]/√q + (m/q) m̂`` (Stein form, docs: Theory §4),
 
     and the spike residuals ``E[g_outᵀ φ_i(g)]``.
 
@@ -444,7 +445,7 @@ class SpikedStateEvolutionResult:
         Evaluations of the fixed-point map.
     noise_to_spike : float
         ``δ/λ_1``: the prior side's noise width ``δ = √q̂/m̂`` over the top eigenvalue, the
-        relative order of the terms the spiked channel neglects (docs/spiked.rst,
+        relative order of the terms the spiked channel neglects (docs: Spiky targets,
         "Limits"); NaN without spikes. Above :data:`SPIKE_NOISE_MAX_RATIO` the solver
         raises :class:`~skattn.theory.DomainWarning`.
     """
@@ -520,11 +521,11 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
 
     The output side integrates over the spike projections and the Gaussian bulk
     (:func:`spiked_output_side`); the prior side is the finite-d spectral denoiser of
-    docs/theory.rst §4 on the ``d − k`` bulk eigenvalues; each spike strength solves the
+    docs: Theory §4 on the ``d − k`` bulk eigenvalues; each spike strength solves the
     ERM stationarity ``E[g_outᵀ φ_i] = λ̃/(α√d)``. With ``n_spikes = 0`` it is today's
     finite-d state evolution (Stein Σ̂; linear attention at ``α d/(d + 1)`` like
     :func:`~skattn.theory.solve_state_evolution`, the objective at α). Derivation:
-    docs/spiked.rst.
+    docs: Spiky targets.
 
     Parameters
     ----------
@@ -577,7 +578,7 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
                                 target_eigenvalues=bulk)
     nodes = _nodes(channel, k, n_points, seed)
     # linear attention at finite d: the sample ratio d(d+1)/2 degrees of freedom see
-    # (α d/(d+1), as in solve_state_evolution; docs/theory.rst §4 "Finite d")
+    # (α d/(d+1), as in solve_state_evolution; docs: Theory §4 "Finite d")
     alpha_fixed_point = alpha * d / (d + 1.0) if attention == "linear" else alpha
     fp = _SpikedMap(alpha_fixed_point, channel, split, denoiser, (d - k) / d,
                     denoiser.reg_trace, noise, nodes)
@@ -610,8 +611,8 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
                 f"noise width δ = √q̂/m̂ is {noise_to_spike:.3f} of the top eigenvalue (above "
                 f"{SPIKE_NOISE_MAX_RATIO}); "
                 f"the spiked channel neglects terms of relative order δ/λ_1, and trained "
-                f"models were measured 2–12 % above it there (small α or small d; "
-                f"docs/spiked.rst).", DomainWarning)
+                f"models sit above it there (small α or small d; docs: Spiky targets, "
+                f"\"Limits\").", DomainWarning)
     return SpikedStateEvolutionResult(
         alpha=alpha, n_spikes=k, m=m, q=q, sigma=sigma, student_strengths=s,
         target_strengths=split.strengths, m_hat=out.m_hat, q_hat=out.q_hat,
@@ -625,7 +626,7 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
 
 #: Sequence lengths for which :func:`~skattn.theory.solve_state_evolution` routes spiky
 #: softmax targets to the spiked state evolution (validated against trained models there;
-#: docs/spiked.rst).
+#: docs: Spiky targets).
 SPIKED_ROUTED_N_TOKENS = (2, 3, 4)
 
 
@@ -674,7 +675,7 @@ def spiked_prediction(alpha, problem, eigenvalues, *, n_nodes=8192, tol=1e-5, ma
     :class:`~skattn.theory.StateEvolutionResult`.
 
     The overlaps are the whole matrix's: ``m = m⊥ + Σ_i t_i s_i`` and ``q = q⊥ + Σ_i s_i²``
-    (the cross terms between spikes and bulk are of order 1/d, docs/spiked.rst), so that
+    (the cross terms between spikes and bulk are of order 1/d, docs: Spiky targets), so that
     ``s_error = Q0 − 2m + q``. Σ, the conjugates and ``eta``, ``delta``, ``epsilon`` are
     those of the bulk; ``finite_eigenvalues`` is the bulk's learned spectrum with the
     spikes ``s_i √d`` added; ``params`` also holds ``n_spikes``, ``spike_strengths`` and

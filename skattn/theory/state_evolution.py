@@ -1,6 +1,6 @@
 """The state-evolution solver: problem → Gaussian core → correction table → one result
-(docs/theory.rst §4 (factored) and §5 (direct); docs/user_guide.rst "Finite-size
-corrections").
+(docs: Theory §4 (factored) and §5 (direct); docs: Finite-size
+corrections).
 
 :func:`solve_state_evolution` solves the Gaussian core (:mod:`skattn.theory.core`) and then
 applies the ordered table of finite-size corrections (:mod:`skattn.theory.corrections`);
@@ -75,8 +75,8 @@ def solve_state_evolution(alpha, problem=None, *, correction="auto", options=Non
     The model is given either as a :class:`~skattn.theory.StateEvolutionProblem` or by its
     keywords (``n_tokens``, ``reg_lambda``, ``target``, …: then the problem is built from
     them), not both. The Gaussian core is solved first; at finite d the ordered table of
-    finite-size corrections then refines it (docs/user_guide.rst "Finite-size
-    corrections"), and the result records which correction was used and why.
+    finite-size corrections then refines it (docs: Finite-size
+    corrections), and the result records which correction was used and why.
 
     Parameters
     ----------

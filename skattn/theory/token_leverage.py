@@ -1,4 +1,4 @@
-"""Finite-d state evolution with token leverage: linear attention, one token (docs/theory.rst §4,
+"""Finite-d state evolution with token leverage: linear attention, one token (docs: Theory §4,
 "Token leverage").
 
 With one token the pre-activation is ``h(S) = ⟨S, X⟩`` with the rank-one sensing matrix
@@ -44,7 +44,7 @@ _N_BATCHES = 4
 #: Weight decays below this are outside the validated domain (validated at λ = 0.05).
 _MIN_VALIDATED_LAMBDA = 0.01
 #: Below this d the leverage's relative spread passes 0.5 and the fixed point is no longer a
-#: small correction (measured at d = 16: spread 0.83, no convergence, 3.6× the Gaussian error).
+#: small correction (at d = 16 it did not converge; docs: Changelog).
 _MIN_VALIDATED_D = 40
 
 
@@ -233,8 +233,8 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
 
     The same-instance prediction of :func:`~skattn.theory.solve_state_evolution` assumes a
     Gaussian design. On rank-one tokens trained models sit above it by about ``5/d``
-    relative (docs/domain.rst); this solver models that excess through the per-sample
-    leverage (module docstring, docs/theory.rst "Token leverage").
+    relative (docs: Where the predictions hold); this solver models that excess through the per-sample
+    leverage (module docstring, docs: Theory §4, "Token leverage").
 
     Parameters
     ----------
@@ -248,7 +248,7 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
         Weight decay λ of the factored estimator; > 0.
     width_ratio : float, default=1.0
         κ = p/d of the student ``W ∈ R^{d×p}``, > 0. A width whose rank cap does not bind
-        has the full-width minimiser at the trace penalty ``λ̃ = √κ λ`` (docs/theory.rst §2);
+        has the full-width minimiser at the trace penalty ``λ̃ = √κ λ`` (docs: Theory §2);
         a binding cap (``rank(Ŝ) > κ d`` at the fixed point) is not modelled and warns.
     n_draws : int, default=64
         Draws of the denoiser's GOE noise (each with its own tokens); at least 8. The
@@ -273,7 +273,7 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
         If ``reg_lambda < 0.01`` (next to the interpolation threshold at small λ it
         over-predicts trained models), if the teacher is noiseless and ``alpha`` is below
         its perfect-recovery threshold (there it under-predicts them), if d < 40, or if the
-        rank cap of ``width_ratio < 1`` binds at the fixed point; docs/domain.rst.
+        rank cap of ``width_ratio < 1`` binds at the fixed point; docs: Where the predictions hold.
 
     Raises
     ------
@@ -308,33 +308,29 @@ def solve_token_state_evolution(alpha, *, target, reg_lambda, width_ratio=1.0, n
     noise = float(target.noise)
     if d < _MIN_VALIDATED_D:
         warn(f"n_features={d} is below {_MIN_VALIDATED_D}: the token-leverage state "
-             "evolution is validated from d = 40 on (at d = 16 the leverage spreads by "
-             "83 % and the fixed point is not found; docs/domain.rst).",
+             "evolution is validated from d = 40 on (below, the leverage spreads by more "
+             "than half its mean and the fixed point may not be found; "
+             "docs: Where the predictions hold).",
              DomainWarning)
     if reg_lambda < _MIN_VALIDATED_LAMBDA:
-        # measured (benchmarks/threshold_scan.py lin-lambda --token): α = 0.3, Δ = 0.1
-        # (0.87 α_interp), d = 100, 8 teachers: trained models 6.6, 5.2 and 2.3 % below this
-        # prediction at λ = 1e-3, 3e-3, 0.01 (3.6, 3.5, 3.2 % above the Gaussian one)
+        # the λ scan next to α_interp: docs: Validation report, "Linear attention at finite d"
         warn(f"reg_lambda={reg_lambda:g} is below {_MIN_VALIDATED_LAMBDA:g}: next to "
              "the interpolation threshold at small λ the token-leverage state "
-             "evolution over-predicts trained models (measured 6.6 % at λ = 1e-3 and "
-             "5.2 % at 3e-3, d = 100; the leverage mixture of solve_state_evolution "
-             "is within 2 % there; docs/domain.rst).", DomainWarning)
+             "evolution over-predicts trained models, more so the smaller λ; the leverage "
+             "mixture of solve_state_evolution is closer there "
+             "(docs: Where the predictions hold; Validation report).", DomainWarning)
     if noise == 0:
         from .problem import _teacher_law
         from .thresholds import perfect_recovery_threshold
         alpha_perf = perfect_recovery_threshold(target=_teacher_law(target), n_tokens=1,
                                                 attention="linear", n_features=d)
         if alpha < alpha_perf:
-            # measured (benchmarks/threshold_scan.py lin --token, d = 100, 8 teachers): at
-            # 0.71 α_perf trained models sit 3.5 ± 1.0 % above this prediction (1.0 % above
-            # the Gaussian one); from 0.9 α_perf on within 2 %. Wishart(0.3), κ = 0.75 at
-            # 0.92 α_perf (10 teachers): 11.9 ± 4.2 % above it (2.9 ± 3.7 % above Gaussian)
+            # the α scan across α_perf and the lin T1 κ = 0.75 grid row: docs: Validation
+            # report, "Linear attention at finite d"
             warn(f"alpha={alpha:g} is below the perfect-recovery threshold "
                  f"{alpha_perf:.3g} of this noiseless teacher: there the token-leverage "
-                 "state evolution under-predicts trained models (measured 3.5 % at "
-                 "0.71 α_perf on Wishart(0.5) and 12 % at 0.92 α_perf on Wishart(0.3), "
-                 "d = 100; docs/domain.rst) and the Gaussian one is closer.",
+                 "state evolution under-predicts trained models and the Gaussian one is "
+                 "closer (docs: Where the predictions hold; Validation report).",
                  DomainWarning)
     rng = check_random_state_arg(random_state)
     seeds = np.random.SeedSequence(int(rng.randint(0, 2 ** 31 - 1))).spawn(n_draws)

@@ -299,7 +299,7 @@ MIN_DECIDING_SEEDS = 3
 #: Student-t interval (12.7σ at 95 %) says little.
 MIN_DECIDING_D = 4
 #: A relative-gap interval within ±this decides whatever the finite-size excess: the grid
-#: is to tell a theory error of 10 % or more from a finite-size effect (docs/validation.rst).
+#: is to tell a theory error of 10 % or more from a finite-size effect (docs: Validation).
 DECIDING_WIDTH = 0.10
 
 

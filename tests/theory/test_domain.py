@@ -43,12 +43,19 @@ KW = dict(n_tokens=2, reg_lambda=0.1, n_features=100)
 
 
 def test_softmax_on_a_spiky_target_warns_without_the_spiked_route():
-    with pytest.warns(DomainWarning, match=r"spiky target: its top mode carries 75%"):
+    with pytest.warns(DomainWarning, match=r"spiky target: its top mode carries 75%") as rec:
         solve_state_evolution(0.3, target=PowerLawTarget(1.25), correction="none", **KW)
+    # the message names the ramp the spiked route actually uses (typed in the message: the
+    # rules import problem.py), not the Gaussian bound
+    from skattn.theory.corrections.rules import SPIKY_SHARE_EDGES
+
+    low, high = SPIKY_SHARE_EDGES
+    text = " ".join(str(w.message) for w in rec)
+    assert f"grows from {low:.0%} to {high:.0%}" in text and "docs: Spiky targets" in text
 
 
 def test_factored_linear_on_a_spiky_target_warns_and_direct_does_not():
-    with pytest.warns(DomainWarning, match="trained factored linear models were measured above"):
+    with pytest.warns(DomainWarning, match="trained factored linear models sit above"):
         res = solve_state_evolution(0.3, target=PowerLawTarget(1.25), attention="linear",
                                     **KW)
     assert res.converged

@@ -1,4 +1,4 @@
-"""Output channels of the state evolution (docs/theory.rst §3–4), reusable by AMP on data (§9).
+"""Output channels of the state evolution (docs: Theory §3–4), reusable by AMP on data (§9).
 
 A sample enters the theory only through the ``K = T(T+1)/2`` normalised components
 ``u_k = h_ab / √(1 + δ_ab)`` (a ≤ b) of its symmetric pre-activation

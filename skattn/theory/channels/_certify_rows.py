@@ -2,7 +2,7 @@
 
 The prox objective over the complement of the shift is ``F(x) = ‖x‖²/(2Σ) + ℓ(x)``,
 ``z = ω + Bx``, ``ℓ = Σ_a ℓ_a(h_a)`` with ``ℓ_a(h_a) = ‖softmax(β h_a) − y_a‖²`` the loss of
-row a of the symmetric pre-activation ``h(z)`` (docs/theory.rst §3). The certificate proves
+row a of the symmetric pre-activation ``h(z)`` (docs: Theory §3). The certificate proves
 that F is strongly convex on a ball that holds every global minimiser and the found point
 ``x_best``; a stationary point of a convex function on such a ball is its minimiser there,
 hence global.
@@ -66,7 +66,7 @@ whatever remains is counted uncertified. Soundness: every step is a proved inequ
 a non-global local minimum in the ball contradicts the strong convexity, so such a point
 is never certified (tests/test_certify_T3.py).
 
-Measured (final evaluation of :func:`~skattn.theory.solve_state_evolution`, 8192 nodes):
+Cost (final evaluation of :func:`~skattn.theory.solve_state_evolution`, 8192 nodes):
 with the local constant of 3 the T = 5 point α = 0.3, λ = 0.05, Δ = 0.1,
 ``WishartTarget(0.5)`` needs 38 cube splits per node (810 with the global constant) and
 certifies every node (98.4 % before); its certified evaluation went from 64 s to ~4 s.
@@ -585,7 +585,7 @@ def certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol, budget, stac
 # per-sample arithmetic as in serial (as in ._certify)
 _CHUNK = 64
 # the row-wise dual certificate (docstring, 6) runs where the convexity one fails, up to
-# T = 4 (row space of ≤ 3 dimensions) and _DUAL_BUDGET cube splits per sample; measured at
+# T = 4 (row space of ≤ 3 dimensions) and _DUAL_BUDGET cube splits per sample; timed at
 # β = 3.75, Σ = 0.15 (64 nodes, none convex on its ball): T = 3 ~1 ms per node, all
 # certified; T = 4 ~13 ms, 63 of 64; T = 5 ~240 ms and 39 of 64, T = 6 beyond 2000
 # splits per node: too slow to be on by default there. At T = 4, β = 1.25, Σ = 3.8 (the

@@ -1,4 +1,4 @@
-"""Output side for non-Gaussian tokens: per-component overlaps (docs/tokens.rst).
+"""Output side for non-Gaussian tokens: per-component overlaps (docs: Non-Gaussian tokens).
 
 Tokens with i.i.d. unit-variance entries of excess kurtosis ``κ4 = E z⁴ − 3`` leave the
 off-diagonal pre-activations as they are, but the diagonal ones get

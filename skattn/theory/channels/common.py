@@ -111,7 +111,7 @@ class OutputSide:
         ``E[‖z* − ω‖²/(2Σ) + ℓ(y, z*)]``, the averaged Moreau envelope ``M(Σ, m, q)``.
     sigma_hat_pointwise : float
         ``(2α/Σ) E Tr(I − (I + ΣH)⁻¹) = −2α E[Σ_k ∂g_k/∂ω_k]`` with the pointwise
-        derivative (docs/theory.rst §4).
+        derivative (docs: Theory §4).
     sigma_hat_stein : float
         ``−2α E[Σ_k ∂g_k/∂ω_k]`` in Stein form,
         ``−2α E[gᵀω]/q + (m/q) m̂``: the derivative in the sense of distributions, which also

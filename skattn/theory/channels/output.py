@@ -1,4 +1,4 @@
-"""Gaussian expectations of the output side (docs/theory.rst §4).
+"""Gaussian expectations of the output side (docs: Theory §4).
 
 :class:`GaussianNodes` are fixed quasi-Monte-Carlo Gaussian nodes (common random numbers,
 so the state-evolution map is a smooth function of its arguments); :func:`output_side`
@@ -22,7 +22,7 @@ from .common import (GaussianNodes, OutputSide, _check_nodes, _check_overlaps,  
 def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
                 sigma_hat_form="pointwise", warm_start=False, token_kurtosis=0.0, trace=None,
                 target_trace=None, trust_warm=False):
-    """Output side of the state evolution (docs/theory.rst §4, paper's factor 2).
+    """Output side of the state evolution (docs: Theory §4, paper's factor 2).
 
     Per component ``ω ~ N(0, q)`` and ``w = u0 + ξ̃`` with
     ``w | ω ~ N((m/q) ω, Q0 − m²/q + Δ/2)``; ``y = labels(w)``, ``z* = prox(y, ω, Σ)`` and
@@ -49,7 +49,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     nodes : GaussianNodes of dim 2K, optional
         Default ``GaussianNodes(2K)``.
     sigma_hat_form : {"pointwise", "stein"}, default="pointwise"
-        Which form of Σ̂ is returned as ``sigma_hat``: the pointwise form of docs/theory.rst §4,
+        Which form of Σ̂ is returned as ``sigma_hat``: the pointwise form of docs: Theory §4,
         ``(2α/Σ) E Tr(I − (I + ΣH)⁻¹)``, or the Stein (distributional) form, which is the
         stationarity condition of Φ also where the prox is non-convex and z* jumps (the
         two agree where the prox is smooth; at β = 4, Σ = 0.5 they differ by ~50 %). Both
@@ -111,7 +111,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     loss, tr = _loss_and_trace(channel, y, z, sigma)
     g = (z - omega) / sigma
 
-    # m̂. docs/theory.rst §4 writes 2α E[gᵀ(u0 − (m/q)ω)]/(Q0 − m²/q), Stein's lemma on u0 | ω. Since g
+    # m̂. docs: Theory §4 writes 2α E[gᵀ(u0 − (m/q)ω)]/(Q0 − m²/q), Stein's lemma on u0 | ω. Since g
     # depends on (u0, ξ̃) only through w = u0 + ξ̃, and w | ω ~ N((m/q)ω, V I), V = Q0 − m²/q
     # + Δ/2, Stein's lemma on w gives the same quantity, E[Σ_k ∂g_k/∂w_k]:
     #   E[gᵀ(w − (m/q)ω)]/V = E[gᵀ ζ2]/√V  with  ζ2 = (w − (m/q)ω)/√V  ~ N(0, I).
@@ -132,7 +132,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     # Σ̂ = 4α ∂M/∂q = −2α E[div_ω g] (Φ's stationarity in q). With w̃ = w − (m/q)ω
     # independent of ω, d/dω|_w̃ = ∂_ω + (m/q)∂_w, so by Stein on ω and on w̃:
     # E[div_ω g] = E[gᵀω]/q − (m/q) E[gᵀw̃]/V = E[gᵀζ1]/√q − (m/q) m̂/(2α).
-    # The pointwise form (docs/theory.rst §4) misses the jumps of z*(ω) of a non-convex prox.
+    # The pointwise form (docs: Theory §4) misses the jumps of z*(ω) of a non-convex prox.
     if q > 1e-8 * var0:
         zeta1 = nodes.points[:, :K]
         sigma_hat_st = (-2 * alpha * float(nodes.mean(np.sum(g * zeta1, axis=1)))

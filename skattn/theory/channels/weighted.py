@@ -1,7 +1,7 @@
 """The square loss with per-sample token weights, and its proximal map.
 
 The seq2seq loss of one sample is ``‖(Â − Y) X‖²_F/d = Σ_a r_aᵀ G r_a = Tr(R G Rᵀ)`` with
-``R = Â − Y`` and the token Gram matrix ``G = X Xᵀ/d`` (docs/theory.rst §4, "Finite d").
+``R = Â − Y`` and the token Gram matrix ``G = X Xᵀ/d`` (docs: Theory §4, "Finite d").
 In the continuum ``G = I`` and the loss is the channel's own ``Σ_ab r_ab²``; at finite d
 ``G = I + h(I)/√d`` fluctuates with the sample. This module gives, for either channel
 (:class:`~.linear.LinearChannel`, :class:`~.softmax.SoftmaxChannel`) and a batch of

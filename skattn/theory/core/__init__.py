@@ -1,4 +1,4 @@
-"""The Gaussian core of the state evolution (docs/theory.rst §4 "The Gaussian core").
+"""The Gaussian core of the state evolution (docs: Theory §4 "The Gaussian core").
 
 - :mod:`~skattn.theory.core.options` — :class:`SolverOptions`, the numerical knobs;
 - :mod:`~skattn.theory.core.iteration` — Anderson and damped iteration, continuation in λ;

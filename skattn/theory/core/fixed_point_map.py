@@ -1,4 +1,4 @@
-"""The fixed-point map of the Gaussian state evolution and its iteration (docs/theory.rst §4).
+"""The fixed-point map of the Gaussian state evolution and its iteration (docs: Theory §4).
 
 The state is ``(m, q, Σ)`` (and ``t = Tr S/d`` for non-Gaussian tokens); one evaluation is the
 output side (channel) followed by the prior side (denoiser). The iteration runs warm,
@@ -21,7 +21,7 @@ class FixedPointMap:
     """The fixed-point map for one parameter set (channel, denoiser, nodes).
 
     The state is ``(m, q, Σ)``; for non-Gaussian tokens (``token_kurtosis ≠ 0``) also
-    ``t = Tr S/d``, whose conjugate t̂ shifts the spectral threshold (docs/tokens.rst).
+    ``t = Tr S/d``, whose conjugate t̂ shifts the spectral threshold (docs: Non-Gaussian tokens).
     """
 
     def __init__(self, alpha, channel, denoiser, Q0, noise, nodes, sigma_hat_form,
@@ -144,8 +144,8 @@ def get_field(obj, name):
 
 # Coarse to fine: the fixed point is first found on this many of the quadrature nodes (a
 # prefix of the Sobol sequence), to COARSE_TOL, and then on all of them from there.
-# Measured on the T = 2, 3 test points: the full-node stage then takes 6 to 12 evaluations
-# instead of 15 to 45, and a coarse evaluation costs about a third (the denoiser does not
+# On the T = 2, 3 test points the full-node stage then takes a few times fewer evaluations
+# (docs: Changelog), and a coarse evaluation costs about a third (the denoiser does not
 # shrink). The coarse fixed point sits within the quadrature error of 1024 nodes (~2 % in
 # Σ) of the fine one, and minimiser jumps make the coarse map rough below ~1e-3 (β = 4),
 # so a tighter tolerance gains nothing. Both stages are capped: where the coarse map is
@@ -163,7 +163,7 @@ def coarse_size(n_nodes, n_coarse_nodes, attention, warm):
     as many nodes as the full set, linear attention (its prox is closed-form, so an
     evaluation costs about the same on fewer nodes), or a warm start (``init``: it is
     already near the fine fixed point, and the coarse stage would first move it to the
-    coarse one; measured on a 32-point T = 2 curve: 4.97 s without, 5.42 s with)."""
+    coarse one: a 32-point T = 2 curve was slower with it)."""
     if n_coarse_nodes is None or 4 * n_coarse_nodes > n_nodes or attention == "linear" \
             or warm:
         return 0
@@ -220,10 +220,9 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     reported) to ``tol`` from their point; without it (the coarse stage, a start for the
     fine one) the warm fixed point is returned as it is.
 
-    Measured (T = 2, α = 0.3, λ = 0.01; T = 3, α = 0.25): warm iterations take 0.33 s
-    against 0.40 s cold at β = 1 and 1.7 s against 2.7 s at T = 3, but at β = 4 the
-    remembered minimisers slow Anderson down (70 evaluations against 31: 1.6 s against
-    0.9 s), so they are used only where the prox is close to convex.
+    Warm iterations are faster at β = 1 (T = 2 and 3), but at β = 4 the remembered
+    minimisers slow Anderson down (docs: Changelog), so they are used only where the prox
+    is close to convex.
     """
     converged = False
     if getattr(channel, "warm_startable", False) and channel.beta_ <= WARM_MAX_BETA:

@@ -1,4 +1,4 @@
-"""Fixed-point iteration shared by the state-evolution solvers (docs/theory.rst §4).
+"""Fixed-point iteration shared by the state-evolution solvers (docs: Theory §4).
 
 Damped Anderson acceleration of ``x ← x + r(x)`` with fallbacks for maps that are
 undefined at some points (a residual of None), and a staged driver that alternates it
@@ -70,8 +70,8 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
     return best_x, best_norm, False
 
 
-# Kept over scipy.optimize.root(method="anderson", M=4): measured on the test curves it took
-# more map evaluations (T=1 linear: 987 vs 90; T=2 softmax: 97 vs 58) and it cannot step back
+# Kept over scipy.optimize.root(method="anderson", M=4): on the test curves that took several
+# times more map evaluations (docs: Changelog), and it cannot step back
 # from points where the map is undefined (residual None).
 def anderson(residual, x, *, tol, max_iter, damping, depth=4):
     """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
@@ -143,10 +143,9 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4):
 def lambda_continuation(solve, reg_lambda):
     """Reach a fixed point at ``reg_lambda`` by continuation from a larger weight decay.
 
-    Used when the fixed point at ``reg_lambda`` is not found from a cold start (measured:
-    linear T = 1 at λ = 1e-3 next to the interpolation threshold, one teacher in six at
-    d = 100 stalls at a residual of 3e-2, while the same problem converges in 24 evaluations
-    from the solution at λ = 0.01). A larger λ smooths the map; its fixed point is then
+    Used when the fixed point at ``reg_lambda`` is not found from a cold start (e.g. linear
+    T = 1 at λ = 1e-3 next to the interpolation threshold, where some teachers stall from a
+    cold start but converge from the solution at λ = 0.01). A larger λ smooths the map; its fixed point is then
     followed back down in steps of √10, each warm-started from the last.
 
     Parameters

@@ -2,7 +2,7 @@
 
 :func:`solve_core` solves a validated problem at one α: the fixed-point map on the
 quadrature nodes, coarse to fine, continuation in λ where a cold start finds no fixed point,
-and the collapse to S = 0 under a large trace penalty (docs/theory.rst §4 "The Gaussian
+and the collapse to S = 0 under a large trace penalty (docs: Theory §4 "The Gaussian
 core"). At finite d it solves at ``α_eff = α d/(d+1)`` (the degrees of freedom of a symmetric
 matrix), and at the nominal α where a rank cap binds (the estimator then has rank p, not
 d(d+1)/2 degrees of freedom). Every finite-size correction starts from this solution
@@ -80,9 +80,8 @@ def solve_core(alpha, problem, options=None):
     if weight > 0 and alpha_eff != alpha and not solution.collapsed:
         # a binding rank cap: the estimator has rank p, not the d(d+1)/2 degrees of freedom
         # behind α_eff, so the nominal α is used; between the two, a ramp in how far the
-        # cap binds (docs/theory.rst §4 "The Gaussian core"), from the α_eff fixed point
-        # inside the ramp from the α_eff fixed point nearby; at its end the nominal α is
-        # solved as it would be alone
+        # cap binds (docs: Theory §4 "The Gaussian core"); inside the ramp from the α_eff
+        # fixed point nearby, at its end the nominal α solved as it would be alone
         start = solution.result if weight < 1 and solution.result.converged else options.init
         solution = _solve_or_continue(alpha, alpha_eff + weight * (alpha - alpha_eff),
                                       problem, options.replace(init=start))

@@ -1,5 +1,5 @@
 """Finite-size corrections of the Gaussian core, behind one interface and one ordered table
-(docs/user_guide.rst "Finite-size corrections").
+(docs: Finite-size corrections).
 
 :data:`CORRECTIONS` is the table ``correction="auto"`` applies, in order: the first
 correction takes its weight of the prediction, the next its weight of what is left, and so

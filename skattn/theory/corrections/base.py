@@ -1,5 +1,5 @@
-"""The interface every finite-size correction implements (docs/user_guide.rst "Finite-size
-corrections").
+"""The interface every finite-size correction implements (docs: Finite-size
+corrections).
 
 A correction refines the Gaussian core's fixed point at finite d. It declares
 

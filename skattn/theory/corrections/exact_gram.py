@@ -1,5 +1,5 @@
 """The exact-Gram correction: the token Gram matrix of finite d in the output channel
-(:mod:`skattn.theory.seq2seq`, :mod:`skattn.theory.seq2seq_softmax`, docs/theory.rst §4
+(:mod:`skattn.theory.seq2seq`, :mod:`skattn.theory.seq2seq_softmax`, docs: Theory §4
 "Finite d")."""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def exact_gram_prediction(seq2lab, *, loss="seq2seq", n_nodes=8192, tol=1e-7, ra
     The fixed point of the exact-Gram channel (:func:`bartlett_output_side`; softmax:
     :func:`~skattn.theory.seq2seq_softmax.solve_seq2seq_softmax_state_evolution`) with the
     given training loss, started from the seq2lab fixed point, as a
-    :class:`~skattn.theory.StateEvolutionResult` (docs/theory.rst §4, "Finite d"). Its test
+    :class:`~skattn.theory.StateEvolutionResult` (docs: Theory §4, "Finite d"). Its test
     error is that of the loss: ``E‖(Â − Y)x‖²_F/d`` for seq2seq, ``E‖Â − A0‖²_F`` for
     seq2lab.
 
@@ -131,7 +131,7 @@ def exact_gram_prediction(seq2lab, *, loss="seq2seq", n_nodes=8192, tol=1e-7, ra
         raise ValueError("loss='seq2lab' is routed for softmax attention only; linear seq2lab "
                          "is the Gaussian state evolution at α_eff (solve_state_evolution).")
     extra, source = {}, "exact-Gram state evolution, skattn.theory.seq2seq"
-    if problem.attention == "softmax":     # docs/theory.rst §4: routed by its measurements
+    if problem.attention == "softmax":     # docs: Theory §4: routed by its measurements
         seq = solve_seq2seq_softmax_state_evolution(seq2lab.alpha, problem, loss=loss,
                                                     n_nodes=n_nodes, tol=tol, init=seq2lab,
                                                     random_state=random_state)

@@ -1,5 +1,5 @@
 """The leverage correction: the spread of each sample's leverage of the token directions
-(:mod:`skattn.theory.leverage_mixture`, docs/theory.rst §4 "Leverage mixture")."""
+(:mod:`skattn.theory.leverage_mixture`, docs: Theory §4 "Leverage mixture")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The domain rules the corrections share: where each fades in and out.
 
 Every edge is a smooth ramp (:func:`~skattn.theory.corrections.base.smooth_ramp`), never a
-step, so the prediction is continuous in d, α, κ4, κ and the top-mode share. The validation
-report (docs/validation.rst "Finite-size corrections") holds the measurements behind them.
+step, so the prediction is continuous in d, α, κ4, κ and the top-mode share. The measurements
+behind them are in docs: Validation report, "The correction table at its edges".
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def kurtosis_anchor(problem):
 
 def full_width_anchor(problem, core):
     """The full-width problem at ``√κ λ`` where a rank cap ``κ < 1`` does not bind (the same
-    minimiser, docs/theory.rst §2; also across the ramp where it starts to bind, see
+    minimiser, docs: Theory §2; also across the ramp where it starts to bind, see
     :func:`rank_cap_part`), or the problem itself; None where the cap binds fully."""
     if problem.width_ratio >= 1:
         return problem

@@ -1,5 +1,5 @@
 """The spiked correction: a spiky target's top modes as explicit non-Gaussian variables
-(:mod:`skattn.theory.spiked`, docs/spiked.rst)."""
+(:mod:`skattn.theory.spiked`, docs: Spiky targets)."""
 
 from __future__ import annotations
 

@@ -29,9 +29,8 @@ continuum state evolution with the target law ``(1/d) Σ_i δ_{λ_i}``
 n_features=None)``), whose spectral side is the free convolution ``μ_δ = μ0 ⊞ SC(δ²)``.
 It is deterministic and cheap (about 0.1–1 s per point at d = 1000, against ~30 s per
 point at d = 200 for the former finite-d GOE-draw mode, whose cost grew like d³ per
-iteration). The two agreed to within the fluctuations of the single GOE draw (checked at
-d = 200, linear attention, T = 2: excess errors within 3 % at n = 2d, 0.3 % at n = 5d and
-0.8 % at n = 40d).
+iteration). The two agreed to within the fluctuations of the single GOE draw (docs:
+Changelog).
 
 Spectral objects used throughout
 --------------------------------

@@ -45,7 +45,8 @@ def _finite_d_if_spiky(kwargs, spiked):
     :func:`~skattn.theory.solve_state_evolution` routes it to the spiked state evolution
     (``spiked`` True) or warns that the Gaussian channel does not apply. The deterministic
     equivalent treats each eigenvalue as a d→∞ eigenspace, for which the Gaussian channel
-    holds, and would be 9–10 % low for T = 2 without a warning (docs: Spiky targets)."""
+    holds, and would be several per cent low for T = 2 without a warning (docs: Spiky
+    targets)."""
     from ..problem import is_spiky
     law = kwargs.get("target")
     if (kwargs.get("attention", "softmax") == "softmax" and isinstance(law, DiscreteLaw)

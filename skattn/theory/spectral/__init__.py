@@ -2,7 +2,7 @@
 
 For a target spectral law μ0 and a noise level δ ≥ 0, ``μ_δ = μ0 ⊞ SC(δ²)`` is the limiting
 spectral law of ``S0 + δ Z`` with ``Z`` a GOE matrix (semicircle on [−2, 2]). The state
-evolution of docs/theory.rst §4 needs, at every iteration, the spectral integrals
+evolution of docs: Theory §4 needs, at every iteration, the spectral integrals
 
 - ``J(δ, ε) = ∫ (x − ε)₊² μ_δ(dx)``,
 - ``D(δ, ε) = ∫∫ ((x − ε)₊ − (y − ε)₊) / (x − y) μ_δ(dx) μ_δ(dy)``,

@@ -1,7 +1,7 @@
 """Spectral integrals of the rank-capped ReLU: the prior of a student of width κ < 1.
 
 Under a rank constraint the factored student keeps only the ``p = κ d`` largest positive
-eigenvalues of ``M = m̂ (S0 + δ Z − ε I)``, each at its ReLU value (docs/theory.rst §4):
+eigenvalues of ``M = m̂ (S0 + δ Z − ε I)``, each at its ReLU value (docs: Theory §4):
 the spectral map is ``g(x) = (x − ε)₊ 1{x > τ}`` with ``τ`` the upper κ-quantile of
 ``μ_δ = μ0 ⊞ SC(δ²)``. When ``τ > ε`` (the cap binds) ``g`` is a ReLU at τ plus a jump of
 height ``τ − ε``:
@@ -80,7 +80,7 @@ def capped_relu_integrals(mu, eps, rank_ratio):
     With ``c = max(τ, ε)`` and ``h = c − ε ≥ 0``:
     ``∫ g = R1(c) + h K``, ``∫ g² = J(c) + 2h R1(c) + h² K``,
     ``∫ x g = X(c) + h (R1(c) + c K)`` and ``D_g = D(c) + 2h ∫_{x>c} Re G ρ dx``, where
-    ``K = μ_δ((c, ∞))``, ``R1 = ∫ (x − c)₊``, ``X = ∫ x (x − c)₊`` (docs/theory.rst §4).
+    ``K = μ_δ((c, ∞))``, ``R1 = ∫ (x − c)₊``, ``X = ∫ x (x − c)₊`` (docs: Theory §4).
     """
     if not isinstance(mu, ConvolvedLaw):
         raise TypeError(f"mu must be a ConvolvedLaw, got {type(mu).__name__}.")
