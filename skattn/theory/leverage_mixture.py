@@ -442,7 +442,7 @@ class _MixtureSolve:
 
 
 def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed, tol,
-                   max_iter, state0=None, gaussian=False):
+                   max_iter, state0=None, gaussian=False, alpha_fixed_point=None):
     """The mixture's fixed point, started from the Gaussian result ``start``.
 
     The leverage law is drawn at the start's conjugates and the mixture solved (module
@@ -459,7 +459,9 @@ def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed,
     multipliers = np.ones(2) if gaussian else leverage_multipliers(
         _input_eigenvalues(eig0, (start.m_hat, start.q_hat), problem.reg_trace, seed),
         problem.n_tokens, problem.attention, n_samples=n_tokens_mc, random_state=seed)
-    fixed_point_map = _MixtureMap(problem.effective_alpha(alpha), channel,
+    if alpha_fixed_point is None:
+        alpha_fixed_point = problem.effective_alpha(alpha)
+    fixed_point_map = _MixtureMap(alpha_fixed_point, channel,
                                   problem.denoiser(law, eig0, seed), Q0, problem.noise,
                                   nodes, sigma_hat_form)
     fixed_point_map.set_leverage(multipliers, 1 if gaussian else n_bins, problem.channel)
@@ -474,7 +476,7 @@ def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed,
 
 
 def leverage_prediction(gaussian, *, n_bins=LEVERAGE_N_BINS, n_tokens_mc=4000, n_nodes=4096,
-                        tol=1e-7, max_iter=300, random_state=0):
+                        tol=1e-7, max_iter=300, random_state=0, alpha_fixed_point=None):
     """The leverage-mixture prediction of :func:`~skattn.theory.solve_state_evolution`.
 
     Parameters
@@ -484,6 +486,9 @@ def leverage_prediction(gaussian, *, n_bins=LEVERAGE_N_BINS, n_tokens_mc=4000, n
     n_bins, n_tokens_mc, n_nodes, tol, max_iter :
         As in :func:`solve_leverage_state_evolution`.
     random_state : int, default=0
+    alpha_fixed_point : float or None, default=None
+        The sample ratio of the Gaussian fixed point (``CoreSolution.alpha_fixed_point``:
+        between α_eff and α across the rank-cap ramp); None: ``problem.effective_alpha``.
 
     Returns
     -------
@@ -497,7 +502,7 @@ def leverage_prediction(gaussian, *, n_bins=LEVERAGE_N_BINS, n_tokens_mc=4000, n
                         f"got {type(gaussian).__name__}.")
     solve = _solve_mixture(problem, gaussian.alpha, gaussian, n_bins=n_bins,
                            n_tokens_mc=n_tokens_mc, n_nodes=n_nodes, seed=int(random_state),
-                           tol=tol, max_iter=max_iter)
+                           tol=tol, max_iter=max_iter, alpha_fixed_point=alpha_fixed_point)
     fixed_point_map = solve.fixed_point_map
     m, q, sigma = fixed_point_map.from_x(solve.x)
     out, prior = fixed_point_map.step(m, q, sigma, certify=True)

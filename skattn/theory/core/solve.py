@@ -44,6 +44,9 @@ class CoreSolution:
     positive_fraction : float
         Under a rank cap (finite d), the fraction of positive eigenvalues without it (the
         cap binds where this exceeds the width ratio; nan without a cap).
+    alpha_fixed_point : float or None
+        The sample ratio the fixed point was solved at (α_eff, α, or between them across
+        the rank-cap ramp); None for a stand-in.
     """
 
     result: StateEvolutionResult
@@ -51,6 +54,7 @@ class CoreSolution:
     collapsed: bool
     eigenvalues: np.ndarray | None
     positive_fraction: float = np.nan
+    alpha_fixed_point: float | None = None
 
 
 def solve_core(alpha, problem, options=None):
@@ -83,8 +87,8 @@ def solve_core(alpha, problem, options=None):
         # cap binds (docs: Theory §4 "The Gaussian core"); inside the ramp from the α_eff
         # fixed point nearby, at its end the nominal α solved as it would be alone
         start = solution.result if weight < 1 and solution.result.converged else options.init
-        solution = _solve_or_continue(alpha, alpha_eff + weight * (alpha - alpha_eff),
-                                      problem, options.replace(init=start))
+        alpha_ramp = alpha_eff + weight * (alpha - alpha_eff)
+        solution = _solve_or_continue(alpha, alpha_ramp, problem, options.replace(init=start))
     return solution
 
 
@@ -265,4 +269,5 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         # how far the uncertified prox minimisers can move the conjugates (empty: none)
         extras={"uncertified_bound": dict(getattr(out, "uncertified_bound", None) or {})})
     return CoreSolution(result, bool(getattr(prior, "rank_capped", False)), collapsed, eig0,
-                        float(getattr(prior, "positive_fraction", np.nan)))
+                        float(getattr(prior, "positive_fraction", np.nan)),
+                        float(alpha_fixed_point))

@@ -67,8 +67,10 @@ class LeverageCorrection(Correction):
         return Applicability(weight, reason + (f"; faded: {faded}" if faded else ""), anchor)
 
     def apply(self, alpha, problem, core, options):
+        # the mixture at the core's own sample ratio (α_eff, or on the rank-cap ramp)
         result = leverage_prediction(core.result, tol=options.tol,
-                                     random_state=options.random_state)
+                                     random_state=options.random_state,
+                                     alpha_fixed_point=core.alpha_fixed_point)
         for key in ("leverage_spread",):
             result.extras[key] = result.params.pop(key)
         result.params.pop("gaussian_test_error", None)
