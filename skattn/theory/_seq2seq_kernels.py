@@ -19,7 +19,8 @@ from collections import namedtuple
 import numpy as np
 
 from .channels._kernels import (HAVE_NUMBA, _dirT, _jit, _jit_parallel, _prange,
-                                backtrack_step, softmax_inplace, use_parallel)
+                                backtrack_step, cholesky_lower, softmax_inplace,
+                                use_parallel)
 
 __all__ = ["HAVE_NUMBA", "bulk_prox", "use_parallel"]
 
@@ -126,21 +127,11 @@ def _direction(g, H, L, w, p):
     for i in range(n):
         tol = max(tol, abs(H[i, i]))
     tol *= 1e-12
-    for j in range(n):
-        piv = H[j, j]
-        for k in range(j):
-            piv -= L[j, k] * L[j, k]
-        if not piv > tol:
-            q = _dirT(g, H)
-            for i in range(n):
-                p[i] = q[i]
-            return
-        L[j, j] = math.sqrt(piv)
-        for i in range(j + 1, n):
-            v = H[i, j]
-            for k in range(j):
-                v -= L[i, k] * L[j, k]
-            L[i, j] = v / L[j, j]
+    if not cholesky_lower(H, L, 0.0, tol):
+        q = _dirT(g, H)
+        for i in range(n):
+            p[i] = q[i]
+        return
     for j in range(n):
         v = g[j]
         for k in range(j):

@@ -84,7 +84,8 @@ import math
 
 import numpy as np
 
-from ._kernels import _gradhessT, _jit, _newtonT, _prange, parallel_twin, softmax_inplace
+from ._kernels import (_gradhessT, _jit, _newtonT, _prange, cholesky_lower, parallel_twin,
+                       softmax_inplace)
 
 # result codes of the certificate
 CERTIFIED, BUDGET, NONCONVEX = 1, 0, -1
@@ -193,19 +194,7 @@ def _exceeds(M, tau, L):
         for j in range(d):
             big = max(big, abs(M[i, j]))
     shift = tau + 1e-10 * (abs(tau) + big)
-    for j in range(d):
-        piv = M[j, j] - shift
-        for k in range(j):
-            piv -= L[j, k] * L[j, k]
-        if not piv > 0.0:
-            return False
-        L[j, j] = math.sqrt(piv)
-        for i in range(j + 1, d):
-            v = M[i, j]
-            for k in range(j):
-                v -= L[i, k] * L[j, k]
-            L[i, j] = v / L[j, j]
-    return True
+    return cholesky_lower(M, L, shift, 0.0)
 
 
 @_jit

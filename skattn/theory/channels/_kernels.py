@@ -273,6 +273,27 @@ def _gradhessT(x, omega, y, s, B, index, scale, beta):
 
 
 @_jit
+def cholesky_lower(M, L, shift, tol):
+    """The lower Cholesky factor of ``M − shift·I`` written into ``L`` (square, of M's
+    shape; its upper triangle is not touched): False as soon as a pivot is not above
+    ``tol`` (not positive definite by that margin)."""
+    n = M.shape[0]
+    for j in range(n):
+        piv = M[j, j] - shift
+        for k in range(j):
+            piv -= L[j, k] * L[j, k]
+        if not piv > tol:
+            return False
+        L[j, j] = math.sqrt(piv)
+        for i in range(j + 1, n):
+            v = M[i, j]
+            for k in range(j):
+                v -= L[i, k] * L[j, k]
+            L[i, j] = v / L[j, j]
+    return True
+
+
+@_jit
 def _dirT(g, H):
     """``−|H|⁻¹ g``: Cholesky where H is positive definite, else the eigen-modified solve."""
     n = g.shape[0]
@@ -281,21 +302,7 @@ def _dirT(g, H):
     for i in range(n):
         tol = max(tol, abs(H[i, i]))
     tol *= 1e-12
-    ok = True
-    for j in range(n):
-        piv = H[j, j]
-        for k in range(j):
-            piv -= L[j, k] * L[j, k]
-        if not piv > tol:
-            ok = False
-            break
-        L[j, j] = math.sqrt(piv)
-        for i in range(j + 1, n):
-            v = H[i, j]
-            for k in range(j):
-                v -= L[i, k] * L[j, k]
-            L[i, j] = v / L[j, j]
-    if ok:
+    if cholesky_lower(H, L, 0.0, tol):
         w = np.empty(n)
         for j in range(n):
             v = g[j]
