@@ -13,8 +13,8 @@ from .spectral import free_convolution
 __all__ = ["StateEvolutionResult"]
 
 #: A noiseless λ = 0 fixed point with ``‖Ŝ − S0‖²_F/d`` below this fraction of Q0 is the
-#: exact recovery Ŝ = S0 (the only λ = 0 fixed point the solver accepts: below the
-#: interpolation threshold λ = 0 is refused). The iteration runs in log-variables and
+#: exact recovery Ŝ = S0 (below the interpolation threshold λ = 0 gives the λ → 0⁺ limit,
+#: solved at λ > 0 with ε > 0, which is never read as a recovery). The iteration runs in log-variables and
 #: cannot reach δ = 0: it stops at a small δ (measured, Wishart(0.5): T = 2 softmax at
 #: α = 0.3, δ = 1.7e-6 and s_error = 3e-12; linear T = 1 at α = 0.6, δ = 1.1e-3 and
 #: s_error = 1.5e-6), where ``ReLU(S0 + δZ)`` still cuts the null block's semicircle in
@@ -112,7 +112,7 @@ class StateEvolutionResult:
 
         Factored, ``reg_lambda = 0`` and ``noise = 0``: a fixed point exists only above the
         interpolation threshold (below it :func:`~skattn.theory.solve_state_evolution`
-        refuses λ = 0), where S0 is the unique PSD interpolant. The iteration approaches
+        returns the λ → 0⁺ limit), where S0 is the unique PSD interpolant. The iteration approaches
         δ = 0 without reaching it; the spectrum is then S0's (δ = 0), not that of the
         last iterate.
         """

@@ -11,6 +11,7 @@ decisions for a problem.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from .problem import (
     warn_outside_domain,
 )
 from .result import StateEvolutionResult
-from .thresholds import check_ridgeless
+from .thresholds import ridgeless_below_threshold
 
 __all__ = ["StateEvolutionResult", "StateEvolutionProblem", "SolverOptions", "PARAMETRIZATIONS",
            "solve_state_evolution", "state_evolution_curve", "explain", "DecisionTable",
@@ -65,7 +66,6 @@ def _split_call(alpha, problem, correction, options, model, caller):
         raise TypeError(f"{caller}() got unexpected keyword(s) {unknown}; the model keywords "
                         f"are {list(MODEL_KEYWORDS)} and the options {list(OPTION_NAMES)}.")
     problem = resolve_problem(problem, caller, **model)
-    check_ridgeless(alpha, problem)   # λ = 0 below the interpolation threshold: no fixed point
     return alpha, problem, correction, options
 
 
@@ -123,9 +123,6 @@ def solve_state_evolution(alpha, problem=None, *, correction="auto", options=Non
         name or is forced outside its domain, or the channel at ``n_tokens`` and
         ``n_nodes`` would exceed the memory limit (environment variable
         ``SKATTN_MEMORY_LIMIT_GB``, default 8 GiB).
-        Also for factored ``reg_lambda=0`` at or below the interpolation threshold, where
-        the ridgeless minimiser is not unique and there is no fixed point
-        (:func:`~skattn.theory.thresholds.check_ridgeless`; pass a small positive λ).
     TypeError
         For an unknown keyword, or the removed flags ``exact_gram``, ``spiked``,
         ``leverage`` (use ``correction``).
@@ -151,14 +148,106 @@ def solve_state_evolution(alpha, problem=None, *, correction="auto", options=Non
     10λ (else 100λ; 1e-3 and 1e-2 for λ = 0) and follows that fixed point back down to λ
     in steps of √10, each warm-started from the last
     (:func:`skattn.theory.core.iteration.lambda_continuation`); the message then says so.
+
+    Factored ``reg_lambda=0`` at or below the interpolation threshold
+    (:func:`~skattn.theory.thresholds.ridgeless_below_threshold`) has a whole set of
+    minimisers (every PSD interpolant of the training set) and no fixed point (Σ → ∞).
+    The result there is the λ → 0⁺ limit, the minimum-trace interpolant that weight decay
+    selects: solves at λ = 1e-2, 1e-3, … (each warm-started from the last, Σ scaled by
+    the step, as Σ ∝ 1/λ on this branch) until the test error, m, q and the trace change by
+    less than 1e-3 (relative) over a decade. ``extras["ridgeless_limit"]`` records the
+    path, the last λ and that change; ``sigma`` and ``sigma_hat`` are those of the last λ,
+    the objective is the λ = 0 one (docs: Errors, "The atom at zero and λ = 0").
     """
     alpha, problem, correction, options = _split_call(alpha, problem, correction, options,
                                                       model, "solve_state_evolution")
+    if ridgeless_below_threshold(alpha, problem):
+        return _ridgeless_limit(alpha, problem, correction, options)
     core = solve_core(alpha, problem, options)
     decisions, anchors = decide(alpha, problem, core, correction)
     result = apply_table(alpha, problem, core, options, decisions, anchors, solve_core)
     _warn(problem, core, decisions)
     return result
+
+
+#: The λ → 0⁺ limit below the interpolation threshold: the first λ of the path, its step
+#: (a decade), the relative change over one step at which the limit is taken, and the
+#: smallest λ tried.
+RIDGELESS_START = 1e-2
+RIDGELESS_STEP = 10.0
+RIDGELESS_RTOL = 1e-3
+RIDGELESS_MIN_LAMBDA = 1e-12
+
+
+def _limit_quantities(result):
+    return np.array([result.test_error, result.m, result.q, result.trace])
+
+
+def _ridgeless_limit(alpha, problem, correction, options):
+    """The λ → 0⁺ limit of the fixed point for factored λ = 0 below the interpolation
+    threshold (:func:`solve_state_evolution`, Notes)."""
+    init = options.init
+    lam, start = RIDGELESS_START, None
+    limit = getattr(init, "extras", {}).get("ridgeless_limit") if init is not None else None
+    if limit is not None and init.converged:
+        # a neighbouring point's limit (a curve): start two decades above its last λ
+        lam = limit["reg_lambda"] * RIDGELESS_STEP ** 2
+        start = (init.m, init.q, init.sigma / RIDGELESS_STEP ** 2)
+    elif init is not None:
+        start = init
+    path, prev, change, n_iter, sigma_before = [], None, np.inf, 0, np.nan
+    # each step's warnings once, at the user's line (the solves at λ > 0 repeat them)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        while lam >= RIDGELESS_MIN_LAMBDA:
+            res = solve_state_evolution(alpha, problem.replace(reg_lambda=lam),
+                                        correction=correction,
+                                        options=options.replace(init=start))
+            n_iter += res.n_iter
+            if not res.converged:
+                break
+            path.append((lam, float(res.test_error)))
+            if prev is not None:
+                old, new = _limit_quantities(prev), _limit_quantities(res)
+                change = float(np.max(np.abs(new - old) / np.maximum(np.abs(new), 1e-300)))
+            prev = res
+            if change < RIDGELESS_RTOL:
+                break
+            collapsed = not (res.q > 0 and res.sigma > 0)
+            # Σ grows like 1/λ on the interpolating branch, more slowly next to the
+            # threshold: the next start extrapolates the last decade's growth
+            growth = RIDGELESS_STEP if len(path) < 2 else float(np.clip(
+                res.sigma / sigma_before, 1.0, RIDGELESS_STEP))
+            sigma_before = res.sigma
+            start = None if collapsed else (res.m, res.q, res.sigma * growth)
+            lam = float(f"{lam / RIDGELESS_STEP:.12g}")
+    seen = set()
+    for w in caught:
+        key = (w.category, str(w.message))
+        if key not in seen:
+            seen.add(key)
+            warn(str(w.message), w.category)
+    if prev is None:   # not even the first λ converged: report that solve, λ = 0 named
+        res.message += ("; reg_lambda=0 is below the interpolation threshold, where the "
+                        f"λ → 0⁺ limit is taken, and no solve of its path converged "
+                        f"(first at reg_lambda={lam:g})")
+        return res
+    converged = change < RIDGELESS_RTOL
+    message = (f"converged: the λ → 0⁺ limit (reg_lambda=0 is below the interpolation "
+               f"threshold, where the minimiser is not unique), reached at "
+               f"reg_lambda={path[-1][0]:.0e} (relative change {change:.1e} over the last "
+               "decade)" if converged else
+               f"the λ → 0⁺ limit was not reached: relative change {change:.1e} over the "
+               f"last decade above {RIDGELESS_RTOL:g}, last converged solve at "
+               f"reg_lambda={path[-1][0]:.0e}" + ("" if res is prev else
+                                                  f" ({res.message})"))
+    params = dict(prev.params, reg_lambda=0.0)
+    extras = dict(prev.extras, ridgeless_limit=dict(reg_lambda=path[-1][0],
+                                                    relative_change=change,
+                                                    path=tuple(path)))
+    return replace(prev, problem=problem, params=params, extras=extras,
+                   train_objective=alpha * prev.train_error, converged=converged,
+                   message=message, n_iter=n_iter)
 
 
 def _warn(problem, core, decisions):

@@ -40,7 +40,7 @@ __all__ = [
     "perfect_recovery_threshold",
     "bayes_optimal_threshold",
     "statistical_dimension",
-    "check_ridgeless",
+    "ridgeless_below_threshold",
 ]
 
 
@@ -374,27 +374,26 @@ def bayes_optimal_threshold(problem=None, **model):
     return float((1.0 - np.sum(mass ** 2)) / (2 * K_eff))
 
 
-#: Relative margin below the interpolation threshold inside which λ = 0 is refused: the
-#: fixed point there is the edge of the interpolating branch (Σ → ∞), not found in finite
-#: time, so a point just above the threshold stays allowed.
+#: Relative margin below the interpolation threshold inside which λ = 0 is read as the
+#: λ → 0⁺ limit: the fixed point there is the edge of the interpolating branch (Σ → ∞), not
+#: found in finite time, so a point just above the threshold stays a λ = 0 solve.
 _RIDGELESS_MARGIN = 1e-9
 
 
-def check_ridgeless(alpha, problem):
-    """Raise where ``reg_lambda = 0`` has no state-evolution fixed point.
+def ridgeless_below_threshold(alpha, problem):
+    """Whether ``reg_lambda = 0`` is at or below the interpolation threshold.
 
     At λ = 0 the factored ERM minimises the loss over PSD matrices alone. Below the
     interpolation threshold (:func:`interpolation_threshold` at the problem's noise; its
     Δ → 0⁺ value ``(1 − w0²/2)/(2K_eff)`` for noiseless labels, the statistical dimension
     of the PSD tangent cone at S0) the training set is fitted exactly by a whole set of PSD
-    matrices: the minimiser is not unique, the state evolution has ``Σ → ∞`` and the
-    iteration cannot converge (measured: T = 2 softmax, Wishart(0.5), α = 0.1 reported test
-    error 0.96 with ``converged=False``). The λ → 0⁺ limit is a different, well-defined
-    estimator — the minimum-trace interpolant that weight decay selects — reached by a
-    small positive ``reg_lambda``.
+    matrices: the λ = 0 minimiser is not unique and the state evolution has ``Σ → ∞``.
+    :func:`~skattn.theory.solve_state_evolution` then returns the λ → 0⁺ limit, the
+    minimum-trace interpolant that weight decay selects (docs: Errors, "The atom at zero
+    and λ = 0").
 
-    Only checked where the threshold is known: factored seq2lab with Gaussian tokens (the
-    direct parametrization refuses λ = 0 on its own).
+    Only decided where the threshold is known: factored seq2lab with Gaussian tokens and
+    no rank cap (the direct parametrization refuses λ = 0 on its own).
 
     Parameters
     ----------
@@ -402,24 +401,16 @@ def check_ridgeless(alpha, problem):
         Sample ratio α = n/d².
     problem : StateEvolutionProblem
 
-    Raises
-    ------
-    ValueError
-        If ``problem.reg_lambda == 0`` and α (``α_eff`` at finite d) is at or below the
-        interpolation threshold; the message names ``reg_lambda`` and says what to pass.
+    Returns
+    -------
+    bool
+        True if ``problem.reg_lambda == 0`` and α (``α_eff`` at finite d) is at or below
+        the interpolation threshold.
     """
     if (problem.reg_lambda != 0 or problem.parametrization != "factored"
             or problem.task != "seq2lab" or problem.token_kurtosis != 0.0
             or problem.width_ratio < 1):
-        return
+        return False
     threshold = interpolation_threshold(problem)
-    alpha_eff = problem.effective_alpha(alpha)
-    if alpha_eff <= threshold * (1 + _RIDGELESS_MARGIN):
-        where = "" if alpha_eff == alpha else f" (α_eff = {alpha_eff:.4g} at d)"
-        raise ValueError(
-            f"reg_lambda=0 at alpha={alpha:g}{where} is at or below the interpolation "
-            f"threshold {threshold:.4g} (skattn.theory.interpolation_threshold): the "
-            "ridgeless minimiser is not unique there (many PSD matrices fit the training "
-            "set exactly) and the state evolution has no fixed point. For the λ → 0⁺ "
-            "limit (the minimum-trace interpolant that weight decay selects) pass a small "
-            "positive reg_lambda, e.g. reg_lambda=1e-4.")
+    return bool(problem.effective_alpha(alpha) <= threshold * (1 + _RIDGELESS_MARGIN))
+

@@ -103,3 +103,49 @@ def test_atom_against_trained_models(d, lam):
             predicted = np.mean([res.spectrum_cdf(t_rel * ev.max()) for ev in spectra])
         print(f"\nd={d} λ={lam} t={t_rel}·max: trained {fractions} vs theory {predicted:.4f}")
         assert abs(np.mean(fractions) - predicted) <= tol, (t_rel, fractions, predicted)
+
+
+@pytest.mark.slow
+def test_ridgeless_below_threshold_against_trained_models():
+    """T = 2 softmax, Wishart(0.5), α = 0.1 < the interpolation threshold, d = 40, the
+    same-instance prediction. λ = 0 there is the λ → 0⁺ limit, the minimum-trace
+    interpolant. Trained λ = 0 models interpolate, and the interpolant L-BFGS finds depends
+    on its start (measured: test error 0.18–0.29 for init_scale 1, 0.1, 0.01), so no single
+    trained number is "the" λ = 0 estimator. What the simulation decides: (i) every trained
+    interpolant has a trace at least the predicted minimum (measured 1.04–1.11 × it), and
+    (ii) small-λ models, the estimator the limit stands for, sit within the finite-size band
+    of the prediction (measured λ = 1e-4: −2.7 % and +13.8 % at d = 40, the same gaps as at
+    λ = 1e-3)."""
+    torch = pytest.importorskip("torch")
+    from skattn import TiedAttentionRegressor
+    from skattn.data import AttentionIndexedModel
+    from skattn.metrics import attention_error
+
+    torch.set_num_threads(1)
+    d, alpha = 40, 0.1
+    gaps = []
+    for seed in (0, 1):
+        teacher = AttentionIndexedModel(d, n_tokens=2, target=WishartTarget(W0),
+                                        random_state=seed)
+        limit = solve_state_evolution(alpha, target=teacher, n_tokens=2, reg_lambda=0.0)
+        assert limit.converged and "ridgeless_limit" in limit.extras, limit.message
+        X, y = teacher.sample(int(round(alpha * d * d)), random_state=1000 + seed,
+                              layout="tokens")
+        X_test, y_test = teacher.sample(4000, random_state=5000 + seed, layout="tokens")
+        for lam, init in ((0.0, 0.1), (1e-4, 1.0)):
+            est = TiedAttentionRegressor(reg_lambda=lam, init_scale=init, dtype="float64",
+                                         device="cpu", max_iter=5000, tol=1e-12,
+                                         random_state=seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # stops at max_iter: ConvergenceWarning
+                est.fit(X, y)
+            trace = np.trace(est.S_) / d
+            error = attention_error(y_test, est.predict(X_test))
+            print(f"\nseed={seed} λ={lam}: trained error {error:.4f} trace {trace:.4f}; "
+                  f"λ=0 limit error {limit.test_error:.4f} trace {limit.trace:.4f}")
+            if lam == 0.0:
+                assert attention_error(y, est.predict(X)) < 1e-5   # an interpolant
+                assert trace >= 0.98 * limit.trace
+            else:
+                gaps.append(error / limit.test_error - 1)
+    assert abs(np.mean(gaps)) <= 0.15, gaps

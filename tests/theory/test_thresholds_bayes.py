@@ -6,15 +6,15 @@ from scipy import integrate, optimize
 
 from skattn.data import WishartTarget
 from skattn.theory import (StateEvolutionProblem, WishartLaw, free_convolution,
-                           solve_state_evolution)
+                           solve_state_evolution, state_evolution_curve)
 from skattn.theory.bayes import bayes_optimal, denoising_mmse
 from skattn.theory.optimal import optimal_reg_lambda
 from skattn.theory.thresholds import (
     bayes_optimal_threshold,
-    check_ridgeless,
     effective_constraints,
     interpolation_threshold,
     perfect_recovery_threshold,
+    ridgeless_below_threshold,
     semicircle_relu_moments,
     statistical_dimension,
 )
@@ -133,20 +133,62 @@ def test_threshold_inputs_are_validated():
 
 @pytest.mark.parametrize("kw", [dict(), dict(noise=0.5), dict(n_features=40),
                                 dict(n_tokens=1, attention="linear")])
-def test_ridgeless_below_interpolation_is_refused(kw):
-    """λ = 0 below the interpolation threshold has no fixed point (the interpolants form a
-    set): a ValueError naming reg_lambda and what to pass, before any solve. Before, T = 2
-    softmax, Wishart(0.5), α = 0.1 ran for minutes to report test error 0.96 with
-    converged=False (λ = 1e-6 converges to 0.168)."""
+def test_ridgeless_below_interpolation_is_the_small_lambda_limit(kw):
+    """λ = 0 below the interpolation threshold has a whole set of minimisers and no fixed
+    point: the solver returns the λ → 0⁺ limit (the minimum-trace interpolant), its path
+    recorded. Before, T = 2 softmax, Wishart(0.5), α = 0.1 ran for minutes to report test
+    error 0.96 with converged=False (λ = 1e-6 converges to 0.168), and then it was refused."""
     model = {"n_tokens": 2, "target": WishartTarget(0.5), **kw}
     a_int = interpolation_threshold(**model)
-    for alpha in (0.1, 0.999 * a_int):
-        with pytest.raises(ValueError, match=r"reg_lambda=0 .* pass a small positive "
-                                             r"reg_lambda, e\.g\. reg_lambda=1e-4"):
-            solve_state_evolution(alpha, reg_lambda=0.0, **model)
-    # above the threshold, and with any λ > 0, the check lets the solve through
-    check_ridgeless(1.01 * a_int, StateEvolutionProblem(reg_lambda=0.0, **model))
-    check_ridgeless(0.1, StateEvolutionProblem(reg_lambda=1e-6, **model))
+    problem = StateEvolutionProblem(reg_lambda=0.0, **model)
+    assert ridgeless_below_threshold(0.1, problem)
+    assert not ridgeless_below_threshold(1.01 * a_int, problem)
+    assert not ridgeless_below_threshold(0.1, problem.replace(reg_lambda=1e-6))
+    res = solve_state_evolution(0.1, reg_lambda=0.0, **model)
+    assert res.converged, res.message
+    assert "λ → 0⁺ limit" in res.message
+    limit = res.extras["ridgeless_limit"]
+    assert limit["relative_change"] < 1e-3 and limit["reg_lambda"] <= 1e-4
+    lams, errors = np.array(limit["path"]).T
+    assert np.all(np.diff(lams) < 0) and errors[-1] == res.test_error
+    # the λ = 0 objective, λ = 0 recorded
+    assert res.params["reg_lambda"] == 0.0 and res.problem.reg_lambda == 0.0
+    assert res.train_objective == pytest.approx(0.1 * res.train_error)
+    # the interpolating branch: Σ ∝ 1/λ, and the training error vanishes with λ
+    assert res.sigma * limit["reg_lambda"] > 1e-3
+    if model.get("noise", 0) == 0:
+        assert res.train_error < 1e-6 * res.test_error
+
+
+def test_ridgeless_limit_is_the_limit_of_small_lambda_solves():
+    """The λ = 0 result (linear T = 1: fast solves) equals an independent continuation
+    in λ (plain warm starts, no rescaled Σ) at λ = 1e-6 and 1e-7 within the path's
+    tolerance; a λ = 0 curve warm-starts each point's limit from its neighbour's and gives
+    the same numbers."""
+    model = dict(n_tokens=1, attention="linear", target=WishartTarget(0.5))
+    zero = solve_state_evolution(0.2, reg_lambda=0.0, **model)
+    path = _continuation(0.2, _LAMS + (3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7), **model)
+    for lam in (1e-6, 1e-7):
+        small = path[lam]
+        assert zero.test_error == pytest.approx(small.test_error, rel=2e-3)
+        assert zero.trace == pytest.approx(small.trace, rel=2e-3)
+    alphas = [0.1, 0.15, 0.2]
+    curve = state_evolution_curve(alphas, reg_lambda=0.0, **model)
+    for a, point in zip(alphas, curve):
+        alone = solve_state_evolution(a, reg_lambda=0.0, **model)
+        assert point.converged and "ridgeless_limit" in point.extras
+        assert point.test_error == pytest.approx(alone.test_error, rel=2e-3)
+
+
+@pytest.mark.slow
+def test_ridgeless_limit_softmax_matches_the_issue_small_lambda_solve():
+    """The issue's case: T = 2 softmax, Wishart(0.5), α = 0.1; λ = 1e-6 (a cold solve)
+    converged to 0.168."""
+    model = dict(n_tokens=2, target=WishartTarget(0.5))
+    zero = solve_state_evolution(0.1, reg_lambda=0.0, **model)
+    small = solve_state_evolution(0.1, reg_lambda=1e-6, **model)
+    assert zero.converged and small.converged
+    assert zero.test_error == pytest.approx(small.test_error, rel=1e-3)
 
 
 def test_unconverged_ridgeless_message_says_what_to_pass():
