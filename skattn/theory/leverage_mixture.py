@@ -52,7 +52,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .._validation import check_choice, check_random_state_arg, check_scalar_range
-from .channels import GaussianNodes, output_side, test_error
+from .channels import GaussianNodes, output_side, seed_minimisers, test_error
 from .coords import pair_indices
 from .denoisers import relu_divided_differences
 from .core import solve_core
@@ -442,12 +442,17 @@ class _MixtureSolve:
 
 
 def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed, tol,
-                   max_iter, state0=None, gaussian=False, alpha_fixed_point=None):
+                   max_iter, state0=None, gaussian=False, alpha_fixed_point=None,
+                   secants=None, minimisers=None):
     """The mixture's fixed point, started from the Gaussian result ``start``.
 
     The leverage law is drawn at the start's conjugates and the mixture solved (module
     docstring). ``gaussian=True``:
     ``q ≡ 1``, the Gaussian finite-d state evolution on the same nodes, in one solve.
+    ``secants``: the Gaussian iteration's last ``(dX, dR)``, which start the mixture's
+    Anderson mixing (its map is the Gaussian one reweighted); ``minimisers``: its prox
+    minimisers on the same Sobol points (a prefix), where every level's first warm
+    evaluation starts instead of a cold multi-start.
     """
     law, eig0 = problem.target_law(seed)
     Q0 = float(np.mean(eig0 ** 2))
@@ -465,18 +470,23 @@ def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed,
                                   problem.denoiser(law, eig0, seed), Q0, problem.noise,
                                   nodes, sigma_hat_form)
     fixed_point_map.set_leverage(multipliers, 1 if gaussian else n_bins, problem.channel)
+    if (minimisers is not None and fixed_point_map.reuse_minimisers
+            and minimisers.shape[0] >= nodes.n_points and minimisers.shape[1] == channel.K):
+        for level_channel in fixed_point_map.level_channels:
+            seed_minimisers(level_channel, nodes, minimisers[:nodes.n_points])
     # a state, not the other map's x: iterate may leave a map in other variables
     x = fixed_point_map.to_x(*((start.m, start.q, start.sigma) if state0 is None else state0))
     # warm iterations, then the certified polish (its last evaluation is the reported one)
     x, norm, ok = iterate(fixed_point_map, channel, [x], tol=tol, max_iter=max_iter,
-                          damping=0.5)
+                          damping=0.5, secants=secants)
     n_iter = fixed_point_map.n_calls
     return _MixtureSolve(fixed_point_map, x, float(norm), bool(ok), n_iter, multipliers,
                          eig0, Q0)
 
 
 def leverage_prediction(gaussian, *, n_bins=LEVERAGE_N_BINS, n_tokens_mc=4000, n_nodes=4096,
-                        tol=1e-7, max_iter=300, random_state=0, alpha_fixed_point=None):
+                        tol=1e-7, max_iter=300, random_state=0, alpha_fixed_point=None,
+                        secants=None, minimisers=None):
     """The leverage-mixture prediction of :func:`~skattn.theory.solve_state_evolution`.
 
     Parameters
@@ -489,6 +499,11 @@ def leverage_prediction(gaussian, *, n_bins=LEVERAGE_N_BINS, n_tokens_mc=4000, n
     alpha_fixed_point : float or None, default=None
         The sample ratio of the Gaussian fixed point (``CoreSolution.alpha_fixed_point``:
         between α_eff and α across the rank-cap ramp); None: ``problem.effective_alpha``.
+    secants : tuple of ndarray or None, default=None
+        ``CoreSolution.secants`` of the Gaussian fixed point: the mixture's iteration
+        starts its Anderson mixing with them.
+    minimisers : ndarray or None, default=None
+        ``CoreSolution.minimisers``: the start of each level's first prox evaluation.
 
     Returns
     -------
@@ -502,7 +517,8 @@ def leverage_prediction(gaussian, *, n_bins=LEVERAGE_N_BINS, n_tokens_mc=4000, n
                         f"got {type(gaussian).__name__}.")
     solve = _solve_mixture(problem, gaussian.alpha, gaussian, n_bins=n_bins,
                            n_tokens_mc=n_tokens_mc, n_nodes=n_nodes, seed=int(random_state),
-                           tol=tol, max_iter=max_iter, alpha_fixed_point=alpha_fixed_point)
+                           tol=tol, max_iter=max_iter, alpha_fixed_point=alpha_fixed_point,
+                           secants=secants, minimisers=minimisers)
     fixed_point_map = solve.fixed_point_map
     m, q, sigma = fixed_point_map.from_x(solve.x)
     out, prior = fixed_point_map.step(m, q, sigma, certify=True)

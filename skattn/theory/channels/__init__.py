@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from ..coords import h_from_u, pair_indices, u_from_h
 from .linear import LinearChannel
-from .output import GaussianNodes, OutputSide, output_side, test_error
+from .output import (GaussianNodes, OutputSide, output_side, remembered_minimisers,
+                     seed_minimisers, test_error)
 from .softmax import SoftmaxChannel
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "OutputSide",
     "output_side",
     "test_error",
+    "remembered_minimisers",
+    "seed_minimisers",
 ]
 
 

@@ -268,6 +268,46 @@ def _gaussian_pair(m, q, var0, nodes, K):
     return omega, w, V, zeta2
 
 
+def remembered_minimisers(channel, nodes=None):
+    """The prox minimisers ``z*`` the channel remembers from its last warm evaluation
+    (on ``nodes`` if given), or None.
+
+    Parameters
+    ----------
+    channel : object
+    nodes : GaussianNodes or None
+
+    Returns
+    -------
+    ndarray of shape (n_points, K) or None
+    """
+    ref, prev = getattr(channel, "_warm_z", (None, None))
+    if ref is None or (nodes is not None and ref() is not nodes):
+        return None
+    return prev
+
+
+def seed_minimisers(channel, nodes, z):
+    """Let the channel's next warm evaluation on ``nodes`` start each node's prox at ``z``
+    (another evaluation's minimisers on the same points: a nearby map's).
+
+    Parameters
+    ----------
+    channel : object
+    nodes : GaussianNodes
+    z : ndarray of shape (nodes.n_points, channel.K)
+
+    Raises
+    ------
+    ValueError
+        If ``z`` has another shape.
+    """
+    z = np.asarray(z, dtype=float)
+    if z.shape != (nodes.n_points, channel.K):
+        raise ValueError(f"z must have shape {(nodes.n_points, channel.K)}, got {z.shape}.")
+    _warm_start(channel, nodes, z)
+
+
 def _warm_start(channel, nodes, z=None):
     """The ``z*`` of the previous call on the same nodes (stored on the channel), or None.
 

@@ -16,7 +16,8 @@ from .base import _squared_norm
 # the shared pieces (common.py), re-exported where they used to live
 from .common import (GaussianNodes, OutputSide, _check_nodes, _check_overlaps,  # noqa: F401
                      _gaussian_pair, _loss_and_trace, _trace_resolvent_complement,
-                     _warm_start, uncertified_bound)
+                     _warm_start, remembered_minimisers, seed_minimisers,
+                     uncertified_bound)
 
 
 def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,

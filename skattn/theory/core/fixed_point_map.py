@@ -41,6 +41,9 @@ class FixedPointMap:
         # True: the prox starts every node from its previous z* and keeps that minimiser
         # uncertified (cheap iterations); the fixed point is then polished with it False
         self.warm = False
+        # the last evaluations (x, G(x) − x) in the plain variables: secants for the next
+        # stage or a nearby map (secants())
+        self.trail = []
 
     def _kurtosis_keywords(self, t):
         if not self.with_trace:
@@ -128,9 +131,36 @@ class FixedPointMap:
             return None
         if not all(np.isfinite(self.state(prior))) or prior.q <= 0 or prior.sigma <= 0:
             return None
-        return self.to_x(*self.state(prior)) - x
+        r = self.to_x(*self.state(prior)) - x
+        if not self.orthogonal:
+            self.trail = self.trail[-(SECANT_DEPTH + 1):] + [(np.array(x, dtype=float), r)]
+        return r
+
+    def secants(self, min_step=0.0):
+        """``(dX, dR)``: differences of the last evaluations in the plain variables (columns,
+        oldest first), those with a step above ``min_step``; None with fewer than one.
+
+        The iteration of a nearby map starts its Anderson mixing with them
+        (:func:`~skattn.theory.core.iteration.anderson`): the coarse stage's for the full
+        node set, the warm iterations' for the certified polish, the core's for a
+        correction's map.
+        """
+        xs = [x for x, _ in self.trail]
+        rs = [r for _, r in self.trail]
+        if len(xs) < 2:
+            return None
+        dX, dR = np.diff(np.array(xs), axis=0).T, np.diff(np.array(rs), axis=0).T
+        keep = np.max(np.abs(dX), axis=0) > min_step
+        if not np.any(keep):
+            return None
+        return dX[:, keep][:, -SECANT_DEPTH:], dR[:, keep][:, -SECANT_DEPTH:]
 
 
+# secants kept for the next stage: the Anderson depth; steps below SECANT_MIN_STEP · tol
+# are left out (at that scale the warm map's remembered minimisers make the residual
+# differences noise)
+SECANT_DEPTH = 4
+SECANT_MIN_STEP = 10.0
 # evaluations of the cheap warm map before the polish (the test points need 10 to 35)
 WARM_CALLS = 40
 # largest student β at which the fixed-point iterations start each prox from its last z*
@@ -197,15 +227,17 @@ def starts(fixed_point_map, init, prior0, Q0, full):
              full(0.05 * Q0, 0.01 * Q0, 0.01))]
 
 
-def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping):
-    """:func:`~skattn.theory.core.iteration.robust_fixed_point` from the first start; the next
-    ones only where the map is undefined at the previous."""
+def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=None):
+    """:func:`~skattn.theory.core.iteration.robust_fixed_point` from the first start (with
+    ``secants``); the next ones only where the map is undefined at the previous."""
     x, res_norm, converged = starts[0], np.inf, False
     for start in starts:
         if fixed_point_map.n_calls >= max_calls:
             break
         x_s, norm_s, converged = robust_fixed_point(
-            fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping)
+            fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping,
+            secants=secants)
+        secants = None
         if norm_s < res_norm:
             x, res_norm = x_s, norm_s
         if converged or np.isfinite(norm_s):
@@ -213,8 +245,12 @@ def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping):
     return x, res_norm, converged
 
 
-def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=True):
+def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=True,
+            secants=None):
     """The fixed point of the map from ``starts``: ``(x, |r|_max, converged)``.
+
+    ``secants``: ``(dX, dR)`` of a nearby map (:meth:`FixedPointMap.secants`), for the
+    first iteration from ``starts[0]``.
 
     ``polish``: after the warm iterations, iterate the certified multi-start map (the one
     reported) to ``tol`` from their point; without it (the coarse stage, a start for the
@@ -225,7 +261,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     is close to convex.
     """
     converged = False
-    if getattr(channel, "warm_startable", False) and channel.beta_ <= WARM_MAX_BETA:
+    warm_tried = getattr(channel, "warm_startable", False) and channel.beta_ <= WARM_MAX_BETA
+    if warm_tried:
         # cheap iterations: each node's prox from its previous z*, uncertified; then the
         # same iteration with the multi-start prox (the map whose fixed point we report)
         # from there, which takes a few evaluations. The warm map remembers its past z*,
@@ -235,7 +272,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
         try:
             x, res_norm, converged = iterate_starts(
                 fixed_point_map, starts, tol=tol, damping=damping,
-                max_calls=min(max_iter, WARM_CALLS))
+                max_calls=min(max_iter, WARM_CALLS), secants=secants)
         except RuntimeError:  # a wild warm iterate broke the prior side: iterate cold
             res_norm = np.inf
         finally:
@@ -247,13 +284,15 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             fixed_point_map.certify = True
             try:
                 x, res_norm, converged = iterate_starts(
-                    fixed_point_map, [x], tol=tol, max_calls=max_iter, damping=damping)
+                    fixed_point_map, [x], tol=tol, max_calls=max_iter, damping=damping,
+                    secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol))
             finally:
                 fixed_point_map.certify = False
     if not converged:  # as without the warm iterations, from the original starts
         first_budget = max_iter - max_iter // ORTHOGONAL_SHARE
         x, res_norm, converged = iterate_starts(fixed_point_map, starts, tol=tol,
-                                                 max_calls=first_budget, damping=damping)
+                                                 max_calls=first_budget, damping=damping,
+                                                 secants=None if warm_tried else secants)
         if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm):
             x, res_norm, converged = _iterate_orthogonal(fixed_point_map, x, res_norm,
                                                          tol=tol, max_iter=max_iter,

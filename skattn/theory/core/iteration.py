@@ -23,7 +23,7 @@ _ZERO_LAMBDA_BASE = 1e-4
 _CONTINUATION_STEP = np.sqrt(10.0)
 
 
-def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
+def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=None):
     """Anderson acceleration, then plain damped iteration with shrinking steps.
 
     Each stage starts from the best iterate so far and gets a share of the evaluation
@@ -42,6 +42,9 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
         Budget of evaluations of the map (including those already in ``n_calls``).
     damping : float
         Step of the first stage; later stages use fractions of it.
+    secants : tuple of ndarray or None, default=None
+        ``(dX, dR)`` of a map close to this one (its Jacobian minus the identity on their
+        span): the first Anderson stage starts with them (:func:`anderson`).
 
     Returns
     -------
@@ -62,7 +65,8 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
             max(budget // 2, 1)
         depth = 4 if kind == "anderson" else 0
         x_s, norm, ok = anderson(fixed_point_map.residual, best_x, tol=tol, max_iter=share,
-                                  damping=step, depth=depth)
+                                  damping=step, depth=depth, secants=secants)
+        secants = None      # a later stage restarts from the best point, own history only
         if norm < best_norm:
             best_x, best_norm = x_s, norm
         if ok:
@@ -73,7 +77,7 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping):
 # Kept over scipy.optimize.root(method="anderson", M=4): on the test curves that took several
 # times more map evaluations (docs: Changelog), and it cannot step back
 # from points where the map is undefined (residual None).
-def anderson(residual, x, *, tol, max_iter, damping, depth=4):
+def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None):
     """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
 
     An accelerated step that lands where the map is undefined, or that multiplies the
@@ -93,6 +97,11 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4):
         Weight of the residual in a plain step.
     depth : int, default=4
         Past iterates in the Anderson mixing (0: plain damped iteration).
+    secants : tuple of ndarray or None, default=None
+        ``(dX, dR)``, columns of iterate and residual differences of a nearby map (a
+        coarser node set, the same equations with a correction): they stand in for the
+        history until the iteration has its own, so the first steps are accelerated
+        rather than plain damped ones. Dropped with the history after a bad step.
 
     Returns
     -------
@@ -103,6 +112,10 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4):
     converged : bool
     """
     xs, rs = [], []
+    prior = None
+    if secants is not None and depth > 0 and secants[0].shape[0] == np.size(x) \
+            and secants[0].shape[1] > 0:
+        prior = secants
     r = residual(x)
     if r is None:
         return x, np.inf, False
@@ -115,15 +128,20 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4):
         del xs[:-max(depth, 1) - 1], rs[:-max(depth, 1) - 1]
         plain = x + damping * r
         x_new = plain
-        if depth > 0 and len(xs) > 1:
+        mixed = depth > 0 and (len(xs) > 1 or prior is not None)
+        if mixed:
             dX = np.diff(np.array(xs), axis=0).T
             dR = np.diff(np.array(rs), axis=0).T
+            if prior is not None and dX.shape[1] < depth:
+                keep = depth - dX.shape[1]
+                dX = np.hstack([prior[0][:, -keep:], dX])
+                dR = np.hstack([prior[1][:, -keep:], dR])
             gamma = np.linalg.lstsq(dR, r, rcond=None)[0]
             x_new = plain - (dX + damping * dR) @ gamma
         r_new = residual(x_new)
         n_eval += 1
-        if depth > 0 and len(xs) > 1 and (r_new is None or float(np.max(np.abs(r_new))) > 4 * norm):
-            xs, rs = [], []
+        if mixed and (r_new is None or float(np.max(np.abs(r_new))) > 4 * norm):
+            xs, rs, prior = [], [], None
             x_new = plain
             r_new = residual(x_new)
             n_eval += 1

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validation import channel_memory_bytes, check_memory
-from ..channels import GaussianNodes, test_error
+from ..channels import GaussianNodes, remembered_minimisers, test_error
 from ..problem import StateEvolutionProblem
 from ..result import StateEvolutionResult
 from .fixed_point_map import (COARSE_CALLS, COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
-                              FixedPointMap, coarse_size, get_field, iterate, starts)
+                              SECANT_MIN_STEP, FixedPointMap, coarse_size, get_field,
+                              iterate, starts)
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
 
@@ -47,6 +48,13 @@ class CoreSolution:
     alpha_fixed_point : float or None
         The sample ratio the fixed point was solved at (α_eff, α, or between them across
         the rank-cap ramp); None for a stand-in.
+    secants : tuple of ndarray or None
+        The last ``(dX, dR)`` of the iteration in the plain variables
+        (:meth:`FixedPointMap.secants`): a correction's map, close to the core's, starts
+        its Anderson mixing with them. None where the iteration ended in other variables.
+    minimisers : ndarray or None
+        The prox minimisers ``z*`` of the last evaluation on the quadrature nodes (the warm
+        start of a correction's channel on the same points); None without (linear).
     """
 
     result: StateEvolutionResult
@@ -55,6 +63,8 @@ class CoreSolution:
     eigenvalues: np.ndarray | None
     positive_fraction: float = np.nan
     alpha_fixed_point: float | None = None
+    secants: tuple | None = None
+    minimisers: np.ndarray | None = None
 
 
 def solve_core(alpha, problem, options=None):
@@ -189,9 +199,11 @@ def _solve(alpha, alpha_fixed_point, problem, options):
                                   polish=False)
         other_calls = coarse_map.n_calls
         if norm_c < COARSE_HANDOVER:
-            x, res_norm, converged = iterate(fixed_point_map, channel, [x_c], tol=tol,
-                                              max_iter=min(max_iter, HANDOVER_CALLS),
-                                              damping=damping)
+            # the coarse map's last secants stand in for the fine one's Jacobian at first
+            x, res_norm, converged = iterate(
+                fixed_point_map, channel, [x_c], tol=tol,
+                max_iter=min(max_iter, HANDOVER_CALLS), damping=damping,
+                secants=coarse_map.secants(min_step=SECANT_MIN_STEP * tol))
         if not converged:
             # the path without the coarse stage, exactly: fresh nodes (same points) leave
             # the prox memory of the handover behind
@@ -270,4 +282,7 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         extras={"uncertified_bound": dict(getattr(out, "uncertified_bound", None) or {})})
     return CoreSolution(result, bool(getattr(prior, "rank_capped", False)), collapsed, eig0,
                         float(getattr(prior, "positive_fraction", np.nan)),
-                        float(alpha_fixed_point))
+                        float(alpha_fixed_point),
+                        None if collapsed or fixed_point_map.orthogonal else
+                        fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol),
+                        None if collapsed else remembered_minimisers(channel))

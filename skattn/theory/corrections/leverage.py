@@ -70,7 +70,8 @@ class LeverageCorrection(Correction):
         # the mixture at the core's own sample ratio (α_eff, or on the rank-cap ramp)
         result = leverage_prediction(core.result, tol=options.tol,
                                      random_state=options.random_state,
-                                     alpha_fixed_point=core.alpha_fixed_point)
+                                     alpha_fixed_point=core.alpha_fixed_point,
+                                     secants=core.secants, minimisers=core.minimisers)
         for key in ("leverage_spread",):
             result.extras[key] = result.params.pop(key)
         result.params.pop("gaussian_test_error", None)
