@@ -44,6 +44,8 @@ class FixedPointMap:
         # the last evaluations (x, G(x) − x) in the plain variables: secants for the next
         # stage or a nearby map (secants())
         self.trail = []
+        # the residual floor of a stalled iteration (core.iteration.STALL_EVALS), or None
+        self.stall_floor = None
 
     def _kurtosis_keywords(self, t):
         if not self.with_trace:
@@ -288,15 +290,17 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
                     secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol))
             finally:
                 fixed_point_map.certify = False
-    if not converged:  # as without the warm iterations, from the original starts
+    if not converged and fixed_point_map.stall_floor is None:
+        # as without the warm iterations, from the original starts (not after a stall of
+        # the polish: the same map has the same floor from any start)
         first_budget = max_iter - max_iter // ORTHOGONAL_SHARE
         x, res_norm, converged = iterate_starts(fixed_point_map, starts, tol=tol,
                                                  max_calls=first_budget, damping=damping,
                                                  secants=None if warm_tried else secants)
-        if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm):
-            x, res_norm, converged = _iterate_orthogonal(fixed_point_map, x, res_norm,
-                                                         tol=tol, max_iter=max_iter,
-                                                         damping=damping)
+    if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm):
+        x, res_norm, converged = _iterate_orthogonal(fixed_point_map, x, res_norm,
+                                                     tol=tol, max_iter=max_iter,
+                                                     damping=damping)
     return x, res_norm, converged
 
 

@@ -21,13 +21,22 @@ _CONTINUATION_FACTORS = (10.0, 100.0)
 _ZERO_LAMBDA_BASE = 1e-4
 #: Ratio of consecutive weight decays on the way back down.
 _CONTINUATION_STEP = np.sqrt(10.0)
+#: A stall: within one Anderson run, the best residual stays above STALL_DECREASE times
+#: its value STALL_EVALS evaluations earlier, and below STALL_FLOOR. Near a fixed point the
+#: map then has no point below tol: it is discontinuous at the quadrature's resolution
+#: (a node whose prox switches between two local minimisers moves it by ~1/n_nodes), and
+#: further stages, starts and continuation in λ land on the same floor.
+STALL_EVALS = 40
+STALL_DECREASE = 0.9
+STALL_FLOOR = 1e-3
 
 
 def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=None):
     """Anderson acceleration, then plain damped iteration with shrinking steps.
 
     Each stage starts from the best iterate so far and gets a share of the evaluation
-    budget.
+    budget. A stall at a floor (:data:`STALL_EVALS`) ends the stages and records the best
+    residual in ``fixed_point_map.stall_floor`` (the lowest over its runs).
 
     Parameters
     ----------
@@ -64,20 +73,26 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
         share = budget if kind == stages[-1][0] and step == stages[-1][1] else \
             max(budget // 2, 1)
         depth = 4 if kind == "anderson" else 0
+        stall = {}
         x_s, norm, ok = anderson(fixed_point_map.residual, best_x, tol=tol, max_iter=share,
-                                  damping=step, depth=depth, secants=secants)
+                                  damping=step, depth=depth, secants=secants, stall=stall)
         secants = None      # a later stage restarts from the best point, own history only
         if norm < best_norm:
             best_x, best_norm = x_s, norm
         if ok:
             return best_x, best_norm, True
+        if stall:
+            previous = getattr(fixed_point_map, "stall_floor", None)
+            fixed_point_map.stall_floor = best_norm if previous is None else \
+                min(previous, best_norm)
+            break
     return best_x, best_norm, False
 
 
 # Kept over scipy.optimize.root(method="anderson", M=4): on the test curves that took several
 # times more map evaluations (docs: Changelog), and it cannot step back
 # from points where the map is undefined (residual None).
-def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None):
+def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stall=None):
     """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
 
     An accelerated step that lands where the map is undefined, or that multiplies the
@@ -102,6 +117,9 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None):
         coarser node set, the same equations with a correction): they stand in for the
         history until the iteration has its own, so the first steps are accelerated
         rather than plain damped ones. Dropped with the history after a bad step.
+    stall : dict or None, default=None
+        Where given, the run stops at a stall (:data:`STALL_EVALS`) and sets
+        ``stall["floor"]`` to the best residual.
 
     Returns
     -------
@@ -121,7 +139,12 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None):
         return x, np.inf, False
     best_x, best_norm = x, float(np.max(np.abs(r)))
     n_eval = 1
+    best_at = [best_norm]        # the best residual after each evaluation
     while best_norm >= tol and n_eval < max_iter:
+        if (stall is not None and len(best_at) > STALL_EVALS and best_norm < STALL_FLOOR
+                and best_norm > STALL_DECREASE * best_at[-1 - STALL_EVALS]):
+            stall["floor"] = best_norm
+            break
         norm = float(np.max(np.abs(r)))
         xs.append(x)
         rs.append(r)
@@ -155,6 +178,7 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None):
         new_norm = float(np.max(np.abs(r)))
         if new_norm < best_norm:
             best_x, best_norm = x, new_norm
+        best_at.append(best_norm)
     return best_x, best_norm, best_norm < tol
 
 
@@ -231,8 +255,9 @@ def solve_or_continue(solve, reg_lambda, init=None):
         The continued result where the continuation converged, else the first one.
     """
     first = solve(reg_lambda, init)
-    if first.converged or init is not None:
-        return first
+    if first.converged or init is not None or \
+            getattr(first, "extras", {}).get("stall_floor") is not None:
+        return first      # a stall at the quadrature's resolution: the same map at λ
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         continued = lambda_continuation(solve, reg_lambda)

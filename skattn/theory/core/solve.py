@@ -229,10 +229,19 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         # point, which the log-variables cannot reach
         collapsed, converged, res_norm = True, True, 0.0
     n_calls = fixed_point_map.n_calls + other_calls
-    message = ("converged" if converged else
-               f"fixed-point residual {res_norm:.2e} above tol={tol:.1e} after "
-               f"{n_calls} evaluations; try continuation (warm start from a "
-               "nearby point), more n_nodes or a larger tol")
+    stall_floor = None if converged else fixed_point_map.stall_floor
+    if converged:
+        message = "converged"
+    elif stall_floor is not None:
+        message = (f"fixed-point residual {res_norm:.2e} above tol={tol:.1e} after "
+                   f"{n_calls} evaluations: the iteration stalled at this floor, where the "
+                   "map is discontinuous at the quadrature's resolution (nodes whose prox "
+                   "switches between local minimisers); more n_nodes lowers the floor, a "
+                   "larger tol accepts it")
+    else:
+        message = (f"fixed-point residual {res_norm:.2e} above tol={tol:.1e} after "
+                   f"{n_calls} evaluations; try continuation (warm start from a "
+                   "nearby point), more n_nodes or a larger tol")
 
     if collapsed:
         m, q, sigma = 0.0, 0.0, 0.0
@@ -279,7 +288,8 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
         certified_fraction=float(get_field(out, "certified_fraction")),
         # how far the uncertified prox minimisers can move the conjugates (empty: none)
-        extras={"uncertified_bound": dict(getattr(out, "uncertified_bound", None) or {})})
+        extras={"uncertified_bound": dict(getattr(out, "uncertified_bound", None) or {}),
+                **({"stall_floor": float(stall_floor)} if stall_floor is not None else {})})
     return CoreSolution(result, bool(getattr(prior, "rank_capped", False)), collapsed, eig0,
                         float(getattr(prior, "positive_fraction", np.nan)),
                         float(alpha_fixed_point),
