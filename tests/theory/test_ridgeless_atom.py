@@ -63,6 +63,22 @@ def test_noisy_ridgeless_keeps_its_own_atom():
     assert 0.1 < res.atom_mass < W0
 
 
+def test_ridgeless_solve_starts_from_a_small_lambda_fixed_point():
+    """A factored λ = 0 solve without init starts from the fixed point at λ = 1e-2: T = 2
+    softmax, Wishart(0.5), α = 0.3 (above the threshold, exact recovery) took 822
+    evaluations from a cold start and its continuation; a λ = 0 curve across the threshold
+    (the λ → 0⁺ limit, then the recovery) does not warm-start the recovery from the limit's
+    state (Σ of λ = 1e-9), which failed after 347 evaluations."""
+    from skattn.theory import state_evolution_curve
+
+    res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.0, target=WishartTarget(W0))
+    assert res.converged and res.exact_recovery and res.n_iter < 300, res.n_iter
+    below, above = state_evolution_curve([0.1, 0.3], n_tokens=2, reg_lambda=0.0,
+                                         target=WishartTarget(W0))
+    assert below.converged and "ridgeless_limit" in below.extras
+    assert above.converged and above.exact_recovery and above.n_iter < 300, above.n_iter
+
+
 def _trained_spectra(d, lam, seeds, alpha=0.3, max_iter=3000):
     torch = pytest.importorskip("torch")
     from skattn import TiedAttentionRegressor
