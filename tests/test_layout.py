@@ -214,3 +214,13 @@ def test_tests_are_laid_out_like_the_package():
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     for path in TESTS.glob("test_*.py"):  # no test of a subpackage left at the top
         assert path.stem[len("test_"):] not in subpackages, path
+
+
+def test_readme_is_short_and_names_no_issue():
+    """The README: at most 1,500 words, no issue numbers, no "previous round" (the history
+    lives in the changelog)."""
+    import re
+
+    text = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    assert len(text.split()) <= 1500, len(text.split())
+    assert not re.search(r"(?i)issue\s*#?\d|#\d{1,3}\b|previous round", text)

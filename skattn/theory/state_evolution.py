@@ -182,10 +182,9 @@ RIDGELESS_MIN_LAMBDA = 1e-12
 def _solve_core(alpha, problem, options):
     """:func:`~skattn.theory.core.solve_core`; a factored λ = 0 solve without a usable
     ``init`` starts from the core's fixed point at λ = RIDGELESS_START (from a cold start
-    the λ = 0 iteration wanders before its continuation in λ: T = 2 softmax, Wishart(0.5),
-    α = 0.3 took 822 evaluations, against 21 + 68 from λ = 1e-2), falling back to the cold
-    solve where that fails. A λ → 0⁺ limit's state (Σ of its last, tiny λ) is no start for
-    another problem."""
+    the λ = 0 iteration wanders before its continuation in λ; docs: Changelog), falling
+    back to the cold solve where that fails. A λ → 0⁺ limit's state (Σ of its last, tiny
+    λ) is no start for another problem."""
     init = options.init
     if init is not None and getattr(init, "extras", {}).get("ridgeless_limit") is not None:
         options = options.replace(init=None)
