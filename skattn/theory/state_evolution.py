@@ -180,23 +180,11 @@ RIDGELESS_MIN_LAMBDA = 1e-12
 
 
 def _solve_core(alpha, problem, options):
-    """:func:`~skattn.theory.core.solve_core`; a factored λ = 0 solve without a usable
-    ``init`` starts from the core's fixed point at λ = RIDGELESS_START (from a cold start
-    the λ = 0 iteration wanders before its continuation in λ; docs: Changelog), falling
-    back to the cold solve where that fails. A λ → 0⁺ limit's state (Σ of its last, tiny
-    λ) is no start for another problem."""
+    """:func:`~skattn.theory.core.solve_core`, where a λ → 0⁺ limit given as ``init`` is
+    no start: its state (Σ of its last, tiny λ) belongs to another branch."""
     init = options.init
     if init is not None and getattr(init, "extras", {}).get("ridgeless_limit") is not None:
         options = options.replace(init=None)
-    if problem.reg_lambda == 0 and problem.parametrization == "factored" \
-            and options.init is None:
-        start = solve_core(alpha, problem.replace(reg_lambda=RIDGELESS_START), options)
-        first = start.result
-        if first.converged and first.q > 0 and first.sigma > 0:
-            core = solve_core(alpha, problem, options.replace(init=first))
-            if core.result.converged:
-                core.result.n_iter += first.n_iter
-                return core
     return solve_core(alpha, problem, options)
 
 

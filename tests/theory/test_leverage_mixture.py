@@ -33,6 +33,15 @@ def _sensing(tokens, d):
     return out
 
 
+def _assert_explicit_quartic_form(gamma, tokens, d):
+    """``_leverage_matrices`` equals the explicit ``Σ γ ⊙ A_k ⊙ A_l`` for each sample."""
+    L = _leverage_matrices(gamma, tokens)
+    for n in range(tokens.shape[0]):
+        A = _sensing(tokens[n], d)
+        explicit = np.array([[np.sum(gamma * Ak * Al) for Al in A] for Ak in A])
+        np.testing.assert_allclose(L[n], explicit, rtol=1e-10, atol=1e-12)
+
+
 @settings(max_examples=20, deadline=None)
 @given(T=st.integers(1, 3), d=st.integers(2, 7), seed=st.integers(0, 2 ** 16))
 def test_leverage_matrix_is_the_explicit_quartic_form(T, d, seed):
@@ -41,12 +50,7 @@ def test_leverage_matrix_is_the_explicit_quartic_form(T, d, seed):
     nu = rng.normal(size=d)
     nu[0] = abs(nu[0]) + 0.1                  # at least one active eigenvalue
     gamma = relu_divided_differences(nu)
-    tokens = rng.normal(size=(3, T, d))
-    L = _leverage_matrices(gamma, tokens)
-    for n in range(tokens.shape[0]):
-        A = _sensing(tokens[n], d)
-        explicit = np.array([[np.sum(gamma * Ak * Al) for Al in A] for Ak in A])
-        np.testing.assert_allclose(L[n], explicit, rtol=1e-10, atol=1e-12)
+    _assert_explicit_quartic_form(gamma, rng.normal(size=(3, T, d)), d)
 
 
 @settings(max_examples=20, deadline=None)
@@ -63,12 +67,7 @@ def test_leverage_matrix_on_a_sorted_spectrum_uses_the_block_form(T, d, n_active
     nu = np.sort(nu)[::-1]
     gamma = relu_divided_differences(nu)
     assert _active_block(gamma) == n_active
-    tokens = rng.normal(size=(3, T, d))
-    L = _leverage_matrices(gamma, tokens)
-    for n in range(tokens.shape[0]):
-        A = _sensing(tokens[n], d)
-        explicit = np.array([[np.sum(gamma * Ak * Al) for Al in A] for Ak in A])
-        np.testing.assert_allclose(L[n], explicit, rtol=1e-10, atol=1e-12)
+    _assert_explicit_quartic_form(gamma, rng.normal(size=(3, T, d)), d)
 
 
 def test_divided_differences_of_relu():

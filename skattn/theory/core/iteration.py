@@ -19,6 +19,8 @@ __all__ = ["robust_fixed_point", "anderson", "lambda_continuation", "solve_or_co
 #: from a cold start (λ = 0: these values times ``_ZERO_LAMBDA_BASE``).
 _CONTINUATION_FACTORS = (10.0, 100.0)
 _ZERO_LAMBDA_BASE = 1e-4
+#: λ = 0 without a start: first the fixed point at this λ, then λ = 0 warm-started from it.
+ZERO_LAMBDA_START = 1e-2
 #: Ratio of consecutive weight decays on the way back down.
 _CONTINUATION_STEP = np.sqrt(10.0)
 #: A stall: within one Anderson run, the best residual stays above STALL_DECREASE times
@@ -235,8 +237,9 @@ def lambda_continuation(solve, reg_lambda):
 def solve_or_continue(solve, reg_lambda, init=None):
     """``solve(reg_lambda, init)``; from a cold start that finds no fixed point, continue in λ.
 
-    The shared fallback of the state-evolution solvers: where ``init`` is None and the
-    result is not converged, :func:`lambda_continuation` is tried (its solves silenced: the
+    The shared fallback of the state-evolution solvers. λ = 0 without ``init`` is first
+    solved warm from the fixed point at :data:`ZERO_LAMBDA_START`. Where ``init`` is None
+    and the result is not converged, :func:`lambda_continuation` is tried (its solves silenced: the
     first one has warned about the domain), and its result, if converged, is returned with
     the failed solve's evaluations counted in ``n_iter``.
 
@@ -254,6 +257,15 @@ def solve_or_continue(solve, reg_lambda, init=None):
     result
         The continued result where the continuation converged, else the first one.
     """
+    if reg_lambda == 0 and init is None:
+        # λ = 0 from a cold start wanders (Σ unbounded on the way) before the continuation
+        # below; one warm step from the fixed point at ZERO_LAMBDA_START is far cheaper
+        start = solve(ZERO_LAMBDA_START, None)
+        if start.converged and start.q > 0 and start.sigma > 0:
+            point = solve(0.0, start)
+            if point.converged:
+                point.n_iter += start.n_iter
+                return point
     first = solve(reg_lambda, init)
     if first.converged or init is not None or \
             getattr(first, "extras", {}).get("stall_floor") is not None:
