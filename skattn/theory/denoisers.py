@@ -312,6 +312,61 @@ def _capped_atoms(eigenvalues, eps, rank):
                                x_first=float(np.sum(x * g) / d),
                                divided_difference=float(np.sum(dd) / d ** 2))
 
+class SampledDenoiser:
+    """A cheap stand-in for a :class:`FactoredDenoiser`, for the start of an iteration only.
+
+    The same formulas as :meth:`FactoredDenoiser._capped`, on the eigenvalues of one fixed
+    draw ``Λ + δ Z`` instead of the free convolution ``μ0 ⊞ SC(δ²)``: ``Λ`` holds at most
+    ``n_points`` quantiles of the target's spectrum and ``Z`` is a symmetric matrix with
+    zero diagonal and off-diagonal variance ``1/(n − 1)`` (so ``Tr Z²/n`` is 1 on average,
+    without the ``1/n`` diagonal excess that the fixed point amplifies, see
+    :class:`FactoredDenoiser`). One evaluation is an ``n × n`` eigenvalue problem, a tenth of
+    the free convolution's adaptive quadrature; its values are off by the draw's O(1/n)
+    fluctuations, so a fixed point of a map built on it is a start, never a result.
+
+    Parameters
+    ----------
+    denoiser : FactoredDenoiser
+    n_points : int, default=128
+    random_state : int, default=0
+    """
+
+    def __init__(self, denoiser, n_points=128, random_state=0):
+        if not isinstance(denoiser, FactoredDenoiser):
+            raise TypeError(f"denoiser must be a FactoredDenoiser, got "
+                            f"{type(denoiser).__name__}.")
+        self.base = denoiser
+        if denoiser.n_features is None:
+            n = int(n_points)
+            spectrum = free_convolution(denoiser.law, 0.0).sample_eigenvalues(
+                n, method="quantile")
+        else:
+            eig0 = np.sort(denoiser._eig0)
+            n = min(eig0.size, int(n_points))
+            spectrum = eig0[np.round((np.arange(n) + 0.5) * eig0.size / n - 0.5).astype(int)]
+        self._diag = np.diag(np.sort(spectrum))
+        g = np.random.default_rng([int(random_state), 7]).standard_normal((n, n))
+        Z = np.triu(g, 1)
+        self._Z = (Z + Z.T) / np.sqrt(n - 1)
+        self._rank = max(1, int(round(denoiser._rank_ratio * n)))
+        self.reg_trace = denoiser.reg_trace
+
+    def __call__(self, m_hat, q_hat, sigma_hat, t_hat=0.0):
+        _check_conjugates(m_hat, sigma_hat, self.base.law)
+        delta = np.sqrt(max(q_hat, 0.0)) / m_hat
+        eps = self.base._threshold(m_hat, t_hat)
+        eta = m_hat / sigma_hat
+        x = np.linalg.eigvalsh(self._diag + delta * self._Z) if delta > 0 else \
+            np.diag(self._diag).copy()
+        capped = _capped_atoms(x, eps, self._rank)
+        D = capped.divided_difference
+        return PriorState(m=eta * (capped.x_first - delta ** 2 * D),
+                          q=eta ** 2 * capped.second, sigma=D / sigma_hat, eta=eta,
+                          delta=delta, epsilon=eps, trace=eta * capped.first,
+                          rank_capped=capped.binding,
+                          positive_fraction=float(np.mean(x > eps)))
+
+
 class DirectDenoiser:
     """Ridge denoiser of direct (Frobenius) attention, docs: Theory §5.
 

@@ -39,13 +39,25 @@ def test_coarse_to_fine_agrees_with_the_direct_solve(kwargs):
     _assert_same_point(direct, coarse, rel=1e-6)
 
 
-def test_coarse_stage_is_off_for_linear_attention_and_few_nodes():
-    # T = 1 linear: nothing to gain, so the path (and every bit) is the direct one
-    kw = dict(n_tokens=1, reg_lambda=0.01, target=WishartTarget(0.5), attention="linear")
+@pytest.mark.parametrize("n_features", [None, 60])
+def test_linear_start_stage_agrees_with_the_direct_solve(n_features):
+    # T = 1 linear: the start stage runs on all nodes with the sampled prior side; the
+    # exact equations then give the direct solve's fixed point
+    kw = dict(n_tokens=1, reg_lambda=0.01, target=WishartTarget(0.5), attention="linear",
+              noise=0.1, n_features=n_features)
+    direct = solve_state_evolution(0.3, options=dict(n_coarse_nodes=None, tol=1e-10), **kw)
+    staged = solve_state_evolution(0.3, options=dict(tol=1e-10), **kw)
+    assert staged.n_iter != direct.n_iter          # a different path ...
+    _assert_same_point(direct, staged, rel=1e-6)   # ... to the same point
+
+
+def test_coarse_stage_is_off_for_few_nodes_and_the_direct_parametrization():
+    kw = dict(n_tokens=1, reg_lambda=0.01, target=WishartTarget(0.5), attention="linear",
+              parametrization="direct")
     a = solve_state_evolution(0.3, options=dict(n_coarse_nodes=None), **kw)
     b = solve_state_evolution(0.3, **kw)
     assert (a.m, a.q, a.sigma, a.n_iter) == (b.m, b.q, b.sigma, b.n_iter)
-    # fewer than 4 × n_coarse_nodes nodes: no coarse stage either
+    # fewer than 4 × n_coarse_nodes nodes: no coarse stage
     kw = dict(n_tokens=2, reg_lambda=0.01, target=WishartTarget(0.5))
     a = solve_state_evolution(0.3, options=dict(n_nodes=1024, n_coarse_nodes=None), **kw)
     b = solve_state_evolution(0.3, options=dict(n_nodes=1024, n_coarse_nodes=512), **kw)
@@ -111,3 +123,28 @@ def test_output_side_trace_uses_the_same_formula():
     for sigma in (1e-3, 1.0, 1e6):  # 1e6: the ridgeless regime where a closed form failed
         np.testing.assert_allclose(_trace_resolvent_complement(H, sigma),
                                    _eig_reference(H, sigma), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("n_features,width_ratio,t_hat", [
+    (None, 1.0, 0.0), (100, 1.0, 0.0), (100, 0.5, 0.0), (100, 1.0, 0.02)])
+def test_sampled_start_denoiser_is_close_to_the_exact_one(n_features, width_ratio, t_hat):
+    # the start stage's prior side: the same threshold on one fixed draw, within the
+    # draw's O(1/n) of the free convolution (n = 100 or the 128 quantiles of the law), and
+    # the same numbers for the same seed
+    from skattn.theory.denoisers import FactoredDenoiser, SampledDenoiser
+    from skattn.theory.laws import WishartLaw
+    law = WishartLaw(0.5)
+    eig0 = None
+    if n_features is not None:
+        eig0 = np.linalg.eigvalsh(WishartTarget(0.5).sample(n_features, 0))
+    exact = FactoredDenoiser(law, width_ratio=width_ratio, reg_lambda=0.01,
+                             n_features=n_features, target_eigenvalues=eig0)
+    sampled = SampledDenoiser(exact, random_state=3)
+    for hats in ((0.11, 0.002, 0.12), (0.5, 0.4, 0.9), (1.0, 0.05, 2.0)):
+        a, b = exact(*hats, t_hat=t_hat), sampled(*hats, t_hat=t_hat)
+        for name in ("m", "q", "sigma", "trace"):
+            assert getattr(b, name) == pytest.approx(getattr(a, name), rel=0.05), name
+        again = SampledDenoiser(exact, random_state=3)(*hats, t_hat=t_hat)
+        assert (again.m, again.q, again.sigma) == (b.m, b.q, b.sigma)
+    with pytest.raises(TypeError, match="denoiser"):
+        SampledDenoiser(object())

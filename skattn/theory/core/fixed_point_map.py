@@ -14,7 +14,7 @@ from ..channels import output_side
 from ..result import StateEvolutionResult
 from .iteration import robust_fixed_point
 
-__all__ = ["FixedPointMap", "get_field", "coarse_size", "starts", "iterate"]
+__all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate"]
 
 
 class FixedPointMap:
@@ -175,11 +175,12 @@ def get_field(obj, name):
 
 
 # Coarse to fine: the fixed point is first found on this many of the quadrature nodes (a
-# prefix of the Sobol sequence), to COARSE_TOL, and then on all of them from there.
-# On the T = 2, 3 test points the full-node stage then takes a few times fewer evaluations
-# (docs: Changelog), and a coarse evaluation costs about a third (the denoiser does not
-# shrink). The coarse fixed point sits within the quadrature error of 1024 nodes (~2 % in
-# Σ) of the fine one, and minimiser jumps make the coarse map rough below ~1e-3 (β = 4),
+# prefix of the Sobol sequence) with the prior side on one fixed draw
+# (:class:`~skattn.theory.denoisers.SampledDenoiser`, a tenth of the free convolution's
+# cost), to COARSE_TOL, and then with the exact map on all nodes from there. On the T = 2,
+# 3 test points the full-node stage then takes a few times fewer evaluations (docs:
+# Changelog). The coarse fixed point sits within the quadrature error of 1024 nodes (~2 %
+# in Σ) and the draw's O(1/d) of the fine one, and minimiser jumps make the coarse map rough below ~1e-3 (β = 4),
 # so a tighter tolerance gains nothing. Both stages are capped: where the coarse map is
 # hard to iterate (β = β0 = 2, or λ = 1e-3: no residual below COARSE_HANDOVER in
 # COARSE_CALLS) or the fine iteration stalls near the coarse point, the solver goes on as
@@ -188,16 +189,33 @@ COARSE_TOL = 1e-3
 COARSE_HANDOVER = 5e-2
 COARSE_CALLS = 30
 HANDOVER_CALLS = 60
+# Linear attention's start stage is on all nodes (below), where the sampled prior side makes
+# an evaluation about a third of an exact one; its maps creep (Anderson's steps rejected,
+# then damped ones) for 30-50 evaluations from the default start, so it gets twice the cap.
+LINEAR_START_CALLS = 2 * COARSE_CALLS
 
 
-def coarse_size(n_nodes, n_coarse_nodes, attention, warm):
-    """Number of nodes of the coarse stage, or 0 when it would save nothing: fewer than 4×
-    as many nodes as the full set, linear attention (its prox is closed-form, so an
-    evaluation costs about the same on fewer nodes), or a warm start (``init``: it is
-    already near the fine fixed point, and the coarse stage would first move it to the
-    coarse one: a 32-point T = 2 curve was slower with it)."""
-    if n_coarse_nodes is None or 4 * n_coarse_nodes > n_nodes or attention == "linear" \
-            or warm:
+def coarse_calls(attention):
+    """The evaluation cap of the coarse (start) stage."""
+    return LINEAR_START_CALLS if attention == "linear" else COARSE_CALLS
+
+
+def coarse_size(n_nodes, n_coarse_nodes, attention, warm, sampled_prior=False):
+    """Number of nodes of the coarse stage, or 0 when it would save nothing.
+
+    None with a warm start (``init``: it is already near the fine fixed point, and the
+    coarse stage would first move it to the coarse one: a 32-point T = 2 curve was slower
+    with it) and with ``n_coarse_nodes=None``. Softmax: ``n_coarse_nodes``, unless that
+    is more than a quarter of ``n_nodes``. Linear attention (its prox is closed-form, so
+    fewer nodes save little): all ``n_nodes`` where the stage has the sampled prior side
+    (``sampled_prior``, the factored parametrization), which is what the cost is there;
+    else none.
+    """
+    if warm or n_coarse_nodes is None:
+        return 0
+    if attention == "linear":
+        return int(n_nodes) if sampled_prior else 0
+    if 4 * n_coarse_nodes > n_nodes:
         return 0
     return int(n_coarse_nodes)
 
@@ -262,7 +280,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     minimisers slow Anderson down (docs: Changelog), so they are used only where the prox
     is close to convex.
     """
-    converged = False
+    converged, x, res_norm = False, starts[0], np.inf
     warm_tried = getattr(channel, "warm_startable", False) and channel.beta_ <= WARM_MAX_BETA
     if warm_tried:
         # cheap iterations: each node's prox from its previous z*, uncertified; then the
@@ -294,9 +312,12 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
         # as without the warm iterations, from the original starts (not after a stall of
         # the polish: the same map has the same floor from any start)
         first_budget = max_iter - max_iter // ORTHOGONAL_SHARE
-        x, res_norm, converged = iterate_starts(fixed_point_map, starts, tol=tol,
-                                                 max_calls=first_budget, damping=damping,
-                                                 secants=None if warm_tried else secants)
+        x_f, norm_f, converged = iterate_starts(fixed_point_map, starts, tol=tol,
+                                                max_calls=first_budget, damping=damping,
+                                                secants=None if warm_tried else secants)
+        # the best point so far (the warm iterations' where the budget left none for this)
+        if converged or norm_f <= res_norm:
+            x, res_norm = x_f, norm_f
     if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm):
         x, res_norm, converged = _iterate_orthogonal(fixed_point_map, x, res_norm,
                                                      tol=tol, max_iter=max_iter,

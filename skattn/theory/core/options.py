@@ -44,9 +44,10 @@ class SolverOptions:
     random_state : int or None, default=0
         Seeds the quadrature nodes and the finite-d draws (fixed: the map is deterministic).
     n_coarse_nodes : int or None, default=1024
-        Coarse to fine: the fixed point is first iterated on this many nodes, then on all
-        of them from there (the same equations; only the path changes). None: all nodes
-        from the start.
+        Coarse to fine: the fixed point is first iterated on this many nodes (all of them
+        for linear attention) with the prior side on one fixed draw, then with the exact
+        equations on all nodes from there (only the path changes). None: the exact
+        equations on all nodes from the start.
     """
 
     n_nodes: int = 8192

@@ -17,10 +17,12 @@ import numpy as np
 
 from ..._validation import channel_memory_bytes, check_memory
 from ..channels import GaussianNodes, remembered_minimisers, test_error
+from ..denoisers import FactoredDenoiser, SampledDenoiser
 from ..problem import StateEvolutionProblem
 from ..result import StateEvolutionResult
-from .fixed_point_map import (COARSE_CALLS, COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
-                              SECANT_MIN_STEP, FixedPointMap, coarse_size, get_field,
+from .fixed_point_map import (COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
+                              SECANT_MIN_STEP, FixedPointMap, coarse_calls, coarse_size,
+                              get_field,
                               iterate, starts)
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
@@ -165,8 +167,8 @@ def _solve(alpha, alpha_fixed_point, problem, options):
     kurtosis = problem.token_kurtosis
     t0 = float(np.mean(eig0)) if eig0 is not None else law.moment(1)  # Tr S0/d
 
-    def make_map(node_set):
-        return FixedPointMap(alpha_fixed_point, channel, denoiser, Q0, noise, node_set,
+    def make_map(node_set, prior_side=denoiser):
+        return FixedPointMap(alpha_fixed_point, channel, prior_side, Q0, noise, node_set,
                               sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
 
     fixed_point_map = make_map(nodes)
@@ -183,20 +185,25 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         # start, and the test of the collapsed fixed point S = 0 under a large trace penalty
         return fp_map.step(*full(0.0, 0.0, 1e-10, 0.0))
 
-    n_coarse = coarse_size(n_nodes, options.n_coarse_nodes, problem.attention, init is not None)
+    n_coarse = coarse_size(n_nodes, options.n_coarse_nodes, problem.attention, init is not None,
+                           isinstance(denoiser, FactoredDenoiser))
     other_calls = 0      # evaluations on the coarse nodes and in a failed handover
     converged = False
     if n_coarse:
         # coarse to fine: most iterations on a prefix of the Sobol nodes (a balanced Sobol
-        # set itself), then the same equations on all nodes from there; the reported fixed
-        # point is the fine one, so only the path changes (tests/test_speed_accuracy.py)
-        coarse_map = make_map(nodes.subset(n_coarse))
+        # set itself; all of them for linear attention) with the factored threshold on one
+        # fixed draw as prior side (a tenth of the free convolution's cost, O(1/d) off),
+        # then the exact equations on all nodes from there; the reported fixed point is the
+        # fine one, so only the path changes (tests/theory/test_speed_accuracy.py)
+        start_prior = SampledDenoiser(denoiser, random_state=random_state) \
+            if isinstance(denoiser, FactoredDenoiser) else denoiser
+        coarse_map = make_map(nodes.subset(n_coarse), start_prior)
         _, coarse_prior0 = first_step(coarse_map)
         x_c, norm_c, _ = iterate(coarse_map, channel,
                                   starts(coarse_map, init, coarse_prior0, Q0, full),
                                   tol=max(tol, COARSE_TOL),
-                                  max_iter=min(max_iter, COARSE_CALLS), damping=damping,
-                                  polish=False)
+                                  max_iter=min(max_iter, coarse_calls(problem.attention)),
+                                  damping=damping, polish=False)
         other_calls = coarse_map.n_calls
         if norm_c < COARSE_HANDOVER:
             # the coarse map's last secants stand in for the fine one's Jacobian at first
