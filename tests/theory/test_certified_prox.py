@@ -53,7 +53,6 @@ def test_certificate_rejects_a_local_minimum():
     N = omega.shape[0]
     sig = np.full(N, sigma)
     prob = _Softmax2Problem(ch, y, omega, sig)
-    floor, L3a = _certify.bounds2(prob, beta)
     z, f, cert = ch._prox(y, omega, sig, w)
     x_best = (z - omega) @ ch.basis
     stack = np.empty((4096, 3))
@@ -68,27 +67,27 @@ def test_certificate_rejects_a_local_minimum():
                                            100)
             if fl > f[n] + 1e-4:
                 code, c0, c1, _ = _certify.bnb2(x0, x1, fl, prob.a0[n], prob.p[n], prob.r[n],
-                                                sigma, prob.D, beta, floor[n], L3a[n], 1e-9,
+                                                sigma, prob.D, beta, 1e-9,
                                                 2000, stack)
                 assert code == _certify.BETTER
                 assert _objective(prob, n, np.array([[c0, c1]]))[0] < fl
                 # Newton from the better points it returns reaches the global minimum
                 ok, _, _, f2 = _certify._certify2(x0, x1, fl, prob.a0[n], prob.p[n],
                                                   prob.r[n], sigma, prob.D, beta, radius, 100,
-                                                  floor[n], L3a[n], 1e-9, 2000, stack)
+                                                  1e-9, 2000, stack)
                 assert ok and f2 <= f[n] + 1e-9
                 found += 1
                 break
         # the global one is certified
         code = _certify.bnb2(x_best[n, 0], x_best[n, 1], f[n], prob.a0[n], prob.p[n],
-                             prob.r[n], sigma, prob.D, beta, floor[n], L3a[n], 1e-9, 2000,
+                             prob.r[n], sigma, prob.D, beta, 1e-9, 2000,
                              stack)[0]
         assert code == _certify.CERTIFIED
     assert found > 0
     # a zero budget gives up on a sample that needs a split
     n = np.flatnonzero(cert)[0]
     code = _certify.bnb2(x_best[n, 0], x_best[n, 1], f[n], prob.a0[n], prob.p[n], prob.r[n],
-                         sigma, prob.D, beta, floor[n], L3a[n], 1e-9, 0, stack)[0]
+                         sigma, prob.D, beta, 1e-9, 0, stack)[0]
     assert code in (_certify.BUDGET, _certify.CERTIFIED)
 
 
@@ -120,3 +119,42 @@ def test_state_evolution_reports_certified_fraction():
     lin = solve_state_evolution(0.3, n_tokens=1, attention="linear", reg_lambda=0.01,
                                 target=WishartTarget(0.5), options=dict(n_nodes=256))
     assert lin.certified_fraction == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.floats(-3.0, 5.0), lo=st.floats(0.0, 1.0), width=st.floats(0.0, 1.0))
+def test_interval_curvature_minimum_is_a_tight_lower_bound(c, lo, width):
+    # ℓ'' / β² as a quartic in σ: its exact minimum over [lo, hi] against a dense grid of
+    # the original formula (a bound that could fail: too high, or far too low)
+    hi = min(1.0, lo + width)
+    t = np.linspace(lo, hi, 20001)
+    h = 4 * t ** 2 * (1 - t) ** 2 + 2 * (2 * t - c) * t * (1 - t) * (1 - 2 * t)
+    bound = _certify._hmin2(c, lo, hi)
+    assert bound <= h.min() + 1e-13
+    assert bound >= h.min() - 1e-8 * (1 + abs(c))
+
+
+@settings(max_examples=20, deadline=None)
+@given(beta=st.floats(0.5, 4.0), log_sigma=st.floats(-2.0, 2.5), seed=st.integers(0, 99),
+       log_w=st.floats(-3.0, 1.0))
+def test_cube_curvature_bound_holds_inside_the_cube(beta, log_sigma, seed, log_w):
+    # λ_min of the exact Hessian of F at random points of a cube ≥ the cube's bound
+    sigma, w = float(np.exp(log_sigma)), float(np.exp(log_w))
+    ch, _, omega, y, _ = _samples(beta, 0.5, 0.7, n=4, seed=seed)
+    sig = np.full(omega.shape[0], sigma)
+    prob = _Softmax2Problem(ch, y, omega, sig)
+    rng = np.random.default_rng(seed)
+    dn2 = np.sum(prob.D ** 2, axis=1)
+    for n in range(omega.shape[0]):
+        x = rng.standard_normal(2)
+        bound = _certify._curv2_exact(sigma, x[0], x[1], w, prob.a0[n], prob.p[n],
+                                      prob.r[n], prob.D, beta, dn2)
+        for u in rng.uniform(-w, w, size=(20, 2)):
+            z = x + u
+            a = prob.a0[n] + prob.D @ z
+            sg = 1 / (1 + np.exp(-beta * a))
+            cc = 1 + prob.p[n] - prob.r[n]
+            lpp = beta ** 2 * (4 * sg ** 2 * (1 - sg) ** 2
+                               + 2 * (2 * sg - cc) * sg * (1 - sg) * (1 - 2 * sg))
+            H = np.eye(2) / sigma + prob.D.T @ np.diag(lpp) @ prob.D
+            assert np.linalg.eigvalsh(H)[0] >= bound - 1e-9

@@ -14,11 +14,11 @@ covering that ball proves ``F ≥ F_best − tol`` on all of it:
 
 A cube centre below ``F_best − tol`` is returned as a start for Newton (the minimiser was
 not global). Curvature bounds, in the row differences ``a_i = a0_i + D_i·x`` of
-:class:`.prox._Softmax2Problem`: ``ℓ_i'' ≥ β² floor(c_i)`` (:func:`.prox._curvature_floor`)
-and ``|ℓ_i'''| ≤ β³ (0.41 + 0.26 |c_i|)``, ``c_i = 1 + p_i − r_i``, from
-``ℓ_i = 2σ² − 2cσ + const`` and ``dσ/da = βσ(1 − σ)`` (the maxima over σ of the two
-σ-polynomials are 0.404 and 1/8); on a cube of half-width w, ``a_i`` moves by at most
-``‖D_i‖₁ w``. Only T = 2 is certified this way; T ≥ 3 has its own certificate (convexity
+:class:`.prox._Softmax2Problem`: on a cube of half-width w, ``a_i`` moves by at most
+``‖D_i‖₁ w``, so ``σ = sigmoid(β a_i)`` stays in an interval, and ``ℓ_i''/β²`` is the
+quartic ``12σ⁴ − (20 + 4c)σ³ + (8 + 6c)σ² − 2cσ``, ``c = 1 + p_i − r_i``, whose minimum
+over that interval is found exactly (its end points and stationary points, the latter by
+bisection with a rigorous margin). Only T = 2 is certified this way; T ≥ 3 has its own certificate (convexity
 on the ball of global minimisers, proved row by row) in :mod:`._certify_rows`.
 """
 
@@ -54,12 +54,68 @@ def _vgc2(x0, x1, a0, p, r, s, D, beta, lpp):
 
 
 @_jit
-def _curv2(s, lpp, floor, k, dn2, w):
-    """Lower bound on ``λ_min(∇²F)`` over the cube of half-width w around a point with
-    second derivatives ``lpp``: ``ℓ_i'' ≥ max(lpp_i − k_i w, floor_i)`` there."""
+def _h2(c, t):
+    """``ℓ_i''/β²`` as a polynomial in ``t = sigmoid(β a_i)``:
+    ``4t²(1−t)² + 2(2t − c)t(1−t)(1−2t) = 12t⁴ − (20 + 4c)t³ + (8 + 6c)t² − 2ct``."""
+    return ((12.0 * t - (20.0 + 4.0 * c)) * t + (8.0 + 6.0 * c)) * t * t - 2.0 * c * t
+
+
+@_jit
+def _dh2(c, t):
+    return ((48.0 * t - 3.0 * (20.0 + 4.0 * c)) * t + 2.0 * (8.0 + 6.0 * c)) * t - 2.0 * c
+
+
+@_jit
+def _hmin2(c, lo, hi):
+    """A lower bound on ``min _h2(c, t)`` over ``t ∈ [lo, hi]`` ⊂ [0, 1].
+
+    The end points and the stationary points inside: ``_h2'`` is a cubic, monotone
+    between the roots of its derivative (a quadratic), so each monotone piece holds at
+    most one root, found by bisection; a margin covers the bisection and rounding.
+    """
+    best = min(_h2(c, lo), _h2(c, hi))
+    # roots of h'' = 144t² − 6(20 + 4c)t + 2(8 + 6c)
+    qa, qb, qc = 144.0, -6.0 * (20.0 + 4.0 * c), 2.0 * (8.0 + 6.0 * c)
+    disc = qb * qb - 4.0 * qa * qc
+    cuts = np.empty(4)
+    cuts[0] = lo
+    n = 1
+    if disc > 0:
+        sq = math.sqrt(disc)
+        for root in ((-qb - sq) / (2 * qa), (-qb + sq) / (2 * qa)):
+            if lo < root < hi:
+                cuts[n] = root
+                n += 1
+    cuts[n] = hi
+    n += 1
+    for j in range(n - 1):
+        u, v = cuts[j], cuts[j + 1]
+        du, dv = _dh2(c, u), _dh2(c, v)
+        if du == 0.0 or dv == 0.0 or (du < 0.0) != (dv < 0.0):
+            for _ in range(16):
+                mid = 0.5 * (u + v)
+                dm = _dh2(c, mid)
+                if (dm < 0.0) == (du < 0.0):
+                    u, du = mid, dm
+                else:
+                    v, dv = mid, dm
+            # h' is monotone on [u, v], so |h'| ≤ max(|h'(u)|, |h'(v)|) there
+            best = min(best, _h2(c, 0.5 * (u + v)) - max(abs(du), abs(dv)) * 0.5 * (v - u))
+    return best - 1e-12 * (1.0 + abs(c))
+
+
+@_jit
+def _curv2_exact(s, x0, x1, w, a0, p, r, D, beta, dn2):
+    """Lower bound on ``λ_min(∇²F)`` over the cube of half-width w around x: on it
+    ``a_i`` spans ``a_i(x) ± ‖D_i‖₁ w`` and ``ℓ_i'' ≥ β² min _h2`` over the matching
+    interval of ``sigmoid(β a_i)`` (exact up to a margin; the loss is separable in a)."""
     lam = 1.0 / s
     for i in range(2):
-        lam += min(0.0, max(lpp[i] - k[i] * w, floor[i])) * dn2[i]
+        ac = a0[i] + D[i, 0] * x0 + D[i, 1] * x1
+        span = (abs(D[i, 0]) + abs(D[i, 1])) * w
+        lo, hi = _expit(beta * (ac - span)), _expit(beta * (ac + span))
+        c = 1.0 + p[i] - r[i]
+        lam += min(0.0, beta * beta * _hmin2(c, lo, hi)) * dn2[i]
     return lam
 
 
@@ -81,37 +137,33 @@ def _interval_min2(c0, c1, h, a0, p, r, D, beta):
 
 
 @_jit
-def bnb2(x0, x1, f_best, a0, p, r, s, D, beta, floor, L3a, tol, budget, stack):
+def bnb2(x0, x1, f_best, a0, p, r, s, D, beta, tol, budget, stack):
     """Branch and bound of one T = 2 sample; returns ``(code, c0, c1, n_cells)``.
 
     ``code`` is CERTIFIED, BUDGET (more than ``budget`` cubes split) or BETTER, with
-    ``(c0, c1)`` a point where ``F < f_best − tol``. ``floor_i`` bounds ``ℓ_i''`` below
-    everywhere, ``L3a_i`` bounds ``|ℓ_i'''|``; on a cube of half-width w the row
-    difference ``a_i`` moves by at most ``‖D_i‖₁ w``.
+    ``(c0, c1)`` a point where ``F < f_best − tol``. Curvature bounds over a cube are
+    exact interval minima of ``ℓ_i''`` (:func:`_curv2_exact`).
     """
     sq2 = math.sqrt(2.0)
-    lpp = np.empty(2)
-    k = np.empty(2)
+    lpp = np.empty(2)      # scratch of _vgc2
     dn2 = np.empty(2)
     for i in range(2):
-        k[i] = L3a[i] * (abs(D[i, 0]) + abs(D[i, 1]))
         dn2[i] = D[i, 0] ** 2 + D[i, 1] ** 2
     f_star, g0, g1 = _vgc2(x0, x1, a0, p, r, s, D, beta, lpp)
     gnorm = math.sqrt(g0 * g0 + g1 * g1)
     rad = math.sqrt(2 * s * max(f_best, 0.0)) * (1 + 1e-12) + 1e-300
     # largest cube around x_best on which F is provably convex (bisection on its width)
     e = 0.0
-    if _curv2(s, lpp, floor, k, dn2, 0.0) > 0:
+    if _curv2_exact(s, x0, x1, 2 * rad, a0, p, r, D, beta, dn2) > 0:
+        e = 2 * rad     # convex on the whole ball (exact interval bound)
+    elif _curv2_exact(s, x0, x1, 0.0, a0, p, r, D, beta, dn2) > 0:
         lo, hi = 0.0, 2 * rad
-        if _curv2(s, lpp, floor, k, dn2, hi) > 0:
-            lo = hi
-        else:
-            for _ in range(30):
-                mid = 0.5 * (lo + hi)
-                if _curv2(s, lpp, floor, k, dn2, mid) > 0:
-                    lo = mid
-                else:
-                    hi = mid
+        for _ in range(8):
+            mid = 0.5 * (lo + hi)
+            if _curv2_exact(s, x0, x1, mid, a0, p, r, D, beta, dn2) > 0:
+                lo = mid
+            else:
+                hi = mid
         e = lo
     # on that cube F ≥ F(x_best) − ‖∇F(x_best)‖ √2 e: keep the slack below tol/2
     if gnorm * e * sq2 > 0.5 * tol:
@@ -133,8 +185,10 @@ def bnb2(x0, x1, f_best, a0, p, r, s, D, beta, floor, L3a, tol, budget, stack):
                 >= f_best - tol:
             continue
         hd = h * sq2
-        M = max(0.0, -_curv2(s, lpp, floor, k, dn2, h))
-        if f - math.sqrt(gc0 * gc0 + gc1 * gc1) * hd - 0.5 * M * hd * hd >= f_best - tol:
+        gc = math.sqrt(gc0 * gc0 + gc1 * gc1)
+        # the exact interval bound costs more: only where the cheap one would split
+        M = max(0.0, -_curv2_exact(s, c0, c1, h, a0, p, r, D, beta, dn2))
+        if f - gc * hd - 0.5 * M * hd * hd >= f_best - tol:
             continue
         n_split += 1
         if n_split > budget or top + 4 > stack.shape[0]:
@@ -147,23 +201,12 @@ def bnb2(x0, x1, f_best, a0, p, r, s, D, beta, floor, L3a, tol, budget, stack):
     return CERTIFIED, x0, x1, n_split
 
 
-def bounds2(prob, beta):
-    """``(floor, L3a)`` of shape (N, 2) for T = 2: lower bounds on ``ℓ_i''`` (5 % margin
-    over the tabulated floor) and upper bounds on ``|ℓ_i'''|`` (module docstring)."""
-    from .prox import _curvature_floor
-    c = 1 + prob.p - prob.r
-    floor = 1.05 * np.minimum(_curvature_floor(c), 0.0) * beta ** 2
-    L3a = beta ** 3 * (0.41 + 0.26 * np.abs(c))
-    return np.ascontiguousarray(floor), np.ascontiguousarray(L3a)
-
-
 # ----------------------------------------------------------------------- the drivers
 @_jit
-def _certify2(x0, x1, f, a0, p, r, s, D, beta, radius, max_iter, floor, L3a, tol, budget,
-              stack):
+def _certify2(x0, x1, f, a0, p, r, s, D, beta, radius, max_iter, tol, budget, stack):
     """Certify ``(x0, x1)``; Newton from any better cube centre, up to 4 times."""
     for _ in range(4):
-        code, c0, c1, _n = bnb2(x0, x1, f, a0, p, r, s, D, beta, floor, L3a, tol, budget,
+        code, c0, c1, _n = bnb2(x0, x1, f, a0, p, r, s, D, beta, tol, budget,
                                 stack)
         if code != BETTER:
             return code == CERTIFIED, x0, x1, f
@@ -180,7 +223,7 @@ _CHUNK = 64
 
 @_jit
 def _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm,
-                  trust_warm, n_starts, radius, max_iter, floor, L3a, tol, budget, stack,
+                  trust_warm, n_starts, radius, max_iter, tol, budget, stack,
                   xb, fb, cert):
     """One sample of :func:`prox2`, written to ``xb[n], fb[n], cert[n]``."""
     s = sigma[n]
@@ -204,7 +247,7 @@ def _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use
         y0, y1, f = _newton2(warm[n, 0], warm[n, 1], a0[n], p[n], r[n], s, D, beta,
                              radius, max_iter)
         ok, y0, y1, f = _certify2(y0, y1, f, a0[n], p[n], r[n], s, D, beta, radius,
-                                  max_iter, floor[n], L3a[n], tol, budget, stack)
+                                  max_iter, tol, budget, stack)
         if ok:
             xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
             return
@@ -222,12 +265,12 @@ def _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use
     ok = False
     if budget > 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
         ok, b0, b1, best = _certify2(b0, b1, best, a0[n], p[n], r[n], s, D, beta, radius,
-                                     max_iter, floor[n], L3a[n], tol, budget, stack)
+                                     max_iter, tol, budget, stack)
     xb[n, 0], xb[n, 1], fb[n], cert[n] = b0, b1, best, ok
 
 
 def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, trust_warm,
-              n_starts, radius, max_iter, floor, L3a, tol, budget):
+              n_starts, radius, max_iter, tol, budget):
     """T = 2 prox over all samples: ``x`` (N, 2), the objective (N,) and the certified mask.
 
     Provably convex samples: one Newton run (from the warm start if any), certified.
@@ -247,7 +290,7 @@ def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, 
         stack = np.empty((4096 if budget > 0 else 1, 3))
         for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
             _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm,
-                          use_warm, trust_warm, n_starts, radius, max_iter, floor, L3a, tol,
+                          use_warm, trust_warm, n_starts, radius, max_iter, tol,
                           budget, stack, xb, fb, cert)
     return xb, fb, cert
 

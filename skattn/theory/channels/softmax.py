@@ -276,11 +276,10 @@ class SoftmaxChannel(_Channel):
             # on a shared 2-core machine took 3-4× the serial wall time (OpenMP threads
             # spin while waiting for a descheduled partner)
             threaded = False
-            floor, L3a = _certify.bounds2(prob, beta)
             prox2 = _certify.prox2_parallel if threaded else _certify.prox2
             xb, fb, cert = prox2(prob.a0, prob.p, prob.r, sigma, prob.D, prob.Dinv, prob.P,
                                  beta, x_fit, convex, x_warm, use_warm, trust_warm,
-                                 self.n_starts, radius, self.max_iter, floor, L3a, _CERT_TOL,
+                                 self.n_starts, radius, self.max_iter, _CERT_TOL,
                                  self.certify_budget)
         else:
             proxT = _certify_rows.proxT_parallel if threaded else _certify_rows.proxT
