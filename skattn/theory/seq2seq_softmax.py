@@ -60,6 +60,7 @@ from .problem import UNSET, resolve_problem
 from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _check_finite_d_solve,
                       _Seq2seqMap, frame_covariance)
 from .core import solve_core
+from .core.fixed_point_map import WARM_MAX_BETA
 from .core.iteration import robust_fixed_point
 
 __all__ = ["BartlettSoftmaxOutputSide", "bartlett_softmax_output_side",
@@ -231,14 +232,16 @@ def _fit_start(channel, law):
 
 def _prox(channel, law, sigma, warm=None, warm_only=False):
     """Best Newton end point over the starts; returns ``(v*, objective)``. ``warm_only``:
-    the warm start alone (the cheap iterations before the multi-start polish)."""
+    the warm start alone (the cheap iterations before the multi-start polish), or the fit
+    start alone without one."""
     N, K = law.omega.shape
     prob = _BulkProblem(channel, law, sigma)
     if isinstance(channel, LinearChannel):                  # quadratic: one start suffices
         x0 = np.zeros((N, 1, K))
         radius = np.inf
-    elif warm is not None and warm_only:
-        x0 = (warm - law.omega)[:, None, :]
+    elif warm_only:
+        # the warm start alone; without one (the evaluation that seeds them), the fit start
+        x0 = ((warm if warm is not None else _fit_start(channel, law)) - law.omega)[:, None, :]
         radius = _RADIUS / channel.beta_
     else:
         x_fit = _fit_start(channel, law) - law.omega
@@ -521,6 +524,10 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
     if not isinstance(channel, LinearChannel):
         # warm iterations (after one multi-start evaluation that seeds the minimisers),
         # then the multi-start polish from their point
+        # the seeding evaluation from the fit start alone where the prox is near convex
+        # (as the core's warm iterations, β ≤ WARM_MAX_BETA): the polish's multi-start
+        # corrects a node left in another basin
+        fp.warm_only = channel.beta_ <= WARM_MAX_BETA
         fp.residual(x0)
         fp.warm_only = fp.warm is not None
         x_w, norm_w, _ = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,
