@@ -148,3 +148,28 @@ def test_sampled_start_denoiser_is_close_to_the_exact_one(n_features, width_rati
         assert (again.m, again.q, again.sigma) == (b.m, b.q, b.sigma)
     with pytest.raises(TypeError, match="denoiser"):
         SampledDenoiser(object())
+
+
+def test_fused_output_sums_equal_numpy():
+    # the one-pass node averages of output_side against the numpy expressions they replace
+    rng = np.random.default_rng(0)
+    n, k = 1000, 3
+    z, omega, zeta1, zeta2 = (rng.standard_normal((n, k)) for _ in range(4))
+    loss, weights, sigma = rng.random(n), rng.dirichlet(np.ones(n)), 0.7
+    got = _kernels.stein_sums(z, omega, zeta1, zeta2, loss, weights, sigma)
+    g = (z - omega) / sigma
+    want = [weights @ np.sum(g * zeta2, axis=1), weights @ np.sum(g * g, axis=1),
+            weights @ np.sum(g * zeta1, axis=1), weights @ loss,
+            weights @ np.sum((z - omega) ** 2, axis=1)]
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_warm_iterations_carry_no_uncertified_bound():
+    # trust_warm evaluations are never reported: no bound; the certified one has it
+    from skattn.theory.channels import SoftmaxChannel, output_side
+    ch = SoftmaxChannel(2, beta=2.0, target_beta=2.0)
+    nodes = GaussianNodes(2 * ch.K, n_points=512, seed=0)
+    kw = dict(m=0.6, q=0.8, Q0=1.0, noise=0.1, sigma=3.0, alpha=0.3, nodes=nodes)
+    output_side(ch, warm_start=True, **kw)
+    assert output_side(ch, warm_start=True, trust_warm=True, **kw).uncertified_bound is None
+    assert isinstance(output_side(ch, warm_start=True, **kw).uncertified_bound, dict)

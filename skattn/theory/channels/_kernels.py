@@ -595,3 +595,28 @@ def loss_and_trace2(z, y, beta, sigma):
             mu2 = (8.0 * sigma * sigma * lpp0 * lpp1) / mu1   # det M = det(CCᵀ) Σ² ℓ1''ℓ2''
         tr[n] = mu1 / max(1.0 + mu1, 1e-12) + mu2 / max(1.0 + mu2, 1e-12)
     return loss, tr
+
+
+@_jit
+def stein_sums(z, omega, zeta1, zeta2, loss, weights, sigma):
+    """The node averages of :func:`.output.output_side` in one pass: with
+    ``g = (z − ω)/Σ``, the weighted sums of ``gᵀζ2``, ``‖g‖²``, ``gᵀζ1``, ``ℓ`` and
+    ``‖z − ω‖²`` (one loop instead of a numpy temporary and reduction for each)."""
+    N, K = z.shape
+    s_gz2, s_gg, s_gz1, s_loss, s_sq = 0.0, 0.0, 0.0, 0.0, 0.0
+    for n in range(N):
+        a, b, c, sq = 0.0, 0.0, 0.0, 0.0
+        for k in range(K):
+            dz = z[n, k] - omega[n, k]
+            g = dz / sigma
+            a += g * zeta2[n, k]
+            b += g * g
+            c += g * zeta1[n, k]
+            sq += dz * dz
+        w = weights[n]
+        s_gz2 += w * a
+        s_gg += w * b
+        s_gz1 += w * c
+        s_loss += w * loss[n]
+        s_sq += w * sq
+    return s_gz2, s_gg, s_gz1, s_loss, s_sq

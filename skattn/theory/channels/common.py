@@ -130,7 +130,9 @@ class OutputSide:
         How far the nodes that are not certified can move each reported quantity: an
         upper bound on ``|value − value with the global minimiser at those nodes|`` for
         ``m_hat``, ``q_hat``, ``sigma_hat_stein``, ``train_error`` and ``moreau`` (0 where
-        every node is certified; :func:`uncertified_bound`). Empty for linear attention.
+        every node is certified; :func:`uncertified_bound`). Empty for linear attention;
+        None for the uncertified warm iterations (``trust_warm``), which are never
+        reported.
     """
 
     m_hat: float
@@ -142,7 +144,7 @@ class OutputSide:
     sigma_hat_stein: float
     t_hat: float = 0.0
     certified_fraction: float = 1.0
-    uncertified_bound: dict = field(default_factory=dict)
+    uncertified_bound: dict | None = field(default_factory=dict)
 
     def __getitem__(self, key):
         return getattr(self, key)
