@@ -276,13 +276,18 @@ class FactoredDenoiser:
         else:  # no noise: μ_δ is the d atoms of S0 themselves
             capped = _capped_atoms(self._eig0, eps, self._rank)
             positive = float(np.mean(self._eig0 > eps))
-        D = capped.divided_difference
-        return PriorState(m=eta * (capped.x_first - delta ** 2 * D),
-                          q=eta ** 2 * capped.second, sigma=D / sigma_hat, eta=eta,
-                          delta=delta, epsilon=eps, trace=eta * capped.first,
-                          rank_capped=capped.binding,
-                          rank_threshold=capped.threshold if capped.binding else np.nan,
-                          positive_fraction=positive)
+        return _capped_state(capped, eta, delta, eps, sigma_hat, positive)
+
+
+def _capped_state(capped, eta, delta, eps, sigma_hat, positive):
+    """The :class:`PriorState` of :meth:`FactoredDenoiser._capped` from the capped ReLU
+    integrals (docs: Theory §4), whichever law they were taken on."""
+    D = capped.divided_difference
+    return PriorState(m=eta * (capped.x_first - delta ** 2 * D), q=eta ** 2 * capped.second,
+                      sigma=D / sigma_hat, eta=eta, delta=delta, epsilon=eps,
+                      trace=eta * capped.first, rank_capped=capped.binding,
+                      rank_threshold=capped.threshold if capped.binding else np.nan,
+                      positive_fraction=positive)
 
 
 def _capped_atoms(eigenvalues, eps, rank):
@@ -316,8 +321,10 @@ _BLAS_CONTROLLER = None
 
 
 def _single_blas_thread():
-    """A context with the BLAS pools at one thread (threadpoolctl; the controller, which
-    inspects the loaded libraries, is built once)."""
+    """A context with the BLAS pools at one thread, for one call on a hot path
+    (threadpoolctl; the controller, which inspects the loaded libraries, is built once).
+    :func:`skattn.limit_threads` is the process-wide limit around a whole computation
+    (torch, OpenMP and BLAS), too heavy per call."""
     global _BLAS_CONTROLLER
     if _BLAS_CONTROLLER is None:
         from threadpoolctl import ThreadpoolController
@@ -357,12 +364,11 @@ class SampledDenoiser:
             eig0 = np.sort(denoiser._eig0)
             n = min(eig0.size, int(n_points))
             spectrum = eig0[np.round((np.arange(n) + 0.5) * eig0.size / n - 0.5).astype(int)]
-        self._diag = np.diag(np.sort(spectrum))
+        self._diag = np.diag(spectrum)                          # increasing
         g = np.random.default_rng([int(random_state), 7]).standard_normal((n, n))
         Z = np.triu(g, 1)
         self._Z = (Z + Z.T) / np.sqrt(n - 1)
         self._rank = max(1, int(round(denoiser._rank_ratio * n)))
-        self.reg_trace = denoiser.reg_trace
 
     def __call__(self, m_hat, q_hat, sigma_hat, t_hat=0.0):
         _check_conjugates(m_hat, sigma_hat, self.base.law)
@@ -371,18 +377,13 @@ class SampledDenoiser:
         eta = m_hat / sigma_hat
         if delta > 0:
             # one BLAS thread: an n ≤ 128 problem gains nothing from more, and woken
-            # OpenBLAS threads spin against the prox's numba threads (T = 3: 0.6 → 1.0 s)
+            # OpenBLAS threads spin against the prox's numba threads (docs: Changelog)
             with _single_blas_thread():
                 x = np.linalg.eigvalsh(self._diag + delta * self._Z)
         else:
             x = np.diag(self._diag).copy()
-        capped = _capped_atoms(x, eps, self._rank)
-        D = capped.divided_difference
-        return PriorState(m=eta * (capped.x_first - delta ** 2 * D),
-                          q=eta ** 2 * capped.second, sigma=D / sigma_hat, eta=eta,
-                          delta=delta, epsilon=eps, trace=eta * capped.first,
-                          rank_capped=capped.binding,
-                          positive_fraction=float(np.mean(x > eps)))
+        return _capped_state(_capped_atoms(x, eps, self._rank), eta, delta, eps, sigma_hat,
+                             float(np.mean(x > eps)))
 
 
 class DirectDenoiser:

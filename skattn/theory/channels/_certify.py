@@ -18,8 +18,9 @@ not global). Curvature bounds, in the row differences ``a_i = a0_i + D_i·x`` of
 ``‖D_i‖₁ w``, so ``σ = sigmoid(β a_i)`` stays in an interval, and ``ℓ_i''/β²`` is the
 quartic ``12σ⁴ − (20 + 4c)σ³ + (8 + 6c)σ² − 2cσ``, ``c = 1 + p_i − r_i``, whose minimum
 over that interval is found exactly (its end points and stationary points, the latter by
-bisection with a rigorous margin). Only T = 2 is certified this way; T ≥ 3 has its own certificate (convexity
-on the ball of global minimisers, proved row by row) in :mod:`._certify_rows`.
+bisection with a rigorous margin). Only T = 2 is certified this way; T ≥ 3 has its own
+certificate (convexity on the ball of global minimisers, proved row by row) in
+:mod:`._certify_rows`.
 """
 
 from __future__ import annotations
@@ -186,7 +187,6 @@ def bnb2(x0, x1, f_best, a0, p, r, s, D, beta, tol, budget, stack):
             continue
         hd = h * sq2
         gc = math.sqrt(gc0 * gc0 + gc1 * gc1)
-        # the exact interval bound costs more: only where the cheap one would split
         M = max(0.0, -_curv2_exact(s, c0, c1, h, a0, p, r, D, beta, dn2))
         if f - gc * hd - 0.5 * M * hd * hd >= f_best - tol:
             continue

@@ -437,8 +437,8 @@ def _sym_eigvals(A):
 
 
 # serial: K ≤ 3 costs well under a µs a sample, and an OpenMP region here left its
-# threads spinning against OpenBLAS's (the sampled prior side's eigvalsh), which made a
-# linear T = 1 solve 4-5× slower with two threads than with one
+# threads spinning against OpenBLAS's (the sampled prior side's eigvalsh): with two
+# threads a linear T = 1 solve ran several times slower than with one (docs: Changelog)
 @_jit
 def trace_resolvent_complement(H, sigma):
     """``Σ_k Σλ_k / max(1 + Σλ_k, 1e-12)`` over the eigenvalues λ_k of each ``H[i]``

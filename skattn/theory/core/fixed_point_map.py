@@ -180,7 +180,8 @@ def get_field(obj, name):
 # cost), to COARSE_TOL, and then with the exact map on all nodes from there. On the T = 2,
 # 3 test points the full-node stage then takes a few times fewer evaluations (docs:
 # Changelog). The coarse fixed point sits within the quadrature error of 1024 nodes (~2 %
-# in Σ) and the draw's O(1/d) of the fine one, and minimiser jumps make the coarse map rough below ~1e-3 (β = 4),
+# in Σ) and the draw's O(1/d) of the fine one, and minimiser jumps make the coarse map
+# rough below ~1e-3 (β = 4),
 # so a tighter tolerance gains nothing. Both stages are capped: where the coarse map is
 # hard to iterate (β = β0 = 2, or λ = 1e-3: no residual below COARSE_HANDOVER in
 # COARSE_CALLS) or the fine iteration stalls near the coarse point, the solver goes on as
@@ -190,8 +191,9 @@ COARSE_HANDOVER = 5e-2
 COARSE_CALLS = 30
 HANDOVER_CALLS = 60
 # Linear attention's start stage is on all nodes (below), where the sampled prior side makes
-# an evaluation about a third of an exact one; its maps creep (Anderson's steps rejected,
-# then damped ones) for 30-50 evaluations from the default start, so it gets twice the cap.
+# an evaluation a fraction of an exact one; its maps creep (Anderson's steps rejected, then
+# damped ones) from the default start for longer than the softmax coarse maps (docs:
+# Changelog), so it gets twice the cap.
 LINEAR_START_CALLS = 2 * COARSE_CALLS
 
 
