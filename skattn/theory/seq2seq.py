@@ -409,6 +409,10 @@ class Seq2seqStateEvolutionResult:
         ``epsilon = (2λ̃ − m̂_I)/m̂`` (docs: Theory §4).
     spectrum : ndarray of shape (d,) or None
         A typical spectrum of Ŝ (the denoiser's ``learned_spectrum``).
+    certified_fraction : float
+        Share of the node weight whose prox minimiser is proved global: 1 for linear
+        attention (a quadratic prox); softmax T = 2: the row-difference certificate of
+        the bulk prox; softmax T ≥ 3: 0 (a multi-start, not certified).
     """
 
     alpha: float
@@ -437,6 +441,7 @@ class Seq2seqStateEvolutionResult:
     delta: float = np.nan
     epsilon: float = np.nan
     spectrum: np.ndarray | None = None
+    certified_fraction: float = 1.0
 
 
 class _Seq2seqMap:

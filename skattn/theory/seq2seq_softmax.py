@@ -52,7 +52,9 @@ import numpy as np
 
 from .._validation import check_choice, check_scalar_range
 from .channels import GaussianNodes, LinearChannel, SoftmaxChannel
-from .channels.prox import _newton, _SoftmaxProblem
+from .channels import _certify
+from .channels.prox import _curvature_floor, _newton, _SoftmaxProblem
+from .channels.softmax import _CERT_TOL
 from .channels.weighted import _derivs
 from . import _seq2seq_kernels as _kernels
 from .coords import _maps, u_from_h
@@ -85,6 +87,9 @@ class BartlettSoftmaxOutputSide:
         ``E ℓ_G(y, z*)``.
     moreau : float
         The node-averaged envelope ``M = E[‖v* − ω‖²/(2Σ) + ℓ_G(y, z*)]``.
+    certified_fraction : float
+        Share of the node weight whose minimiser is proved global (T = 2: the
+        certificate of :mod:`.channels._certify` on the row differences; T ≥ 3: none, 0).
     """
 
     m_hat: float
@@ -93,6 +98,7 @@ class BartlettSoftmaxOutputSide:
     sigma_hat: float
     train_error: float
     moreau: float
+    certified_fraction: float = 0.0
 
 
 # -- the law on the nodes ---------------------------------------------------------------
@@ -158,6 +164,13 @@ class _Frame:
         self.phi = u_from_h(np.sqrt(d) * (self.gram - np.eye(T)))
         self.MB = _bulk_map(B, T)
         self._MB_inv = None
+        self._rows2 = None
+
+    def rows2(self, channel):
+        """T = 2: the bulk prox in the row differences (:class:`_Rows2`), built once."""
+        if self._rows2 is None:
+            self._rows2 = _Rows2(channel, self)
+        return self._rows2
 
     @property
     def MB_inv(self):
@@ -167,6 +180,71 @@ class _Frame:
 
     def matches(self, nodes, d):
         return self.nodes is nodes and self.d == d
+
+
+class _Rows2:
+    """T = 2: the bulk prox as the channel's certified 2-D prox, node by node.
+
+    A softmax row of two logits depends on their difference only, so the loss sees
+    ``a = C_u z`` (each row's diagonal logit minus its off-diagonal one), and with label
+    rows summing to 1 each row's residual is ``ρ_a (1, −1)``: ``Tr(R G Rᵀ) = g̃ Σ_a ρ_a²``,
+    ``g̃ = G11 + G22 − 2 G12``, which is ``g̃/2`` times the seq2lab row loss of
+    :class:`~.channels.prox._Softmax2Problem`. With ``C = C_u M_B = Rᵀ Qᵀ`` (Q: K × 2
+    orthonormal) the bulk offset ``x = Q y`` (its part orthogonal to Q is 0 at the minimum)
+    has ``a = C_u z(ω) + Rᵀ y`` and ``‖x‖ = ‖y‖``: the prox is ``g̃/2`` times the seq2lab
+    T = 2 prox with ``D = Rᵀ`` and ``Σ' = Σ g̃/2``, whose multi-start, convexity test and
+    certificate (:func:`~.channels._certify.prox2_nodes`) then apply with each node's own
+    D.
+    """
+
+    def __init__(self, channel, frame):
+        index, scale = channel._index, channel._scale
+        Cu = np.zeros((2, channel.K))
+        for row, (a, b) in enumerate(((0, 1), (1, 0))):   # diagonal entry first
+            Cu[row, index[a, a]] += scale[a, a]
+            Cu[row, index[a, b]] -= scale[a, b]
+        self.Cu = Cu
+        C = np.einsum("rk,nkl->nrl", Cu, frame.MB)
+        self.Q, R = np.linalg.qr(np.swapaxes(C, 1, 2))   # Cᵀ = Q R per node
+        self.D = np.ascontiguousarray(np.swapaxes(R, 1, 2))
+        self.Dinv = np.ascontiguousarray(np.linalg.inv(self.D))
+        self.P = np.ascontiguousarray(np.swapaxes(self.Dinv, 1, 2) @ self.Dinv)
+        self.lam_p = np.linalg.eigvalsh(self.P)[:, 0]
+
+    def reduce(self, v, omega):
+        """The 2-D coordinate ``y = Qᵀ(v − ω)`` of bulk points v (N, K)."""
+        return np.ascontiguousarray(np.einsum("nkr,nk->nr", self.Q, v - omega))
+
+    def prox(self, channel, law, sigma, warm, warm_only):
+        """``(v*, objective, certified mask)``; None where the label rows do not sum to
+        1 (the reduction above needs it)."""
+        y = law.y
+        p = np.ascontiguousarray(np.stack([y[:, 0, 0], y[:, 1, 1]], axis=1))
+        r = np.ascontiguousarray(np.stack([y[:, 0, 1], y[:, 1, 0]], axis=1))
+        if not np.all(np.abs(p + r - 1.0) <= 1e-9):
+            return None
+        G = law.weights
+        g_tilde = G[:, 0, 0] + G[:, 1, 1] - 2 * G[:, 0, 1]
+        s_red = np.ascontiguousarray(sigma * g_tilde / 2)
+        a0 = np.ascontiguousarray(np.einsum("rk,nk->nr", self.Cu, law.z_of(law.omega)))
+        y_fit = self.reduce(_fit_start(channel, law), law.omega)
+        beta = float(channel.beta_)
+        lower = np.min(_curvature_floor(1 + p - r), axis=1) * beta ** 2
+        convex = np.ascontiguousarray(
+            self.lam_p / s_red * (1 - 1e-3) + 1.05 * np.minimum(lower, 0) > 0)
+        if warm_only:
+            # the previous minimisers (or, for the evaluation that seeds them, the fit
+            # start), uncertified: the fixed-point iterations
+            y_warm = y_fit if warm is None else self.reduce(warm, law.omega)
+            use_warm, trust_warm, budget = True, True, 0
+        else:   # the multi-start (and the warm start), certified: the reported evaluations
+            y_warm = np.zeros((1, 2)) if warm is None else self.reduce(warm, law.omega)
+            use_warm, trust_warm, budget = warm is not None, False, channel.certify_budget
+        yb, fb, cert = _certify.prox2_nodes(
+            a0, p, r, s_red, self.D, self.Dinv, self.P, beta, y_fit, convex, y_warm,
+            use_warm, trust_warm, channel.n_starts, _RADIUS / beta, channel.max_iter,
+            _CERT_TOL, budget)
+        return law.omega + np.einsum("nkr,nr->nk", self.Q, yb), fb * g_tilde / 2, cert
 
 
 class _Law:
@@ -231,10 +309,16 @@ def _fit_start(channel, law):
 
 
 def _prox(channel, law, sigma, warm=None, warm_only=False):
-    """Best Newton end point over the starts; returns ``(v*, objective)``. ``warm_only``:
-    the warm start alone (the cheap iterations before the multi-start polish), or the fit
-    start alone without one."""
+    """Best Newton end point over the starts; returns ``(v*, objective, certified mask)``.
+    ``warm_only``: the warm start alone (the cheap iterations before the multi-start
+    polish), or the fit start alone without one. Softmax T = 2 (compiled): the certified
+    2-D prox of :class:`_Rows2`."""
     N, K = law.omega.shape
+    if (_kernels.HAVE_NUMBA and isinstance(channel, SoftmaxChannel) and channel.n_tokens == 2
+            and getattr(channel, "compiled", True)):
+        out = law.frame.rows2(channel).prox(channel, law, sigma, warm, warm_only)
+        if out is not None:
+            return out
     prob = _BulkProblem(channel, law, sigma)
     if isinstance(channel, LinearChannel):                  # quadratic: one start suffices
         x0 = np.zeros((N, 1, K))
@@ -258,12 +342,19 @@ def _prox(channel, law, sigma, warm=None, warm_only=False):
         x, f = _kernels.bulk_prox(x0, law.omega, law.base, law.MB, law.y, law.weights, sigma,
                                   channel._index, channel._scale, channel.beta_, radius,
                                   max_iter)
-        return law.omega + x, f
+        return law.omega + x, f, _linear_certified(channel, N)
     rows = np.repeat(np.arange(N), S)
     x, f = _newton(prob, rows, x0.reshape(N * S, K), radius, max_iter)
     x, f = x.reshape(N, S, K), f.reshape(N, S)
     best = np.argmin(f, axis=1)
-    return law.omega + x[np.arange(N), best], f[np.arange(N), best]
+    return law.omega + x[np.arange(N), best], f[np.arange(N), best], \
+        _linear_certified(channel, N)
+
+
+def _linear_certified(channel, N):
+    """The multi-start's certified mask: all nodes for the (convex) linear channel's
+    quadratic prox, none for softmax at T ≥ 3."""
+    return np.full(N, isinstance(channel, LinearChannel))
 
 
 def _loss_terms(channel, law, z):
@@ -301,7 +392,7 @@ def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features
     sigma, alpha, noise, d, m_perp, q_perp, V = _check_args(
         channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task)
     law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task, frame)
-    v, f = _prox(channel, law, sigma, warm, warm_only)
+    v, f, certified = _prox(channel, law, sigma, warm, warm_only)
     z = law.z_of(v)
     loss, grad_z, RG = _loss_terms(channel, law, z)
     gout = (v - law.omega) / sigma
@@ -322,7 +413,7 @@ def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features
         m_hat=-2 * alpha * float(dM_dm), m_hat_identity=-2 * alpha * float(dM_dt),
         q_hat=2 * alpha * float(nodes.mean(np.sum((gout @ law.cov) * gout, axis=1))),
         sigma_hat=4 * alpha * float(dM_dq), train_error=float(nodes.mean(loss)),
-        moreau=float(nodes.mean(f)))
+        moreau=float(nodes.mean(f)), certified_fraction=float(nodes.mean(certified)))
     return out, v
 
 
@@ -383,7 +474,7 @@ def bartlett_softmax_envelope(channel, nodes, *, m, q, t, Q0, trace0, noise, sig
     sigma, _, noise, d, m_perp, q_perp, V = _check_args(
         channel, nodes, m, q, t, Q0, trace0, noise, sigma, 0.0, n_features, task)
     law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task)
-    v, f = _prox(channel, law, sigma, warm)
+    v, f, _ = _prox(channel, law, sigma, warm)
     return float(nodes.mean(f)), v
 
 
@@ -428,6 +519,18 @@ class _SoftmaxSeq2seqMap(_Seq2seqMap):
         # fixed point is then polished with the multi-start prox, whose map is reported
         self.warm_only = False
         self.frame = _Frame(T, channel.K, nodes, d)     # built once for all evaluations
+        self._last_residual = None
+
+    def residual(self, x):
+        # the warm iterations start where the evaluation that seeds them was made, in the
+        # same mode: its value stands (a warm start at its own minimisers stays there)
+        cached = self._last_residual
+        if cached is not None and cached[0] == self.warm_only and self.last_x is not None \
+                and np.array_equal(self.last_x, x):
+            return cached[1].copy()
+        r = super().residual(x)
+        self._last_residual = None if r is None else (self.warm_only, r.copy())
+        return r
 
     def evaluate(self, m, q, sigma, t):
         out, v = _output(self.channel, self.nodes, m, q, t, self.Q0, self.trace0,
@@ -554,4 +657,5 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
         train_objective=alpha * out.train_error + problem.reg_trace * t,
         converged=bool(converged), residual=float(res_norm), n_calls=fp.n_calls,
         eta=prior.eta, delta=prior.delta, epsilon=prior.epsilon,
-        spectrum=denoiser.learned_spectrum(prior))
+        spectrum=denoiser.learned_spectrum(prior),
+        certified_fraction=out.certified_fraction)

@@ -295,6 +295,26 @@ def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, 
     return xb, fb, cert
 
 
+def _prox2_nodes_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm,
+                    trust_warm, n_starts, radius, max_iter, tol, budget):
+    """:func:`prox2` where each sample has its own map to the row differences: ``D``,
+    ``Dinv`` and ``P`` of shape (N, 2, 2) (the exact-Gram channel's bulk prox at T = 2,
+    :mod:`..seq2seq_softmax`, where the frame's ``M_B`` differs from node to node)."""
+    N = a0.shape[0]
+    xb = np.zeros((N, 2))
+    fb = np.zeros(N)
+    cert = np.zeros(N, dtype=np.bool_)
+    n_chunks = (N + _CHUNK - 1) // _CHUNK
+    for c in _prange(n_chunks):
+        stack = np.empty((4096 if budget > 0 else 1, 3))
+        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
+            _prox2_sample(n, a0, p, r, sigma, D[n], Dinv[n], P[n], beta, x_fit, convex,
+                          warm, use_warm, trust_warm, n_starts, radius, max_iter, tol,
+                          budget, stack, xb, fb, cert)
+    return xb, fb, cert
+
+
 # serial and parallel (over sample chunks) compilations of the same drivers
 prox2 = _jit(_prox2_py)
 prox2_parallel = parallel_twin(_prox2_py)
+prox2_nodes = _jit(_prox2_nodes_py)

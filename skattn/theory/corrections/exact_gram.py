@@ -135,8 +135,8 @@ def exact_gram_prediction(seq2lab, *, loss="seq2seq", n_nodes=8192, tol=1e-7, ra
         seq = solve_seq2seq_softmax_state_evolution(seq2lab.alpha, problem, loss=loss,
                                                     n_nodes=n_nodes, tol=tol, init=seq2lab,
                                                     random_state=random_state)
-        # its multi-start prox is not certified global
-        extra, source = {"certified_fraction": 0.0}, source + "_softmax"
+        # T = 2: the bulk prox's certificate; T ≥ 3: a multi-start, not certified (0)
+        extra, source = {"certified_fraction": seq.certified_fraction}, source + "_softmax"
     else:
         seq = solve_seq2seq_state_evolution(seq2lab.alpha, problem, model="bartlett",
                                             loss="seq2seq", n_nodes=n_nodes, tol=tol,

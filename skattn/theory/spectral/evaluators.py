@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _compiled
+from .kernels import _DiscreteKernel
 from .rootfinding import _EPS, _TINY, _bracketed_newton
 
 
@@ -25,6 +27,14 @@ class _SubordinationEvaluator:
 
         ``fa(idx, s)``, if given, replaces ``kernel.FA(u[idx], s)``.
         """
+        if fa is None and _compiled.HAVE_NUMBA and isinstance(self.kernel, _DiscreteKernel):
+            # the same iteration per point, compiled (_compiled.discrete_solve_s)
+            u = np.ascontiguousarray(u, dtype=float)
+            s0 = np.full(u.shape, np.nan) if s0 is None else np.broadcast_to(
+                np.asarray(s0, dtype=float), u.shape)
+            return _compiled.discrete_solve_s(
+                u.ravel(), np.ascontiguousarray(s0).ravel(), self.kernel.t, self.kernel.w,
+                self.d2, int(maxiter)).reshape(u.shape)
         if fa is None:
             def fa(idx, s):
                 return self.kernel.FA(u[idx], s)

@@ -10,6 +10,7 @@ import numpy as np
 from scipy import optimize
 
 from ..laws import DiscreteLaw, SpectralLaw, WishartLaw
+from . import _compiled
 from .rootfinding import _EPS, _bracketed_newton
 
 
@@ -198,6 +199,10 @@ class _DiscreteKernel(_Kernel):
     def FA(self, u, s):
         u = np.asarray(u, dtype=float)
         s = np.broadcast_to(np.asarray(s, dtype=float), u.shape)
+        if _compiled.HAVE_NUMBA:
+            F, A = _compiled.discrete_fa(u.ravel(), np.ascontiguousarray(s).ravel(), self.t,
+                                         self.w)
+            return F.reshape(u.shape), A.reshape(u.shape)
         F = np.empty(u.shape)
         A = np.empty(u.shape)
         for sl in self._rows(u.size):
@@ -213,6 +218,10 @@ class _DiscreteKernel(_Kernel):
     def FARB(self, u, s):
         u = np.asarray(u, dtype=float)
         s = np.broadcast_to(np.asarray(s, dtype=float), u.shape)
+        if _compiled.HAVE_NUMBA:
+            out = _compiled.discrete_farb(u.ravel(), np.ascontiguousarray(s).ravel(), self.t,
+                                          self.w)
+            return tuple(v.reshape(u.shape) for v in out)
         F, A, R, B = (np.empty(u.shape) for _ in range(4))
         for sl in self._rows(u.size):
             diff = u[sl, None] - self.t
@@ -248,6 +257,10 @@ class _DiscreteKernel(_Kernel):
 
     def _sums_real(self, u, powers):
         u = np.asarray(u, dtype=float)
+        if _compiled.HAVE_NUMBA:
+            out = _compiled.discrete_real_sums(u.ravel(), self.t, self.w,
+                                               np.asarray(powers, dtype=np.int64))
+            return [row.reshape(u.shape) for row in out]
         out = [np.empty(u.shape) for _ in powers]
         for sl in self._rows(u.size):
             r = 1.0 / (u[sl, None] - self.t)
@@ -265,21 +278,31 @@ class _DiscreteKernel(_Kernel):
     def F0(self, u):
         return self._sums_real(u, (2,))[0]
 
+    def _edge_newton(self, delta, lo, hi, x0, increasing, kind):
+        """Roots on brackets of ``h(u) = F0^(−1/2) − δ`` (``kind`` 0) or of ``F0'`` (1)."""
+        lo, hi, x0 = (np.asarray(v, dtype=float) for v in (lo, hi, x0))
+        inc = np.broadcast_to(np.asarray(increasing, dtype=bool), x0.shape)
+        if _compiled.HAVE_NUMBA:
+            return _compiled.discrete_edge_roots(
+                self.t, self.w, float(delta), lo, hi, x0, np.ascontiguousarray(inc),
+                np.full(x0.size, kind, dtype=np.int64), 1e-14, 100)
+
+        def fun(u, idx):
+            if kind == 0:  # h(u) and h'(u): F0' = −2 Σ w/(u−t)³ = −2 F3
+                F0, F3 = self._sums_real(u, (2, 3))
+                return F0 ** -0.5 - delta, F0 ** -1.5 * F3
+            F3, F4 = self._sums_real(u, (3, 4))  # F0'/2 = −F3 (increasing), its derivative
+            return -F3, 3 * F4
+        return _bracketed_newton(fun, lo, hi, x0, increasing=inc)
+
     def edges_u(self, delta):
         t, w, d2 = self.t, self.w, delta * delta
         m = t.size
-
-        def h_fun(u, idx):  # h(u) = F0^(-1/2) − δ and h'(u)
-            F0, F3 = self._sums_real(u, (2, 3))
-            # F0' = −2 Σ w/(u−t)³ = −2 F3
-            return F0 ** -0.5 - delta, F0 ** -1.5 * F3
-
         # outer edges: h decreases on (t0 − δ, t0), increases on (t_m, t_m + δ)
         lo_out = np.array([t[0] - delta, t[-1]])
         hi_out = np.array([t[0], t[-1] + delta])
         x0 = np.array([t[0] - delta * np.sqrt(w[0]), t[-1] + delta * np.sqrt(w[-1])])
-        outer = _bracketed_newton(h_fun, lo_out, hi_out, x0,
-                                  increasing=np.array([False, True]))
+        outer = self._edge_newton(delta, lo_out, hi_out, x0, np.array([False, True]), 0)
         gaps = []
         if m > 1:
             g = np.diff(t)
@@ -290,12 +313,7 @@ class _DiscreteKernel(_Kernel):
                 ta, tb = t[cand], t[cand + 1]
                 r = w13[cand] / w13[cand + 1]
                 x0 = ta + (tb - ta) * r / (1 + r)
-
-                def dF(u, idx):  # F0'/2 = −Σ w/(u−t)³ (increasing), and its derivative
-                    F3, F4 = self._sums_real(u, (3, 4))
-                    return -F3, 3 * F4
-
-                umin = _bracketed_newton(dF, ta, tb, x0, increasing=True)
+                umin = self._edge_newton(delta, ta, tb, x0, True, 1)
                 F0min = self.F0(umin)
                 open_ = F0min < 1.0 / d2
                 if np.any(open_):
@@ -307,7 +325,7 @@ class _DiscreteKernel(_Kernel):
                     x0 = np.concatenate([np.minimum(ta + delta * np.sqrt(w[k]), umin),
                                          np.maximum(tb - delta * np.sqrt(w[k + 1]), umin)])
                     inc = np.concatenate([np.ones(k.size, bool), np.zeros(k.size, bool)])
-                    roots = _bracketed_newton(h_fun, lo, hi, x0, increasing=inc)
+                    roots = self._edge_newton(delta, lo, hi, x0, inc, 0)
                     gaps = list(zip(roots[:k.size], roots[k.size:]))
         bounds = [outer[0]]
         for a, b in gaps:
