@@ -22,7 +22,10 @@ of the softmax is flat in the loss, the proximal term fixes it) from ω, from th
 point, from their midpoint and from the node's previous minimiser; the best end point is
 kept (not certified). Where numba is installed the same Newton runs one node at a time in
 compiled code (:mod:`._seq2seq_kernels`); the node quantities that do not move with
-``(m, q, t)`` (B, φ, M_B) are built once per solve.
+``(m, q, t)`` (B, φ, M_B) are built once per solve. At T = 2 the loss sees the two row
+differences only, and the prox is the seq2lab channel's certified two-dimensional prox
+with each node's own metric (:class:`_Rows2`): its minimisers are proved global where the
+certificate holds, and the result reports that share (``certified_fraction``).
 
 The conjugates are derivatives of the node-averaged Moreau envelope M at fixed
 ``(m, q, t)``, ``m̂ = −2α ∂M/∂m``, ``Σ̂ = 4α ∂M/∂q``, ``m̂_I = −2α ∂M/∂t``, computed
