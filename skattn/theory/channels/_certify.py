@@ -29,7 +29,8 @@ import math
 
 import numpy as np
 
-from ._kernels import _expit, _grid2, _jit, _newton2, _prange, _val2, parallel_twin
+from ._kernels import (_expit, _expit_pair, _grid2, _jit, _newton2, _prange, _val2,
+                       parallel_twin)
 
 # result codes of the branch and bound
 CERTIFIED, BUDGET, BETTER = 1, 0, -1
@@ -43,7 +44,7 @@ def _vgc2(x0, x1, a0, p, r, s, D, beta, lpp):
     g0, g1 = x0 / s, x1 / s
     for i in range(2):
         ba = beta * (a0[i] + D[i, 0] * x0 + D[i, 1] * x1)
-        s1, s0 = _expit(ba), _expit(-ba)
+        s1, s0 = _expit_pair(ba)
         f += (s1 - p[i]) ** 2 + (s0 - r[i]) ** 2
         e = 2 * (s1 - p[i]) - 2 * (s0 - r[i])
         d1 = beta * s1 * s0
@@ -252,7 +253,11 @@ def _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use
             xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
             return
         best, b0, b1 = f, y0, y1
-    for k in range(n_starts + 1):
+    # the grid start costs more than the segment's Newton runs; the fixed-point iterations
+    # (trust_warm) start a node without a warm minimiser from the segment alone, and their
+    # end point is polished with the full multi-start
+    n_grid = 0 if (trust_warm and budget == 0 and not has_warm) else 1
+    for k in range(n_starts + n_grid):
         if k < n_starts:
             t = k / (n_starts - 1) if n_starts > 1 else 0.0
             y0, y1 = t * x_fit[n, 0], t * x_fit[n, 1]

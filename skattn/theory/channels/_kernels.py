@@ -68,13 +68,22 @@ def _expit(x):
     return e / (1.0 + e)
 
 
+@_jit
+def _expit_pair(x):
+    """``(_expit(x), _expit(−x))`` from one exponential (the same values, bit for bit)."""
+    e = math.exp(-abs(x))
+    if x >= 0:
+        return 1.0 / (1.0 + e), e / (1.0 + e)
+    return e / (1.0 + e), 1.0 / (1.0 + e)
+
+
 # ---------------------------------------------------------------------------------- T = 2
 @_jit
 def _val2(x0, x1, a0, p, r, s, D, beta):
     f = (x0 * x0 + x1 * x1) / (2 * s)
     for i in range(2):
         ba = beta * (a0[i] + D[i, 0] * x0 + D[i, 1] * x1)
-        s1, s0 = _expit(ba), _expit(-ba)
+        s1, s0 = _expit_pair(ba)
         f += (s1 - p[i]) ** 2 + (s0 - r[i]) ** 2
     return f
 
@@ -87,7 +96,7 @@ def _dir2(x0, x1, a0, p, r, s, D, beta):
     h01 = 0.0
     for i in range(2):
         ba = beta * (a0[i] + D[i, 0] * x0 + D[i, 1] * x1)
-        s1, s0 = _expit(ba), _expit(-ba)
+        s1, s0 = _expit_pair(ba)
         e = 2 * (s1 - p[i]) - 2 * (s0 - r[i])
         d1 = beta * s1 * s0
         la = e * d1
@@ -97,6 +106,10 @@ def _dir2(x0, x1, a0, p, r, s, D, beta):
         h00 += laa * D[i, 0] * D[i, 0]
         h11 += laa * D[i, 1] * D[i, 1]
         h01 += laa * D[i, 0] * D[i, 1]
+    det = h00 * h11 - h01 * h01
+    if h00 > 0 and det > 1e-12 * max(h00, h11) ** 2:
+        # positive definite, well conditioned (|H| = H): the Newton step directly
+        return g0, g1, -(h11 * g0 - h01 * g1) / det, -(h00 * g1 - h01 * g0) / det
     theta = 0.5 * math.atan2(2 * h01, h00 - h11)
     cs, sn = math.cos(theta), math.sin(theta)
     l1 = abs(h00 * cs * cs + 2 * h01 * sn * cs + h11 * sn * sn)
@@ -140,6 +153,11 @@ def _newton2(x0, x1, a0, p, r, s, D, beta, radius, max_iter):
     return x0, x1, f
 
 
+#: the grid's points uniform in sigmoid(β a): ``u_j = (j + ½)/12`` and ``logit(u_j)``
+_GRID_U = (np.arange(12) + 0.5) / 12
+_GRID_LOGIT = np.array([math.log(u / (1 - u)) for u in _GRID_U])
+
+
 @_jit
 def _grid2(a0, p, r, s, P, Dinv, beta, xf0, xf1, D):
     """Port of :meth:`.prox._Softmax2Problem.grid_starts` for one sample."""
@@ -152,8 +170,8 @@ def _grid2(a0, p, r, s, P, Dinv, beta, xf0, xf1, D):
     tab = np.empty((2, G))
     for i in range(2):
         for j in range(n_sigma):
-            u = (j + 0.5) / n_sigma
-            d[i, j] = math.log(u / (1 - u)) / beta - a0[i]
+            u = _GRID_U[j]
+            d[i, j] = _GRID_LOGIT[j] / beta - a0[i]
             tab[i, j] = P[i, i] * d[i, j] ** 2 / (2 * s) + (u - p[i]) ** 2 \
                 + (1 - u - r[i]) ** 2
         for j in range(n_segment):
@@ -161,23 +179,29 @@ def _grid2(a0, p, r, s, P, Dinv, beta, xf0, xf1, D):
             ds = t * dfit[i]
             ba = beta * (a0[i] + ds)
             d[i, n_sigma + j] = ds
-            tab[i, n_sigma + j] = P[i, i] * ds ** 2 / (2 * s) + (_expit(ba) - p[i]) ** 2 \
-                + (_expit(-ba) - r[i]) ** 2
+            s1, s0 = _expit_pair(ba)
+            tab[i, n_sigma + j] = P[i, i] * ds ** 2 / (2 * s) + (s1 - p[i]) ** 2 \
+                + (s0 - r[i]) ** 2
     cross = P[0, 1] / s
+    cd1 = np.empty(G)
+    for k1 in range(G):
+        cd1[k1] = cross * d[1, k1]
     best_f, b0, b1 = math.inf, 0.0, 0.0
     for k0 in range(G):
+        d0, t0 = d[0, k0], tab[0, k0]
         for k1 in range(G):
-            F = d[0, k0] * (cross * d[1, k1]) + tab[0, k0] + tab[1, k1]
+            F = d0 * cd1[k1] + t0 + tab[1, k1]
             if F < best_f:
-                best_f, b0, b1 = F, d[0, k0], d[1, k1]
+                best_f, b0, b1 = F, d0, d[1, k1]
     for i in range(2):
         j = 1 - i
         bf, bi, bj = math.inf, 0.0, 0.0
         for k in range(G):
             dj = -(P[0, 1] / P[j, j]) * d[i, k]
             ba = beta * (a0[j] + dj)
+            s1, s0 = _expit_pair(ba)
             F = (tab[i, k] + P[j, j] * dj ** 2 / (2 * s) + cross * d[i, k] * dj
-                 + (_expit(ba) - p[j]) ** 2 + (_expit(-ba) - r[j]) ** 2)
+                 + (s1 - p[j]) ** 2 + (s0 - r[j]) ** 2)
             if F < bf:
                 bf, bi, bj = F, d[i, k], dj
         if bf < best_f:
@@ -573,7 +597,7 @@ def loss_and_trace2(z, y, beta, sigma):
         for i in range(2):
             ai = sq2 * z[n, i] - z[n, 2]
             ba = beta * ai
-            s1, s0 = _expit(ba), _expit(-ba)
+            s1, s0 = _expit_pair(ba)
             p, r = y[n, i, i], y[n, i, 1 - i]
             f += (s1 - p) ** 2 + (s0 - r) ** 2
             e = 2 * (s1 - p) - 2 * (s0 - r)
