@@ -22,7 +22,7 @@ from .channels._kernels import (HAVE_NUMBA, _dirT, _jit, _jit_parallel, _prange,
                                 backtrack_step, cholesky_lower, softmax_inplace,
                                 use_parallel)
 
-__all__ = ["HAVE_NUMBA", "bulk_prox", "use_parallel"]
+__all__ = ["HAVE_NUMBA", "bulk_prox", "output_sums", "use_parallel"]
 
 
 @_jit
@@ -264,3 +264,76 @@ def bulk_prox(x0, omega, base, MB, y, G, sigma, index, scale, beta, radius, max_
     return prox(c(x0, dtype=float), c(omega, dtype=float), c(base, dtype=float),
                 c(MB, dtype=float), c(y, dtype=float), c(G, dtype=float), float(sigma),
                 c(index), c(scale, dtype=float), float(beta), float(radius), int(max_iter))
+
+
+@_jit
+def output_sums(v, omega, base, MB, y, G, a, b, phi, cov, L, index, scale, beta, beta0,
+                sigma, weights):
+    """The node averages of the softmax output side (:func:`.seq2seq_softmax._output`) in
+    one pass: with ``z = base + M_B v``, ``R = softmax(βh(z)) − y``, ``g = (v − ω)/Σ``,
+    ``∇_z ℓ`` and the labels' pull-back ``∂F/∂v0 = M_Bᵀ Lᵀ[β0 y ∘ (−2RG − ⟨−2RG, y⟩_row)]``,
+    returns the weighted means of ``Tr(RGRᵀ)``, ``g·a``, ``∂F/∂v0·a``, ``∂F/∂v0·b``,
+    ``∇_z ℓ·φ`` and ``gᵀ C g`` (C = ``cov``)."""
+    N, K = v.shape
+    T = y.shape[1]
+    z = np.empty(K)
+    g = np.empty(K)
+    A = np.empty((T, T))
+    RG = np.empty((T, T))
+    grad = np.empty(K)
+    dz0 = np.empty(K)
+    out = np.zeros(6)
+    for n in range(N):
+        for k in range(K):
+            acc = base[n, k]
+            for j in range(K):
+                acc += MB[n, k, j] * v[n, j]
+            z[k] = acc
+            g[k] = (v[n, k] - omega[n, k]) / sigma
+            grad[k] = 0.0
+            dz0[k] = 0.0
+        loss = 0.0
+        for r in range(T):
+            for c in range(T):
+                A[r, c] = beta * z[index[r, c]] * scale[r, c]
+            softmax_inplace(A[r])
+        for r in range(T):
+            for c in range(T):
+                acc = 0.0
+                for e in range(T):
+                    acc += (A[r, e] - y[n, r, e]) * G[n, e, c]
+                RG[r, c] = acc
+                loss += (A[r, c] - y[n, r, c]) * acc
+        for r in range(T):
+            sa, sy = 0.0, 0.0
+            for e in range(T):
+                sa += RG[r, e] * A[r, e]
+                sy += -2.0 * RG[r, e] * y[n, r, e]
+            for c in range(T):
+                gh = 2 * beta * A[r, c] * (RG[r, c] - sa)
+                wv = beta0 * y[n, r, c] * (-2.0 * RG[r, c] - sy)
+                row = r * T + c
+                for k in range(K):
+                    grad[k] += gh * L[row, k]
+                    dz0[k] += wv * L[row, k]
+        ga, fa, fb, tphi, qq = 0.0, 0.0, 0.0, 0.0, 0.0
+        for k in range(K):
+            dv0 = 0.0
+            for l_ in range(K):
+                dv0 += MB[n, l_, k] * dz0[l_]
+            fa += dv0 * a[n, k]
+            fb += dv0 * b[n, k]
+            ga += g[k] * a[n, k]
+            tphi += grad[k] * phi[n, k]
+            cg = 0.0
+            for l_ in range(K):
+                cg += g[l_] * cov[l_, k]
+            qq += cg * g[k]
+        w = weights[n]
+        out[0] += w * loss
+        out[1] += w * ga
+        out[2] += w * fa
+        out[3] += w * fb
+        out[4] += w * tphi
+        out[5] += w * qq
+    return out

@@ -49,6 +49,8 @@ Pure numpy/scipy (no torch).
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,11 +149,33 @@ def _bulk_map(B, T):
     return LB[:, rows, cols, :] * inv_scale[None, :, None]
 
 
+#: frames kept for reuse (a few MB each at T = 2, 8192 nodes)
+_FRAME_CACHE_SIZE = 2
+_FRAMES = OrderedDict()
+
+
+def frame_for(T, K, nodes, d):
+    """The :class:`_Frame` of these nodes at d: built once per node set and d, and kept
+    for the next solve (the points of a curve at one d, repeated predictions: the χ²
+    quantiles of B are most of a frame's cost). Keyed by the nodes' points themselves."""
+    pts = np.ascontiguousarray(nodes.points)
+    key = (T, K, int(d), pts.shape, hashlib.sha1(pts.view(np.uint8)).hexdigest())
+    frame = _FRAMES.get(key)
+    if frame is None:
+        frame = _Frame(T, K, nodes, d)
+        _FRAMES[key] = frame
+        if len(_FRAMES) > _FRAME_CACHE_SIZE:
+            _FRAMES.popitem(last=False)
+    else:
+        _FRAMES.move_to_end(key)
+    return frame
+
+
 class _Frame:
     """The node quantities that do not move with ``(m, q, t)``: the frame metric, the unit
     directions of ω and of the teacher's bulk, B's Gram matrix, φ, M_B and its inverse.
-    Built once per solve (the χ² quantiles of B and the M_B products were a third of an
-    evaluation)."""
+    Built once per node set (:func:`frame_for`; the χ² quantiles of B and the M_B
+    products were a third of an evaluation); read-only."""
 
     def __init__(self, T, K, nodes, d):
         pts = nodes.points
@@ -166,8 +190,10 @@ class _Frame:
         self.identity = np.broadcast_to(np.eye(T), self.gram.shape).copy()
         self.phi = u_from_h(np.sqrt(d) * (self.gram - np.eye(T)))
         self.MB = _bulk_map(B, T)
+        for array in (self.a, self.b, self.gram, self.identity, self.phi, self.MB):
+            array.flags.writeable = False
         self._MB_inv = None
-        self._rows2 = None
+        self._rows2 = self._shift = None
 
     def rows2(self, channel):
         """T = 2: the bulk prox in the row differences (:class:`_Rows2`), built once."""
@@ -181,8 +207,17 @@ class _Frame:
             self._MB_inv = np.linalg.inv(self.MB)
         return self._MB_inv
 
+    def shift_direction(self, channel):
+        """``e = M_B⁻¹ shift`` per node (the flat direction in v) and ``‖e‖²``, built once."""
+        if self._shift is None:
+            e = np.einsum("nkl,l->nk", self.MB_inv, channel.shift)      # M_B e = shift
+            self._shift = (e, np.einsum("nk,nk->n", e, e))
+        return self._shift
+
     def matches(self, nodes, d):
-        return self.nodes is nodes and self.d == d
+        return self.d == d and (self.nodes is nodes or (
+            nodes.points.shape == self.nodes.points.shape
+            and np.array_equal(nodes.points, self.nodes.points)))
 
 
 class _Rows2:
@@ -257,7 +292,7 @@ class _Law:
                  frame=None):
         T, K = channel.n_tokens, channel.K
         if frame is None or not frame.matches(nodes, d):
-            frame = _Frame(T, K, nodes, d)
+            frame = frame_for(T, K, nodes, d)
         self.frame = frame
         self.cov, self.a, self.b = frame.cov, frame.a, frame.b
         self.omega = np.sqrt(q_perp) * self.a
@@ -304,10 +339,9 @@ def _fit_start(channel, law):
     """The exact-fit bulk ``M_B⁻¹(z0 β0/β − tφ)``, moved along the flat shift direction to
     the point nearest ω (the proximal term's own choice)."""
     z_fit = law.z0 * (channel.target_beta_ / channel.beta_)
-    MB_inv = law.frame.MB_inv
-    v = np.einsum("nkl,nl->nk", MB_inv, z_fit - law.base)
-    e = np.einsum("nkl,l->nk", MB_inv, channel.shift)      # M_B e = shift
-    c = -np.sum(e * (v - law.omega), axis=1) / np.sum(e * e, axis=1)
+    v = np.einsum("nkl,nl->nk", law.frame.MB_inv, z_fit - law.base)
+    e, ee = law.frame.shift_direction(channel)
+    c = -np.einsum("nk,nk->n", e, v - law.omega) / ee
     return v + c[:, None] * e
 
 
@@ -396,28 +430,41 @@ def _output(channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features
         channel, nodes, m, q, t, Q0, trace0, noise, sigma, alpha, n_features, task)
     law = _Law(channel, nodes, m_perp, q_perp, V, t, trace0, noise, d, task, frame)
     v, f, certified = _prox(channel, law, sigma, warm, warm_only)
-    z = law.z_of(v)
-    loss, grad_z, RG = _loss_terms(channel, law, z)
-    gout = (v - law.omega) / sigma
-    # envelope theorem: ∂F/∂ω = −g_out; ∂F/∂v0 through y(z0) with ∂ℓ/∂y = −2 R G
-    dF_dz0 = _labels_vjp(channel, law, -2 * RG)
-    dF_dv0 = np.einsum("nlk,nl->nk", law.MB, dF_dz0)
-    dF_dt = np.sum(grad_z * law.phi, axis=1)               # explicit t of z = tφ + M_B v
+    # node means of the loss, g·a, ∂F/∂v0·a, ∂F/∂v0·b, ∂F/∂t and gᵀCg (g = g_out)
+    if _kernels.HAVE_NUMBA and isinstance(channel, SoftmaxChannel):
+        c = np.ascontiguousarray
+        sums = _kernels.output_sums(
+            c(v), c(law.omega), c(law.base), law.MB, c(law.y), c(law.weights), c(law.a),
+            c(law.b), c(law.phi), c(law.cov), c(channel._L), c(channel._index),
+            c(channel._scale, dtype=float), float(channel.beta_),
+            float(channel.target_beta_), float(sigma), c(nodes.weights))
+    else:
+        sums = _output_sums_numpy(channel, law, v, sigma, nodes)
+    mean_loss, mean_ga, mean_fa, mean_fb, mean_dt, mean_gcg = (float(x) for x in sums)
     sq, sV = np.sqrt(q_perp), np.sqrt(V)
-    # ω = √q⊥ a, v0 = (m⊥/√q⊥) a + √V b, V = Q0⊥ − m⊥²/q⊥
-    dM_dq = (nodes.mean(np.sum(-gout * law.a, axis=1)) / (2 * sq)
-             + nodes.mean(np.sum(dF_dv0 * (-m_perp / (2 * sq ** 3) * law.a
-                                           + m_perp ** 2 / (2 * q_perp ** 2 * sV) * law.b),
-                                 axis=1)))
-    dM_dm = nodes.mean(np.sum(dF_dv0 * (law.a / sq - m_perp / (q_perp * sV) * law.b), axis=1))
+    # ω = √q⊥ a, v0 = (m⊥/√q⊥) a + √V b, V = Q0⊥ − m⊥²/q⊥; ∂F/∂ω = −g_out
+    dM_dq = (-mean_ga / (2 * sq) - m_perp / (2 * sq ** 3) * mean_fa
+             + m_perp ** 2 / (2 * q_perp ** 2 * sV) * mean_fb)
+    dM_dm = mean_fa / sq - m_perp / (q_perp * sV) * mean_fb
     # t also moves m⊥ = m − tτ0 and q⊥ = q − t²
-    dM_dt = nodes.mean(dF_dt) - trace0 * dM_dm - 2 * t * dM_dq
+    dM_dt = mean_dt - trace0 * dM_dm - 2 * t * dM_dq
     out = BartlettSoftmaxOutputSide(
-        m_hat=-2 * alpha * float(dM_dm), m_hat_identity=-2 * alpha * float(dM_dt),
-        q_hat=2 * alpha * float(nodes.mean(np.sum((gout @ law.cov) * gout, axis=1))),
-        sigma_hat=4 * alpha * float(dM_dq), train_error=float(nodes.mean(loss)),
+        m_hat=-2 * alpha * dM_dm, m_hat_identity=-2 * alpha * dM_dt,
+        q_hat=2 * alpha * mean_gcg, sigma_hat=4 * alpha * dM_dq, train_error=mean_loss,
         moreau=float(nodes.mean(f)), certified_fraction=float(nodes.mean(certified)))
     return out, v
+
+
+def _output_sums_numpy(channel, law, v, sigma, nodes):
+    """The node means of :func:`._seq2seq_kernels.output_sums`, in numpy (any channel)."""
+    loss, grad_z, RG = _loss_terms(channel, law, law.z_of(v))
+    gout = (v - law.omega) / sigma
+    # envelope theorem: ∂F/∂v0 through y(z0) with ∂ℓ/∂y = −2 R G
+    dF_dv0 = np.einsum("nlk,nl->nk", law.MB, _labels_vjp(channel, law, -2 * RG))
+    dF_dt = np.sum(grad_z * law.phi, axis=1)               # explicit t of z = tφ + M_B v
+    return [nodes.mean(x) for x in (
+        loss, np.sum(gout * law.a, axis=1), np.sum(dF_dv0 * law.a, axis=1),
+        np.sum(dF_dv0 * law.b, axis=1), dF_dt, np.sum((gout @ law.cov) * gout, axis=1))]
 
 
 def bartlett_softmax_output_side(channel, nodes, *, m, q, t, Q0, trace0, noise, sigma,
@@ -521,7 +568,7 @@ class _SoftmaxSeq2seqMap(_Seq2seqMap):
         # True: each node's prox from its previous minimiser alone (cheap iterations); the
         # fixed point is then polished with the multi-start prox, whose map is reported
         self.warm_only = False
-        self.frame = _Frame(T, channel.K, nodes, d)     # built once for all evaluations
+        self.frame = frame_for(T, channel.K, nodes, d)     # one for all evaluations
         self._last_residual = None
 
     def residual(self, x):

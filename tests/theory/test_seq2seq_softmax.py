@@ -97,6 +97,30 @@ def test_two_token_prox_is_the_certified_row_difference_prox(beta, sigma, task):
     assert certified.mean() > 0.5
 
 
+@pytest.mark.parametrize("T, task", [(2, "seq2seq"), (3, "seq2lab"), (3, "seq2seq")])
+def test_compiled_node_sums_match_numpy(T, task):
+    """The output side's node averages in one compiled pass against the numpy form."""
+    from skattn.theory import _seq2seq_kernels, seq2seq_softmax as mod
+    if not _seq2seq_kernels.HAVE_NUMBA:
+        pytest.skip("numba missing")
+    channel = SoftmaxChannel(T, beta=1.5, target_beta=1.0)
+    nodes = _nodes(T, 256, seed=2)
+    m_perp = OVERLAPS["m"] - OVERLAPS["t"] * OVERLAPS["trace0"]
+    q_perp = OVERLAPS["q"] - OVERLAPS["t"] ** 2
+    V = OVERLAPS["Q0"] - OVERLAPS["trace0"] ** 2 - m_perp ** 2 / q_perp
+    law = mod._Law(channel, nodes, m_perp, q_perp, V, OVERLAPS["t"], OVERLAPS["trace0"],
+                   OVERLAPS["noise"], 60, task)
+    v = mod._prox(channel, law, 0.9)[0]
+    c = np.ascontiguousarray
+    compiled = _seq2seq_kernels.output_sums(
+        c(v), c(law.omega), c(law.base), law.MB, c(law.y), c(law.weights), c(law.a),
+        c(law.b), c(law.phi), c(law.cov), c(channel._L), c(channel._index),
+        c(channel._scale, dtype=float), float(channel.beta_), float(channel.target_beta_),
+        0.9, c(nodes.weights))
+    reference = mod._output_sums_numpy(channel, law, v, 0.9, nodes)
+    np.testing.assert_allclose(compiled, reference, rtol=1e-11, atol=1e-14)
+
+
 # -- the linear reduction -----------------------------------------------------------------
 
 
