@@ -231,7 +231,7 @@ class _Rows2:
     orthonormal) the bulk offset ``x = Q y`` (its part orthogonal to Q is 0 at the minimum)
     has ``a = C_u z(ω) + Rᵀ y`` and ``‖x‖ = ‖y‖``: the prox is ``g̃/2`` times the seq2lab
     T = 2 prox with ``D = Rᵀ`` and ``Σ' = Σ g̃/2``, whose multi-start, convexity test and
-    certificate (:func:`~.channels._certify.prox2_nodes`) then apply with each node's own
+    certificate (:func:`~.channels._certify.prox2`) then apply with each node's own
     D.
     """
 
@@ -278,7 +278,7 @@ class _Rows2:
         else:   # the multi-start (and the warm start), certified: the reported evaluations
             y_warm = np.zeros((1, 2)) if warm is None else self.reduce(warm, law.omega)
             use_warm, trust_warm, budget = warm is not None, False, channel.certify_budget
-        yb, fb, cert = _certify.prox2_nodes(
+        yb, fb, cert = _certify.prox2(
             a0, p, r, s_red, self.D, self.Dinv, self.P, beta, y_fit, convex, y_warm,
             use_warm, trust_warm, channel.n_starts, _RADIUS / beta, channel.max_iter,
             _CERT_TOL, budget)

@@ -278,6 +278,11 @@ def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, 
               n_starts, radius, max_iter, tol, budget):
     """T = 2 prox over all samples: ``x`` (N, 2), the objective (N,) and the certified mask.
 
+    ``D``, ``Dinv`` and ``P`` (the map to the row differences, its inverse and the metric
+    of ``‖x‖²`` in them) have shape (1, 2, 2), shared by all samples (the seq2lab channel),
+    or (N, 2, 2), one per sample (the exact-Gram channel's bulk prox,
+    :mod:`..seq2seq_softmax`, whose ``M_B`` differs from node to node).
+
     Provably convex samples: one Newton run (from the warm start if any), certified.
     Others: with a warm start and ``trust_warm``, one Newton run from it, uncertified (the
     fixed-point iterations); with a warm start and ``budget > 0``, Newton from it and the
@@ -287,6 +292,7 @@ def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, 
     no warm start.
     """
     N = a0.shape[0]
+    shared = D.shape[0] == 1
     xb = np.zeros((N, 2))
     fb = np.zeros(N)
     cert = np.zeros(N, dtype=np.bool_)
@@ -294,26 +300,8 @@ def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, 
     for c in _prange(n_chunks):
         stack = np.empty((4096 if budget > 0 else 1, 3))
         for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
-            _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm,
-                          use_warm, trust_warm, n_starts, radius, max_iter, tol,
-                          budget, stack, xb, fb, cert)
-    return xb, fb, cert
-
-
-def _prox2_nodes_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm,
-                    trust_warm, n_starts, radius, max_iter, tol, budget):
-    """:func:`prox2` where each sample has its own map to the row differences: ``D``,
-    ``Dinv`` and ``P`` of shape (N, 2, 2) (the exact-Gram channel's bulk prox at T = 2,
-    :mod:`..seq2seq_softmax`, where the frame's ``M_B`` differs from node to node)."""
-    N = a0.shape[0]
-    xb = np.zeros((N, 2))
-    fb = np.zeros(N)
-    cert = np.zeros(N, dtype=np.bool_)
-    n_chunks = (N + _CHUNK - 1) // _CHUNK
-    for c in _prange(n_chunks):
-        stack = np.empty((4096 if budget > 0 else 1, 3))
-        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
-            _prox2_sample(n, a0, p, r, sigma, D[n], Dinv[n], P[n], beta, x_fit, convex,
+            k = 0 if shared else n
+            _prox2_sample(n, a0, p, r, sigma, D[k], Dinv[k], P[k], beta, x_fit, convex,
                           warm, use_warm, trust_warm, n_starts, radius, max_iter, tol,
                           budget, stack, xb, fb, cert)
     return xb, fb, cert
@@ -322,4 +310,3 @@ def _prox2_nodes_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_
 # serial and parallel (over sample chunks) compilations of the same drivers
 prox2 = _jit(_prox2_py)
 prox2_parallel = parallel_twin(_prox2_py)
-prox2_nodes = _jit(_prox2_nodes_py)

@@ -277,7 +277,8 @@ class SoftmaxChannel(_Channel):
             # spin while waiting for a descheduled partner)
             threaded = False
             prox2 = _certify.prox2_parallel if threaded else _certify.prox2
-            xb, fb, cert = prox2(prob.a0, prob.p, prob.r, sigma, prob.D, prob.Dinv, prob.P,
+            xb, fb, cert = prox2(prob.a0, prob.p, prob.r, sigma, prob.D[None],
+                                 prob.Dinv[None], prob.P[None],
                                  beta, x_fit, convex, x_warm, use_warm, trust_warm,
                                  self.n_starts, radius, self.max_iter, _CERT_TOL,
                                  self.certify_budget)
