@@ -67,7 +67,6 @@ from .problem import UNSET, resolve_problem
 from .seq2seq import (Seq2seqStateEvolutionResult, _bartlett_factor, _check_finite_d_solve,
                       _Seq2seqMap, frame_covariance)
 from .core import solve_core
-from .core.fixed_point_map import WARM_MAX_BETA
 from .core.iteration import robust_fixed_point
 
 __all__ = ["BartlettSoftmaxOutputSide", "bartlett_softmax_output_side",
@@ -593,6 +592,9 @@ class _SoftmaxSeq2seqMap(_Seq2seqMap):
 
 #: the warm iterations hand over to the multi-start polish below this residual
 _WARM_HANDOVER = 1e-3
+#: largest student β at which the evaluation that seeds the warm minimisers starts from the
+#: fit alone (near convex: the core's warm iterations had this edge when it was measured)
+SEED_FROM_FIT_MAX_BETA = 2.0
 
 
 def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
@@ -678,9 +680,9 @@ def solve_seq2seq_softmax_state_evolution(alpha, problem=None, *, target=UNSET,
         # warm iterations (after one multi-start evaluation that seeds the minimisers),
         # then the multi-start polish from their point
         # the seeding evaluation from the fit start alone where the prox is near convex
-        # (as the core's warm iterations, β ≤ WARM_MAX_BETA): the polish's multi-start
+        # (β ≤ SEED_FROM_FIT_MAX_BETA): the polish's multi-start
         # corrects a node left in another basin
-        fp.warm_only = channel.beta_ <= WARM_MAX_BETA
+        fp.warm_only = channel.beta_ <= SEED_FROM_FIT_MAX_BETA
         fp.residual(x0)
         fp.warm_only = fp.warm is not None
         x_w, norm_w, _ = robust_fixed_point(fp, x0, tol=tol, max_iter=max_iter,

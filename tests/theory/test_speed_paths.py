@@ -55,11 +55,16 @@ def test_trusted_warm_start_keeps_its_local_minimum(monkeypatch):
     np.testing.assert_array_equal(cert, convex)  # only the provably convex are certified
     assert not np.all(convex)
     assert np.all(f_warm >= f_cold - 1e-9)
-    # a NaN warm row means "no warm start": that node gets the cold multi-start
+    # a NaN warm row means "no warm start": that node gets the cold multi-start, in the
+    # fixed-point iterations (trust_warm) without its grid start (the segment alone)
     warm = omega.copy()
     warm[:] = np.nan
-    z_nan, f_nan, _ = channel._prox(y, omega, sigma, start, warm=warm, trust_warm=True)
+    z_nan, f_nan, _ = channel._prox(y, omega, sigma, start, warm=warm)
     np.testing.assert_array_equal(f_nan, f_cold)
+    z_seg, f_seg, _ = channel._prox(y, omega, sigma, start, warm=warm, trust_warm=True)
+    assert np.all(f_seg >= f_cold - 1e-9)
+    np.testing.assert_array_equal(f_seg[convex], f_cold[convex])
+    assert np.mean(np.abs(f_seg - f_cold) <= 1e-12) > 0.9
 
 
 @pytest.mark.parametrize("kwargs", [

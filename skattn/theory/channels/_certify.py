@@ -289,7 +289,8 @@ def _prox2_py(a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use_warm, 
     certificate; where that fails (or without a warm start), the multi-start of
     :meth:`.softmax.SoftmaxChannel._prox` (the segment ω → fit and the 2-D grid start),
     then the certificate if ``budget > 0``. A warm row with a non-finite entry counts as
-    no warm start.
+    no warm start; in the fixed-point iterations (``trust_warm``, ``budget = 0``) a sample
+    without one takes the segment starts alone.
     """
     N = a0.shape[0]
     shared = D.shape[0] == 1

@@ -166,7 +166,9 @@ SECANT_MIN_STEP = 10.0
 # evaluations of the cheap warm map before the polish (the test points need 10 to 35)
 WARM_CALLS = 40
 # largest student β at which the fixed-point iterations start each prox from its last z*
-WARM_MAX_BETA = 2.0
+# (above, the remembered minimisers of a prox far from convex send Anderson astray; the
+# measurements behind the edge: docs: Changelog)
+WARM_MAX_BETA = 3.5
 
 
 def get_field(obj, name):
