@@ -168,7 +168,7 @@ WARM_CALLS = 40
 # largest student β at which the fixed-point iterations start each prox from its last z*
 # (above, the remembered minimisers of a prox far from convex send Anderson astray; the
 # measurements behind the edge: docs: Changelog)
-WARM_MAX_BETA = 3.5
+WARM_MAX_BETA = 3.0
 
 
 def get_field(obj, name):
