@@ -180,6 +180,60 @@ def test_local_third_derivative_bound_holds_numerically():
                 + 1e-12
 
 
+@settings(max_examples=150, deadline=None)
+@given(T=st.sampled_from([3, 5, 6]), beta=st.sampled_from([1.0, 2.0, 4.0]),
+       concentration=st.sampled_from([0.3, 3.0]), log_half=st.floats(-3, 0.5),
+       ball=st.booleans(), seed=st.integers(0, 2 ** 31))
+def test_interval_curvature_bounds_the_row_hessian(T, beta, concentration, log_half, ball,
+                                                   seed):
+    # the curvature bound from the probabilities' intervals holds at points of the region
+    rng = np.random.default_rng(seed)
+    ch = SoftmaxChannel(T, beta=1.0)
+    Q = ch._row_basis
+    d = T - 1
+    A, M = np.empty(T), np.empty((d, d))
+    lo, hi = np.empty(T), np.empty(T)
+    yrow = rng.dirichlet(np.ones(T) * concentration)
+    t = rng.standard_normal(d) * 2
+    half = 10 ** log_half
+    _certify_rows._local_c3(t, half, ball, Q, yrow, beta, 100.0, A, lo, hi)
+    bound = _certify_rows._interval_lambda(lo, hi, yrow, beta)
+    for _ in range(20):
+        u = rng.standard_normal(d)
+        p = t + (u / np.linalg.norm(u) * half * rng.uniform(0, 1) if ball
+                 else rng.uniform(-1, 1, d) * half)
+        assert _certify_rows._row_lambda(p, Q, yrow, beta, A, M) >= bound - 1e-12
+
+
+@settings(max_examples=150, deadline=None)
+@given(T=st.sampled_from([3, 5]), beta=st.sampled_from([1.0, 2.0, 4.0]),
+       log_half=st.floats(-2, 0.3), log_sigma=st.floats(-1, 1), seed=st.integers(0, 2 ** 31))
+def test_taylor_bound_of_the_dual_holds(T, beta, log_half, log_sigma, seed):
+    # φ(c + δ) ≥ φ(c) + ∇φ(c)ᵀδ + (1/(2Σ) + λ_c − lip|δ|/3)|δ|²/2 on the cube, with lip the
+    # cube's third-derivative constant: the bound that _row_dual prunes cubes with
+    rng = np.random.default_rng(seed)
+    ch = SoftmaxChannel(T, beta=1.0)
+    Q = ch._row_basis
+    d = T - 1
+    A, M, grad, g2 = np.empty(T), np.empty((d, d)), np.empty(d), np.empty(d)
+    lo, hi = np.empty(T), np.empty(T)
+    yrow = rng.dirichlet(np.ones(T))
+    cap = _certify_rows.third_derivative_bounds(yrow[None, None])[0, 0]
+    s = 10 ** log_sigma
+    t0, nu, c = (rng.standard_normal(d) for _ in range(3))
+    half = 10 ** log_half
+    lip = beta ** 3 * _certify_rows._local_c3(c, half, False, Q, yrow, beta, cap, A, lo, hi)
+    lam_int = _certify_rows._interval_lambda(lo, hi, yrow, beta)
+    f = _certify_rows._phi_row(c, t0, nu, 4 * s, Q, yrow, beta, A, grad)
+    lam_c = _certify_rows._row_lambda(c, Q, yrow, beta, A, M)
+    for _ in range(20):
+        delta = rng.uniform(-1, 1, d) * half
+        r = np.linalg.norm(delta)
+        kappa = 1 / (2 * s) + max(lam_c - lip * r / 3, lam_int)
+        value = _certify_rows._phi_row(c + delta, t0, nu, 4 * s, Q, yrow, beta, A, g2)
+        assert value >= f + grad @ delta + 0.5 * kappa * r * r - 1e-10 * (1 + abs(f))
+
+
 def test_cholesky_test_agrees_with_the_eigenvalue():
     rng = np.random.default_rng(3)
     for d in (2, 4, 5):

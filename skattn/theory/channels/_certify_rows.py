@@ -37,6 +37,15 @@ hence global.
    fitted or saturated row has a much smaller one, and the branch and bound needs ~20×
    fewer cubes (T = 5, α = 0.3, λ = 0.05, Δ = 0.1, ``WishartTarget(0.5)``: 38 splits per
    node against 810, all nodes certified against 98.4 %).
+3b. *Curvature from the probabilities' intervals* (:func:`_interval_lambda`). Along a unit
+   v, ``ℓ_a''/(2β²) = Σ_c s_c ṽ_c² (s_c + e_c − ē)`` (the Gauss–Newton part ``Σ s_c²ṽ_c²``
+   and the residual part ``Σ e_c s_c (ṽ_c² − m₂)``, with ``ē = Σ_k s_k e_k``). The weights
+   ``s_c ṽ_c²`` sum to ``m₂`` and are at most ``2 s_c (1 − s_c)²``; on a region with
+   ``s_c ∈ [lo_c, hi_c]``, ``a_c = 2s_c − y_c − ē ≥ 2lo_c − y_c − ē_hi`` with ``ē_hi =
+   min(max_c(hi_c − y_c), Σ hi_c² − Σ lo_c y_c)``, so the curvature is at least
+   ``2β² max(Σ_{a_c<0} a_c min(m₂, 2hi_c(1 − lo_c)²), m₂ min_c a_c)``. Near a fitted row
+   (s ≈ y) this is close to the true curvature on cubes far larger than the
+   third-derivative bound allows: both are used, the larger wins.
 4. *Branch and bound in row space* (``T − 1 ≤ 5`` dimensions, per row): a cube of
    half-width w around centre t holds ``λ_a ≥ λ(t) − β³ c_a w √(T − 1)`` (c_a the local
    constant of the cube; the test is a Cholesky factorisation, :func:`_exceeds`); cubes are split
@@ -57,8 +66,11 @@ hence global.
    problem in the T − 1 coordinates t: every t below ``φ_a(t*)`` lies in a ball (ℓ ≥ 0,
    the square completed), covered by a branch and bound on values — per cube, the
    quadratic's least plus the least loss that the probabilities' intervals allow, and a
-   separable quadratic minorant ``φ(c) + gᵀδ + κ‖δ‖²/2`` (κ from the local curvature
-   bound); a convex cube around t* is skipped (``φ ≥ φ(t*) − ‖∇φ(t*)‖²/(2μ)`` there).
+   separable quadratic minorant ``φ(c) + gᵀδ + κ‖δ‖²/2``, κ the larger of the interval
+   curvature (3b) and the Taylor form ``λ(c) − β³c_a‖δ‖/3`` (the integral remainder
+   ``∫₀¹(1 − τ)τ dτ = 1/6`` of a curvature that drops by at most ``β³c_a τ‖δ‖``); the
+   eigenvalue at the centre is computed only where the interval curvature alone does not
+   prune the cube. A convex cube around t* is skipped (``φ ≥ φ(t*) − ‖∇φ(t*)‖²/(2μ)`` there).
    A cube centre below ``φ_a(t*) − tol/(2T)`` ends it (the relaxation may have a gap).
 
 Where it fails, the sample gets more Newton starts (:func:`proxT`) and a second try;
@@ -71,11 +83,12 @@ with the local constant of 3 the T = 5 point α = 0.3, λ = 0.05, Δ = 0.1,
 ``WishartTarget(0.5)`` needs 38 cube splits per node (810 with the global constant) and
 certifies every node (98.4 % before); its certified evaluation went from 64 s to ~4 s.
 Where Σβ² is large the prox is genuinely non-convex on the ball (β ≈ 4, Σ ≈ 0.15): the
-convexity certificate fails there and, for T ≤ 4, the row-wise dual bound of 6 takes
-over (all of 64 such nodes at T = 3, 63 of 64 at T = 4, in ~1 and ~13 ms per node). For
-T = 5, 6 it is off (row space of 4–5 dimensions: hundreds of milliseconds per node), so
-those nodes count uncertified and the output side carries a bound on what they can move
-(:func:`.output.uncertified_bound`).
+convexity certificate fails there and, for T ≤ 5, the row-wise dual bound of 6 takes
+over. With the interval curvature (3b) it needs ~2 ms per node at T = 5 (β = 1.25, Σ ≈
+1.5: all of 256 nodes certified; 24 ms and 97 % before), ~0.5 ms at T = 4. For T = 6 it is
+off (row space of 5 dimensions: ~20 ms per node, 84 % within the budget), so those nodes
+count uncertified and the output side carries a bound on what they can move
+(:func:`.output.uncertified_bound`). Measurements: docs: Changelog.
 """
 
 from __future__ import annotations
@@ -92,6 +105,9 @@ CERTIFIED, BUDGET, NONCONVEX = 1, 0, -1
 # the certified strong convexity is at least _ETA/Σ: cubes are split until each row's
 # curvature bound is at least −(1 − _ETA)/(2Σ)
 _ETA = 0.125
+# bisections for the half-width of the strongly convex cube around a row's t* in the dual
+# bound (any width that passes the test is sound; 2⁻¹² of the row ball is fine enough)
+_E_BISECTIONS = 12
 # c_a of the module docstring: 3R m₂ and 2R m₂ + 3 m₂^{3/2} at R = √2, m₂ = 1/2
 _C3_FIXED = 3.0 / math.sqrt(2.0)
 _C3_PER_RANGE = math.sqrt(2.0) + 1.5 / math.sqrt(2.0)
@@ -240,6 +256,60 @@ def _local_c3(t, half, ball, Q, yrow, beta, c3_cap, A, lo, hi):
     return min(c, c3_cap)
 
 
+@_jit
+def _box_intervals(lo_t, hi_t, Q, beta, A, lo, hi):
+    """Exact bounds ``[lo_c, hi_c]`` of each probability over the box ``lo_t ≤ t ≤ hi_t``
+    of row space (written to lo, hi; A is scratch), as :func:`_local_c3` does for a cube:
+    ``h_b − h_c`` moves by at most ``Σ_i |Q_bi − Q_ci| (hi_t − lo_t)_i / 2``."""
+    T, d = Q.shape
+    for c in range(T):
+        v = 0.0
+        for i in range(d):
+            v += Q[c, i] * 0.5 * (lo_t[i] + hi_t[i])
+        A[c] = beta * v
+    for c in range(T):
+        s_lo, s_hi = 1.0, 1.0
+        for b in range(T):
+            if b == c:
+                continue
+            k = 0.0
+            for i in range(d):
+                k += abs(Q[b, i] - Q[c, i]) * 0.5 * (hi_t[i] - lo_t[i])
+            diff = A[b] - A[c]
+            s_lo += math.exp(min(diff + beta * k, 700.0))
+            s_hi += math.exp(min(diff - beta * k, 700.0))
+        lo[c], hi[c] = 1.0 / s_lo, 1.0 / s_hi
+
+
+@_jit
+def _interval_lambda(lo, hi, yrow, beta):
+    """A lower bound on the smallest eigenvalue of ``∇²ℓ_a`` on a region where each
+    probability lies in ``[lo_c, hi_c]`` (as written by :func:`_local_c3`; docstring, 3b).
+
+    Along a unit direction v, ``ℓ_a''/(2β²) = Σ_c s_c ṽ_c² (s_c + e_c − ē)`` with
+    ``ē = Σ_k s_k e_k``: the weights ``s_c ṽ_c²`` are at most ``2 s_c (1 − s_c)²`` and
+    sum to ``m₂``, so only the negative ``a_c = 2s_c − y_c − ē`` count, each at most its
+    weight's bound (or all at the smallest times ``m₂``).
+    """
+    T = lo.shape[0]
+    max_hi, max_lo, e_hi, sq_hi, ly_lo = 0.0, 0.0, -math.inf, 0.0, 0.0
+    for c in range(T):
+        max_hi, max_lo = max(max_hi, hi[c]), max(max_lo, lo[c])
+        e_hi = max(e_hi, hi[c] - yrow[c])
+        sq_hi += hi[c] * hi[c]
+        ly_lo += lo[c] * yrow[c]
+    m2 = min(0.5, max_hi, 2.0 * (1.0 - max_lo))
+    ebar_hi = min(e_hi, sq_hi - ly_lo)        # ē is an average of the e_k, and ‖s‖² − s·y
+    by_weight, a_min = 0.0, 0.0
+    for c in range(T):
+        a = 2 * lo[c] - yrow[c] - ebar_hi
+        if a < 0:
+            a_min = min(a_min, a)
+            by_weight += a * min(m2, 2 * hi[c] * (1 - lo[c]) ** 2)
+    low = max(by_weight, m2 * a_min)
+    # less a relative margin for the rounding of lo, hi and these sums
+    return 2 * beta * beta * low * (1 + 1e-12) - 1e-15
+
 
 @_jit
 def _push_children(stack, top, centre, h, d, n_child):
@@ -275,8 +345,9 @@ def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
     if lam < target:
         return NONCONVEX, lam, 0
     lip_ball = b3 * _local_c3(t0, rho, True, Q, yrow, beta, cap, A, lo, hi)
-    if lam - lip_ball * rho >= target:
-        return CERTIFIED, lam - lip_ball * rho, 0
+    low_ball = max(lam - lip_ball * rho, _interval_lambda(lo, hi, yrow, beta))
+    if low_ball >= target:
+        return CERTIFIED, low_ball, 0
     # cubes of half-diagonal δ certify where λ − lip·δ ≥ target; with the centre's margin,
     # about (lip·rho/margin)^d of them cover the ball: beyond the budget, give up now
     if (lip_ball * rho / (lam - target)) ** d > budget:
@@ -309,6 +380,10 @@ def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
             continue
         # the box's points in the ball are within w√d (box) and |t − t0| + rho (ball)
         lip_w = b3 * _local_c3(tc, w, False, Q, yrow, beta, cap, A, lo, hi)
+        lam_int = _interval_lambda(lo, hi, yrow, beta)
+        if lam_int >= target:
+            low = min(low, lam_int)
+            continue
         drop = lip_w * min(w * sd, math.sqrt(cen2) + rho)
         # λ(centre) − drop ≥ target, i.e. λ_min(M) > (target + drop)/(2β²), by Cholesky
         _row_matrix(tc, Q, yrow, beta, A, M)
@@ -417,6 +492,9 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
     lo, hi = np.empty(T), np.empty(T)
     M = np.empty((d, d))
     grad = np.empty(d)
+    gl = np.empty(d)
+    box_lo, box_hi = np.empty(d), np.empty(d)
+    lo_b, hi_b = np.empty(T), np.empty(T)
     tc = np.empty(d)
     b3 = beta * beta * beta
     f_star = _phi_row(t_star, t0, nu, sig4, Q, yrow, beta, A, grad)
@@ -442,10 +520,11 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
     if curv0 > 0:
         mu = 0.5 * curv0
         lo_e, hi_e = 0.0, R
-        for _ in range(40):
+        for _ in range(_E_BISECTIONS):
             mid = 0.5 * (lo_e + hi_e)
             lip = b3 * _local_c3(t_star, mid, False, Q, yrow, beta, cap, A, lo, hi)
-            if curv0 - lip * mid * sd >= mu:
+            if max(curv0 - lip * mid * sd,
+                   1 / (2 * s) + _interval_lambda(lo, hi, yrow, beta)) >= mu:
                 lo_e = mid
             else:
                 hi_e = mid
@@ -482,25 +561,52 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
         qmin = dist2 / sig4 - s * nn + nt0       # the quadratic part's least on the cube
         if qmin + lmin >= target:
             continue
+        # φ convex on the box around the cube and t*: there φ(t) ≥ φ* + ∇φ(t*)ᵀ(t − t*)
+        far = 0.0
+        for i in range(d):
+            box_lo[i] = min(tc[i] - w, t_star[i])
+            box_hi[i] = max(tc[i] + w, t_star[i])
+            far += (box_hi[i] - box_lo[i]) ** 2
+        _box_intervals(box_lo, box_hi, Q, beta, A, lo_b, hi_b)
+        if 1 / (2 * s) + _interval_lambda(lo_b, hi_b, yrow, beta) >= 0 \
+                and math.sqrt(g2 * far) <= 0.5 * tol:
+            continue
         # Taylor bounds on the cube (curvature bounded below through the local constant):
         # of φ as a whole, and of the loss alone added to the quadratic's least
         q_c = 0.0
         for i in range(d):
             q_c += (tc[i] - t0[i]) ** 2 / sig4 + nu[i] * tc[i]
         hd = w * sd
-        lam_low = _row_lambda(tc, Q, yrow, beta, A, M) - lip * hd
-        kappa = 1 / (2 * s) + lam_low            # φ's curvature on the cube, from below
-        holds = kappa > 0
+        for i in range(d):
+            gl[i] = grad[i] - (2 * (tc[i] - t0[i]) / sig4 + nu[i])  # the loss's gradient
+        holds = True
         for i in range(d):
             if abs(tc[i] - t_star[i]) > w:
                 holds = False
-        if holds and g2 / (2 * kappa) <= 0.5 * tol:
-            continue  # convex on a cube that holds the stationary t*: its least is φ(t*)
-        if f + _box_min(grad, kappa, w) >= target:
-            continue
-        for i in range(d):
-            grad[i] -= 2 * (tc[i] - t0[i]) / sig4 + nu[i]          # the loss's gradient
-        if qmin + max((f - q_c) + _box_min(grad, lam_low, w), lmin) >= target:
+        # the loss's curvature on the cube from below: first from the probabilities'
+        # intervals alone (cheap), then also from the centre's eigenvalue (LAPACK from
+        # d = 4) where that does not prune the cube
+        lam_int = _interval_lambda(lo, hi, yrow, beta)
+        pruned = False
+        for with_centre in (False, True):
+            lam_cube, lam_taylor = lam_int, lam_int
+            if with_centre:
+                lam_c = _row_lambda(tc, Q, yrow, beta, A, M)
+                lam_cube = max(lam_int, lam_c - lip * hd)
+                # Taylor from the centre with the integral remainder: along δ the
+                # curvature is at least λ_c − lip·τ|δ| at c + τδ, and ∫₀¹(1 − τ)τ dτ =
+                # 1/6, so φ(c + δ) ≥ f + gᵀδ + (λ_c − lip|δ|/3)|δ|²/2
+                lam_taylor = max(lam_int, lam_c - lip * hd / 3)
+            kappa = 1 / (2 * s) + lam_cube
+            if holds and kappa > 0 and g2 / (2 * kappa) <= 0.5 * tol:
+                pruned = True  # convex on a cube that holds the stationary t*: least φ(t*)
+            elif f + _box_min(grad, 1 / (2 * s) + lam_taylor, w) >= target:
+                pruned = True
+            elif qmin + max((f - q_c) + _box_min(gl, lam_taylor, w), lmin) >= target:
+                pruned = True
+            if pruned:
+                break
+        if pruned:
             continue
         n_split += 1
         if n_split > budget or top + n_child > stack.shape[0]:
@@ -574,14 +680,15 @@ def certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol, budget, stac
 # per-sample arithmetic as in serial (as in ._certify)
 _CHUNK = 64
 # the row-wise dual certificate (docstring, 6) runs where the convexity one fails, up to
-# T = 4 (row space of ≤ 3 dimensions) and _DUAL_BUDGET cube splits per sample; timed at
+# T = 5 (row space of ≤ 4 dimensions) and _DUAL_BUDGET cube splits per sample. Before the
+# interval curvature (docstring, 3b) it was on up to T = 4 only; timed then at
 # β = 3.75, Σ = 0.15 (64 nodes, none convex on its ball): T = 3 ~1 ms per node, all
 # certified; T = 4 ~13 ms, 63 of 64; T = 5 ~240 ms and 39 of 64, T = 6 beyond 2000
 # splits per node: too slow to be on by default there. At T = 4, β = 1.25, Σ = 3.8 (the
 # benchmark grid's point 1) the dual-certified nodes needed 250-500 splits and the ones
 # that failed at 500 needed 500-840: with 2000, 512 of 512 nodes certified (259 at 500)
 # in the same time (a failure also pays for the retry's 18 Newton runs and second try)
-_DUAL_MAX_T = 4
+_DUAL_MAX_T = 5
 _DUAL_BUDGET = 2000
 # extra Newton starts of a sample whose first certificate fails: the points
 # ±(radius) e_i of the ball of global minimisers along the axes of x

@@ -312,6 +312,16 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
                     secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol))
             finally:
                 fixed_point_map.certify = False
+        elif res_norm < COARSE_HANDOVER and fixed_point_map.n_calls < max_iter:
+            # close, but the warm map crept there (its remembered minimisers): the
+            # multi-start map from its best point, before the original starts (at the T = 2
+            # grid point 1 they wander through m/√Q0 ≈ 90 for 140 evaluations)
+            x_h, norm_h, converged = iterate_starts(
+                fixed_point_map, [x], tol=tol, damping=damping,
+                max_calls=min(max_iter, fixed_point_map.n_calls + HANDOVER_CALLS),
+                secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol))
+            if converged or norm_h < res_norm:
+                x, res_norm = x_h, norm_h
     if not converged and fixed_point_map.stall_floor is None:
         # as without the warm iterations, from the original starts (not after a stall of
         # the polish: the same map has the same floor from any start)
@@ -322,7 +332,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
         # the best point so far (the warm iterations' where the budget left none for this)
         if converged or norm_f <= res_norm:
             x, res_norm = x_f, norm_f
-    if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm):
+    if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm) \
+            and not _stalled_off_the_clip(fixed_point_map, x):
         x, res_norm, converged = _iterate_orthogonal(fixed_point_map, x, res_norm,
                                                      tol=tol, max_iter=max_iter,
                                                      damping=damping)
@@ -332,6 +343,21 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
 # Share of the evaluation budget kept for the orthogonal variables when the plain ones
 # fail (they stall near perfect recovery at small λ, and are faster elsewhere).
 ORTHOGONAL_SHARE = 3
+
+
+# The orthogonal variables help where m² → q Q0 (the clip of m makes the plain map jagged
+# there); a stall (a floor of the quadrature's resolution) at an overlap
+# m²/(q Q0) below this is left as it is: the same map has the same floor in any variables.
+CLIP_OVERLAP = 0.9
+
+
+def _stalled_off_the_clip(fixed_point_map, x):
+    """Whether the iteration stalled at a point whose overlap ``m²/(q Q0)`` is below
+    :data:`CLIP_OVERLAP`."""
+    if fixed_point_map.stall_floor is None:
+        return False
+    m, q = fixed_point_map.from_x(x)[:2]
+    return m * m < CLIP_OVERLAP * q * fixed_point_map.Q0
 
 
 def _iterate_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping):

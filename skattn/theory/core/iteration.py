@@ -28,7 +28,7 @@ _CONTINUATION_STEP = np.sqrt(10.0)
 #: map then has no point below tol: it is discontinuous at the quadrature's resolution
 #: (a node whose prox switches between two local minimisers moves it by ~1/n_nodes), and
 #: further stages, starts and continuation in λ land on the same floor.
-STALL_EVALS = 40
+STALL_EVALS = 20
 STALL_DECREASE = 0.9
 STALL_FLOOR = 1e-3
 
@@ -66,6 +66,9 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
     converged : bool
     """
     best_x, best_norm = x, np.inf
+    # one stall record for all stages: a floor is a property of the map, not of a stage
+    # (a stage's share of a small budget is shorter than STALL_EVALS)
+    stall = {}
     stages = [("anderson", damping), ("plain", 0.5 * damping), ("anderson", 0.3 * damping),
               ("plain", 0.15 * damping)]
     for kind, step in stages:
@@ -75,7 +78,6 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
         share = budget if kind == stages[-1][0] and step == stages[-1][1] else \
             max(budget // 2, 1)
         depth = 4 if kind == "anderson" else 0
-        stall = {}
         x_s, norm, ok = anderson(fixed_point_map.residual, best_x, tol=tol, max_iter=share,
                                   damping=step, depth=depth, secants=secants, stall=stall)
         secants = None      # a later stage restarts from the best point, own history only
@@ -83,7 +85,7 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
             best_x, best_norm = x_s, norm
         if ok:
             return best_x, best_norm, True
-        if stall:
+        if "floor" in stall:
             previous = getattr(fixed_point_map, "stall_floor", None)
             fixed_point_map.stall_floor = best_norm if previous is None else \
                 min(previous, best_norm)
@@ -121,7 +123,9 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
         rather than plain damped ones. Dropped with the history after a bad step.
     stall : dict or None, default=None
         Where given, the run stops at a stall (:data:`STALL_EVALS`) and sets
-        ``stall["floor"]`` to the best residual.
+        ``stall["floor"]`` to the best residual; ``stall["history"]`` keeps the best
+        residual after each evaluation, so that runs sharing the dict (the stages of
+        :func:`robust_fixed_point`) detect a stall across them.
 
     Returns
     -------
@@ -141,7 +145,9 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
         return x, np.inf, False
     best_x, best_norm = x, float(np.max(np.abs(r)))
     n_eval = 1
-    best_at = [best_norm]        # the best residual after each evaluation
+    # the best residual after each evaluation (with those of earlier runs sharing ``stall``)
+    best_at = [] if stall is None else stall.setdefault("history", [])
+    best_at.append(best_norm)
     while best_norm >= tol and n_eval < max_iter:
         if (stall is not None and len(best_at) > STALL_EVALS and best_norm < STALL_FLOOR
                 and best_norm > STALL_DECREASE * best_at[-1 - STALL_EVALS]):
