@@ -205,6 +205,33 @@ def test_interval_curvature_bounds_the_row_hessian(T, beta, concentration, log_h
         assert _certify_rows._row_lambda(p, Q, yrow, beta, A, M) >= bound - 1e-12
 
 
+@settings(max_examples=100, deadline=None)
+@given(T=st.sampled_from([3, 5, 6]), beta=st.sampled_from([1.0, 4.0]),
+       seed=st.integers(0, 2 ** 31))
+def test_box_intervals_hold_and_match_the_cube_ones(T, beta, seed):
+    # the probabilities at points of a box lie in its intervals; on a cube, the intervals
+    # of the ball that holds it (_local_c3's other case) contain them
+    rng = np.random.default_rng(seed)
+    ch = SoftmaxChannel(T, beta=1.0)
+    Q = ch._row_basis
+    d = T - 1
+    A = np.empty(T)
+    lo, hi, lo_c, hi_c = (np.empty(T) for _ in range(4))
+    centre = rng.standard_normal(d)
+    half = 10 ** rng.uniform(-2, 0.5, d)
+    _certify_rows._box_intervals(centre, half, Q, beta, A, lo, hi)
+    for _ in range(20):
+        h = Q @ (centre + rng.uniform(-1, 1, d) * half) * beta
+        p = np.exp(h - h.max())
+        p /= p.sum()
+        assert np.all(p >= lo * (1 - 1e-12)) and np.all(p <= hi * (1 + 1e-12))
+    w = float(half[0])
+    _certify_rows._box_intervals(centre, np.full(d, w), Q, beta, A, lo, hi)
+    _certify_rows._local_c3(centre, w * np.sqrt(d), True, Q, np.full(T, 1 / T), beta, 100.0,
+                            A, lo_c, hi_c)
+    assert np.all(lo_c <= lo * (1 + 1e-12)) and np.all(hi <= hi_c * (1 + 1e-12))
+
+
 @settings(max_examples=150, deadline=None)
 @given(T=st.sampled_from([3, 5]), beta=st.sampled_from([1.0, 2.0, 4.0]),
        log_half=st.floats(-2, 0.3), log_sigma=st.floats(-1, 1), seed=st.integers(0, 2 ** 31))

@@ -225,27 +225,22 @@ def _local_c3(t, half, ball, Q, yrow, beta, c3_cap, A, lo, hi):
     bound of the docstring at those values, capped at the global ``c3_cap``.
     """
     T, d = Q.shape
-    for c in range(T):
-        v = 0.0
-        for i in range(d):
-            v += Q[c, i] * t[i]
-        A[c] = beta * v
-    for c in range(T):
-        s_lo, s_hi = 1.0, 1.0
-        for b in range(T):
-            if b == c:
-                continue
-            if ball:
-                k = math.sqrt(2.0) * half
-            else:
-                k = 0.0
-                for i in range(d):
-                    k += abs(Q[b, i] - Q[c, i])
-                k *= half
-            diff = A[b] - A[c]
-            s_lo += math.exp(min(diff + beta * k, 700.0))
-            s_hi += math.exp(min(diff - beta * k, 700.0))
-        lo[c], hi[c] = 1.0 / s_lo, 1.0 / s_hi
+    if ball:
+        for c in range(T):
+            v = 0.0
+            for i in range(d):
+                v += Q[c, i] * t[i]
+            A[c] = beta * v
+        k = math.sqrt(2.0) * half
+        for c in range(T):
+            s_lo, s_hi = 1.0, 1.0
+            for b in range(T):
+                if b != c:
+                    s_lo += math.exp(min(A[b] - A[c] + beta * k, 700.0))
+                    s_hi += math.exp(min(A[b] - A[c] - beta * k, 700.0))
+            lo[c], hi[c] = 1.0 / s_lo, 1.0 / s_hi
+    else:
+        _box_intervals(t, np.full(d, half), Q, beta, A, lo, hi)
     max_hi, max_lo, e_hi, e_lo = 0.0, 0.0, -math.inf, math.inf
     for c in range(T):
         max_hi, max_lo = max(max_hi, hi[c]), max(max_lo, lo[c])
@@ -257,15 +252,15 @@ def _local_c3(t, half, ball, Q, yrow, beta, c3_cap, A, lo, hi):
 
 
 @_jit
-def _box_intervals(lo_t, hi_t, Q, beta, A, lo, hi):
-    """Exact bounds ``[lo_c, hi_c]`` of each probability over the box ``lo_t ≤ t ≤ hi_t``
-    of row space (written to lo, hi; A is scratch), as :func:`_local_c3` does for a cube:
-    ``h_b − h_c`` moves by at most ``Σ_i |Q_bi − Q_ci| (hi_t − lo_t)_i / 2``."""
+def _box_intervals(centre, half, Q, beta, A, lo, hi):
+    """Exact bounds ``[lo_c, hi_c]`` of each probability ``1/(1 + Σ_b exp(β(h_b − h_c)))``
+    over the box ``|t − centre| ≤ half`` of row space (written to lo, hi; A is scratch):
+    there ``h_b − h_c`` moves by at most ``Σ_i |Q_bi − Q_ci| half_i``."""
     T, d = Q.shape
     for c in range(T):
         v = 0.0
         for i in range(d):
-            v += Q[c, i] * 0.5 * (lo_t[i] + hi_t[i])
+            v += Q[c, i] * centre[i]
         A[c] = beta * v
     for c in range(T):
         s_lo, s_hi = 1.0, 1.0
@@ -274,7 +269,7 @@ def _box_intervals(lo_t, hi_t, Q, beta, A, lo, hi):
                 continue
             k = 0.0
             for i in range(d):
-                k += abs(Q[b, i] - Q[c, i]) * 0.5 * (hi_t[i] - lo_t[i])
+                k += abs(Q[b, i] - Q[c, i]) * half[i]
             diff = A[b] - A[c]
             s_lo += math.exp(min(diff + beta * k, 700.0))
             s_hi += math.exp(min(diff - beta * k, 700.0))
@@ -493,7 +488,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
     M = np.empty((d, d))
     grad = np.empty(d)
     gl = np.empty(d)
-    box_lo, box_hi = np.empty(d), np.empty(d)
+    box_c, box_h = np.empty(d), np.empty(d)
     lo_b, hi_b = np.empty(T), np.empty(T)
     tc = np.empty(d)
     b3 = beta * beta * beta
@@ -564,10 +559,10 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
         # φ convex on the box around the cube and t*: there φ(t) ≥ φ* + ∇φ(t*)ᵀ(t − t*)
         far = 0.0
         for i in range(d):
-            box_lo[i] = min(tc[i] - w, t_star[i])
-            box_hi[i] = max(tc[i] + w, t_star[i])
-            far += (box_hi[i] - box_lo[i]) ** 2
-        _box_intervals(box_lo, box_hi, Q, beta, A, lo_b, hi_b)
+            low, high = min(tc[i] - w, t_star[i]), max(tc[i] + w, t_star[i])
+            box_c[i], box_h[i] = 0.5 * (low + high), 0.5 * (high - low)
+            far += (high - low) ** 2
+        _box_intervals(box_c, box_h, Q, beta, A, lo_b, hi_b)
         if 1 / (2 * s) + _interval_lambda(lo_b, hi_b, yrow, beta) >= 0 \
                 and math.sqrt(g2 * far) <= 0.5 * tol:
             continue
