@@ -314,8 +314,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
                 fixed_point_map.certify = False
         elif res_norm < COARSE_HANDOVER and fixed_point_map.n_calls < max_iter:
             # close, but the warm map crept there (its remembered minimisers): the
-            # multi-start map from its best point, before the original starts (at the T = 2
-            # grid point 1 they wander through m/√Q0 ≈ 90 for 140 evaluations)
+            # multi-start map from its best point, before the original starts, which can
+            # wander far from it first (docs: Changelog)
             x_h, norm_h, converged = iterate_starts(
                 fixed_point_map, [x], tol=tol, damping=damping,
                 max_calls=min(max_iter, fixed_point_map.n_calls + HANDOVER_CALLS),
