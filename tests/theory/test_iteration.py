@@ -1,8 +1,14 @@
-"""The fixed-point iteration's stall detection (skattn/theory/core/iteration.py)."""
+"""The fixed-point iterations (skattn/theory/core/iteration.py): stall detection, Powell's
+hybrid method."""
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from skattn.theory.core.iteration import STALL_EVALS, STALL_FLOOR, robust_fixed_point
+import pytest
+
+from skattn.theory.core.iteration import (STALL_EVALS, STALL_FLOOR, forward_differences,
+                                          powell_hybrid, robust_fixed_point)
 
 
 class _FloorMap:
@@ -41,3 +47,61 @@ def test_no_stall_without_a_floor():
                                             max_iter=3 * STALL_EVALS, damping=0.5)
     assert converged and norm < 1e-10
     assert fp_map.stall_floor is None
+
+
+# --- Powell's hybrid method (the coarse stage) ---------------------------------------
+
+class _LinearMap:
+    """``residual(x) = (A − I)(x − x_star)``, undefined (None) where ``x[0] < undefined_below``."""
+
+    def __init__(self, A, x_star, undefined_below=-np.inf):
+        self.A, self.x_star = np.asarray(A, float), np.asarray(x_star, float)
+        self.undefined_below = undefined_below
+        self.n_calls = 0
+
+    def residual(self, x):
+        self.n_calls += 1
+        if x[0] < self.undefined_below:
+            return None
+        return (self.A - np.eye(len(x))) @ (x - self.x_star)
+
+
+# x ← x + r(x) diverges (an eigenvalue 2.5 of the map's Jacobian)
+_STIFF = np.array([[2.5, 0.4, 0.0], [0.0, 0.9, 0.3], [0.0, 0.0, -0.6]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(-3, 3), min_size=3, max_size=3),
+       st.lists(st.floats(-3, 3), min_size=3, max_size=3))
+def test_powell_hybrid_solves_a_linear_map_in_a_few_evaluations(x_star, x0):
+    # linear: the forward-difference Jacobian is exact, so one Newton step (1 + 3
+    # evaluations for the Jacobian, one for the step) lands on the root, also from a
+    # start with coordinates at or near 0 (steps relative to max(1, |x_j|))
+    fp_map = _LinearMap(_STIFF, x_star)
+    x, norm, converged = powell_hybrid(fp_map, np.array(x0), tol=1e-9, max_iter=50)
+    assert converged and norm < 1e-9
+    np.testing.assert_allclose(x, x_star, atol=1e-8)
+    assert fp_map.n_calls <= 8
+
+
+def test_powell_hybrid_stops_within_its_budget_and_where_the_map_is_undefined():
+    fp_map = _LinearMap(_STIFF, [1.0, 2.0, 3.0])
+    fp_map.n_calls = 7                  # evaluations already spent count against max_iter
+    _, _, converged = powell_hybrid(fp_map, np.zeros(3), tol=1e-9, max_iter=9)
+    assert not converged and fp_map.n_calls == 9
+    # the root lies where the map is undefined: the best defined point is returned
+    fp_map = _LinearMap(_STIFF, [-1.0, 2.0, 3.0], undefined_below=-0.5)
+    x, norm, converged = powell_hybrid(fp_map, np.zeros(3), tol=1e-9, max_iter=50)
+    assert not converged and np.isfinite(norm) and x[0] >= -0.5
+    assert fp_map.n_calls < 50
+
+
+def test_forward_differences_are_the_jacobian_of_a_linear_map():
+    fp_map = _LinearMap(_STIFF, [1.0, 2.0, 3.0])
+    x = np.array([0.0, 1e-9, 250.0])        # steps relative to max(1, |x_j|)
+    dX, dR = forward_differences(fp_map.residual, x)
+    np.testing.assert_allclose(dR @ np.linalg.inv(dX), _STIFF - np.eye(3), atol=1e-6)
+    assert dX[2, 2] == pytest.approx(250 * dX[0, 0]) and dX[1, 1] == dX[0, 0]
+    # undefined at a shifted point: None
+    assert forward_differences(_LinearMap(_STIFF, [0, 0, 0], undefined_below=0.0).residual,
+                               np.array([-1e-5, 0.0, 0.0])) is None

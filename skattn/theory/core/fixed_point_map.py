@@ -12,9 +12,10 @@ import numpy as np
 
 from ..channels import output_side
 from ..result import StateEvolutionResult
-from .iteration import robust_fixed_point
+from .iteration import forward_differences, powell_hybrid, robust_fixed_point
 
-__all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate"]
+__all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate",
+           "iterates_warm"]
 
 
 class FixedPointMap:
@@ -138,6 +139,23 @@ class FixedPointMap:
             self.trail = self.trail[-(SECANT_DEPTH + 1):] + [(np.array(x, dtype=float), r)]
         return r
 
+    def jacobian_secants(self, x, warm=False):
+        """``(dX, dR)``: forward differences of the residual at ``x`` along each variable
+        (:func:`~skattn.theory.core.iteration.forward_differences`), or None where the map
+        is undefined at one of the points. ``warm``: on the warm map (from the remembered
+        minimisers of the last evaluations, a fraction of a cold evaluation's cost).
+
+        The coarse stage hands them to the full node set: a full-rank Jacobian of a nearby
+        map, so that the fine iteration's first steps are Newton steps
+        (:func:`~skattn.theory.core.iteration.anderson` with ``secants``), where the coarse
+        iteration's own last differences can span fewer directions.
+        """
+        was_warm, self.warm = self.warm, warm
+        try:
+            return forward_differences(self.residual, x)
+        finally:
+            self.warm = was_warm
+
     def secants(self, min_step=0.0):
         """``(dX, dR)``: differences of the last evaluations in the plain variables (columns,
         oldest first), those with a step above ``min_step``; None with fewer than one.
@@ -169,6 +187,11 @@ WARM_CALLS = 40
 # (above, the remembered minimisers of a prox far from convex send Anderson astray; the
 # measurements behind the edge: docs: Changelog)
 WARM_MAX_BETA = 3.0
+
+
+def iterates_warm(channel):
+    """Whether the iterations on ``channel`` run the warm prox (up to :data:`WARM_MAX_BETA`)."""
+    return getattr(channel, "warm_startable", False) and channel.beta_ <= WARM_MAX_BETA
 
 
 def get_field(obj, name):
@@ -251,16 +274,23 @@ def starts(fixed_point_map, init, prior0, Q0, full):
              full(0.05 * Q0, 0.01 * Q0, 0.01))]
 
 
-def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=None):
-    """:func:`~skattn.theory.core.iteration.robust_fixed_point` from the first start (with
-    ``secants``); the next ones only where the map is undefined at the previous."""
+def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=None,
+                   method="anderson"):
+    """:func:`~skattn.theory.core.iteration.robust_fixed_point` (``method="anderson"``) or
+    :func:`~skattn.theory.core.iteration.powell_hybrid` (``"hybrid"``, without
+    ``secants``) from the first start; the next ones only where the map is undefined at the
+    previous."""
     x, res_norm, converged = starts[0], np.inf, False
     for start in starts:
         if fixed_point_map.n_calls >= max_calls:
             break
-        x_s, norm_s, converged = robust_fixed_point(
-            fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping,
-            secants=secants)
+        if method == "hybrid":
+            x_s, norm_s, converged = powell_hybrid(fixed_point_map, start, tol=tol,
+                                                   max_iter=max_calls)
+        else:
+            x_s, norm_s, converged = robust_fixed_point(
+                fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping,
+                secants=secants)
         secants = None
         if norm_s < res_norm:
             x, res_norm = x_s, norm_s
@@ -270,11 +300,15 @@ def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=
 
 
 def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=True,
-            secants=None):
+            secants=None, method="anderson"):
     """The fixed point of the map from ``starts``: ``(x, |r|_max, converged)``.
 
     ``secants``: ``(dX, dR)`` of a nearby map (:meth:`FixedPointMap.secants`), for the
     first iteration from ``starts[0]``.
+
+    ``method``: ``"anderson"`` (:func:`~skattn.theory.core.iteration.robust_fixed_point`)
+    or ``"hybrid"`` (:func:`~skattn.theory.core.iteration.powell_hybrid`, for every stage:
+    the coarse map, whose evaluations are cheap enough for a finite-difference Jacobian).
 
     ``polish``: after the warm iterations, iterate the certified multi-start map (the one
     reported) to ``tol`` from their point; without it (the coarse stage, a start for the
@@ -285,7 +319,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     is close to convex.
     """
     converged, x, res_norm = False, starts[0], np.inf
-    warm_tried = getattr(channel, "warm_startable", False) and channel.beta_ <= WARM_MAX_BETA
+    warm_tried = iterates_warm(channel)
     if warm_tried:
         # cheap iterations: each node's prox from its previous z*, uncertified; then the
         # same iteration with the multi-start prox (the map whose fixed point we report)
@@ -296,7 +330,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
         try:
             x, res_norm, converged = iterate_starts(
                 fixed_point_map, starts, tol=tol, damping=damping,
-                max_calls=min(max_iter, WARM_CALLS), secants=secants)
+                max_calls=min(max_iter, WARM_CALLS), secants=secants, method=method)
         except RuntimeError:  # a wild warm iterate broke the prior side: iterate cold
             res_norm = np.inf
         finally:
@@ -319,7 +353,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             x_h, norm_h, converged = iterate_starts(
                 fixed_point_map, [x], tol=tol, damping=damping,
                 max_calls=min(max_iter, fixed_point_map.n_calls + HANDOVER_CALLS),
-                secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol))
+                secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol),
+                method=method)
             if converged or norm_h < res_norm:
                 x, res_norm = x_h, norm_h
     if not converged and fixed_point_map.stall_floor is None:
@@ -328,7 +363,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
         first_budget = max_iter - max_iter // ORTHOGONAL_SHARE
         x_f, norm_f, converged = iterate_starts(fixed_point_map, starts, tol=tol,
                                                 max_calls=first_budget, damping=damping,
-                                                secants=None if warm_tried else secants)
+                                                secants=None if warm_tried else secants,
+                                                method=method)
         # the best point so far (the warm iterations' where the budget left none for this)
         if converged or norm_f <= res_norm:
             x, res_norm = x_f, norm_f
@@ -336,7 +372,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             and not _stalled_off_the_clip(fixed_point_map, x):
         x, res_norm, converged = _iterate_orthogonal(fixed_point_map, x, res_norm,
                                                      tol=tol, max_iter=max_iter,
-                                                     damping=damping)
+                                                     damping=damping, method=method)
     return x, res_norm, converged
 
 
@@ -360,14 +396,16 @@ def _stalled_off_the_clip(fixed_point_map, x):
     return m * m < CLIP_OVERLAP * q * fixed_point_map.Q0
 
 
-def _iterate_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping):
+def _iterate_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping,
+                        method="anderson"):
     """The iteration once more from the best point ``x``, in the variables with
     ``log(q − m²/Q0)`` (:meth:`FixedPointMap.to_x`); the map stays in them when this
     improves on ``res_norm`` (its result is then read with the same variables)."""
     state = fixed_point_map.from_x(x)
     fixed_point_map.orthogonal = True
     x_o, norm_o, converged = iterate_starts(fixed_point_map, [fixed_point_map.to_x(*state)],
-                                            tol=tol, max_calls=max_iter, damping=damping)
+                                            tol=tol, max_calls=max_iter, damping=damping,
+                                            method=method)
     if converged or norm_o < res_norm:
         return x_o, norm_o, converged
     fixed_point_map.orthogonal = False

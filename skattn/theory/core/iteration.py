@@ -12,8 +12,10 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from scipy.optimize import root
 
-__all__ = ["robust_fixed_point", "anderson", "lambda_continuation", "solve_or_continue"]
+__all__ = ["robust_fixed_point", "anderson", "powell_hybrid", "forward_differences",
+           "lambda_continuation", "solve_or_continue"]
 
 #: Weight decays tried, as multiples of the one asked for, when its fixed point is not found
 #: from a cold start (λ = 0: these values times ``_ZERO_LAMBDA_BASE``).
@@ -188,6 +190,126 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
             best_x, best_norm = x, new_norm
         best_at.append(best_norm)
     return best_x, best_norm, best_norm < tol
+
+
+#: Forward-difference step, relative to ``max(1, |x_j|)``, of the Jacobians of
+#: :func:`forward_differences` (and so of :func:`powell_hybrid`): wide enough that a node
+#: switching minimisers within a step (a jump of ~1/n_nodes in the residual) rarely enters
+#: a column, small against the map's curvature in the state variables.
+FD_STEP = 1e-4
+
+
+def forward_differences(residual, x, r0=None, step=FD_STEP):
+    """``(dX, dR)``: forward differences of ``residual`` at ``x`` along each variable.
+
+    ``dX`` is diagonal (the steps ``step · max(1, |x_j|)``), and column j of ``dR`` is
+    ``residual(x + dX[:, j]) − residual(x)``: the Jacobian is ``dR @ inv(dX)``, and the pair
+    can seed :func:`anderson` as ``secants``.
+
+    Parameters
+    ----------
+    residual : callable
+        As in :func:`anderson`.
+    x : ndarray of shape (n,)
+    r0 : ndarray of shape (n,) or None, default=None
+        ``residual(x)`` where known.
+    step : float, default=FD_STEP
+
+    Returns
+    -------
+    (dX, dR) : tuple of ndarray of shape (n, n), or None
+        None where the map is undefined at one of the points.
+    """
+    x = np.asarray(x, dtype=float)
+    r0 = residual(x) if r0 is None else r0
+    if r0 is None:
+        return None
+    steps = step * np.maximum(1.0, np.abs(x))
+    columns = []
+    for k in range(x.size):
+        shifted = x.copy()
+        shifted[k] += steps[k]
+        r = residual(shifted)
+        if r is None:
+            return None
+        columns.append(r - r0)
+    return np.diag(steps), np.array(columns).T
+
+
+class _Stop(Exception):
+    """Ends :func:`powell_hybrid`'s solver from its callbacks."""
+
+
+def powell_hybrid(fixed_point_map, x, *, tol, max_iter):
+    """Powell's hybrid method (MINPACK ``hybrj``, :func:`scipy.optimize.root` with
+    ``method="hybr"``) on ``residual(x) = 0``.
+
+    A forward-difference Jacobian (:func:`forward_differences`), rank-one (Broyden) updates
+    and a dogleg trust region: on maps whose damped Anderson steps are rejected and then
+    creep (the coarse stage at β > 3), it reaches the fixed point after a Jacobian or two
+    (docs: Changelog). It stops at the first residual below ``tol``, when the budget is
+    spent, or where the map is undefined (a residual of None), and returns the best point
+    seen.
+
+    Parameters
+    ----------
+    fixed_point_map : object
+        As in :func:`robust_fixed_point`.
+    x : ndarray
+        The start.
+    tol : float
+        Convergence when ``max |residual| < tol``.
+    max_iter : int
+        Budget of evaluations (including those already in ``fixed_point_map.n_calls``).
+
+    Returns
+    -------
+    x : ndarray
+        The best iterate seen.
+    residual_norm : float
+        Its ``max |residual|``.
+    converged : bool
+    """
+    best = [np.array(x, dtype=float), np.inf]
+    # the last (x, residual) and (x, Jacobian): scipy evaluates both at the start once to
+    # check their shapes, and the Jacobian is asked for where the residual is known
+    last, last_jacobian = {}, {}
+
+    def residual(y):
+        y = np.array(y, dtype=float)
+        if np.array_equal(last.get("x"), y):
+            return last["r"]
+        if fixed_point_map.n_calls >= max_iter:
+            raise _Stop
+        r = fixed_point_map.residual(y)
+        if r is None:
+            raise _Stop
+        norm = float(np.max(np.abs(r)))
+        if norm < best[1]:
+            best[0], best[1] = y, norm
+        if norm < tol:
+            raise _Stop
+        last["x"], last["r"] = y, r
+        return r
+
+    def jacobian(y):
+        y = np.array(y, dtype=float)
+        if not np.array_equal(last_jacobian.get("x"), y):
+            dX, dR = forward_differences(residual, y, r0=residual(y))
+            last_jacobian["x"], last_jacobian["J"] = y, dR / np.diag(dX)
+        return last_jacobian["J"]
+
+    # in variables u = x − x0 + 1: MINPACK's first trust region is a multiple of |u0|,
+    # which must not vanish with a start at (or near) the origin of the state variables
+    offset = best[0] - 1.0
+    if max_iter > fixed_point_map.n_calls:
+        try:
+            # xtol far below the steps that matter: the stops above end it
+            root(lambda u: residual(u + offset), np.ones_like(offset),
+                 jac=lambda u: jacobian(u + offset), method="hybr", options={"xtol": 1e-14})
+        except _Stop:
+            pass
+    return best[0], best[1], best[1] < tol
 
 
 def lambda_continuation(solve, reg_lambda):

@@ -23,7 +23,7 @@ from ..result import StateEvolutionResult
 from .fixed_point_map import (COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
                               SECANT_MIN_STEP, FixedPointMap, coarse_calls, coarse_size,
                               get_field,
-                              iterate, starts)
+                              iterate, iterates_warm, starts)
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
 
@@ -199,25 +199,39 @@ def _solve(alpha, alpha_fixed_point, problem, options):
             if isinstance(denoiser, FactoredDenoiser) else denoiser
         coarse_map = make_map(nodes.subset(n_coarse), start_prior)
         _, coarse_prior0 = first_step(coarse_map)
+        # Powell's hybrid method: a finite-difference Jacobian costs three coarse
+        # evaluations, and where Anderson's steps are rejected (β > 3) it does not creep
         x_c, norm_c, _ = iterate(coarse_map, channel,
                                   starts(coarse_map, init, coarse_prior0, Q0, full),
                                   tol=max(tol, COARSE_TOL),
                                   max_iter=min(max_iter, coarse_calls(problem.attention)),
-                                  damping=damping, polish=False)
-        other_calls = coarse_map.n_calls
+                                  damping=damping, polish=False,
+                                  method="hybrid" if problem.attention == "softmax" else
+                                  "anderson")
         if norm_c < COARSE_HANDOVER:
-            # the coarse map's last secants stand in for the fine one's Jacobian at first
+            # in the fine map's variables (the coarse one may end in the orthogonal ones);
+            # the coarse Jacobian there stands in for the fine one's at first
+            state_c = coarse_map.from_x(x_c)
+            coarse_map.orthogonal = False
+            x_c = coarse_map.to_x(*state_c)
+            secants = coarse_map.jacobian_secants(x_c, warm=iterates_warm(channel)) \
+                if problem.attention == "softmax" \
+                else coarse_map.secants(min_step=SECANT_MIN_STEP * tol)
+            other_calls = coarse_map.n_calls
             x, res_norm, converged = iterate(
                 fixed_point_map, channel, [x_c], tol=tol,
-                max_iter=min(max_iter, HANDOVER_CALLS), damping=damping,
-                secants=coarse_map.secants(min_step=SECANT_MIN_STEP * tol))
-        if not converged:
+                max_iter=min(max_iter, HANDOVER_CALLS), damping=damping, secants=secants)
+        else:
+            other_calls = coarse_map.n_calls
+        if not converged and fixed_point_map.stall_floor is None:
             # the path without the coarse stage, exactly: fresh nodes (same points) leave
-            # the prox memory of the handover behind
+            # the prox memory of the handover behind (not after a stall at the
+            # quadrature's floor: the same map has the same floor from any start)
             other_calls += fixed_point_map.n_calls
             fixed_point_map = make_map(nodes.subset(n_nodes))
+    stalled = not converged and fixed_point_map.stall_floor is not None
     step0 = None
-    if not converged:
+    if not converged and not stalled:
         # a usable warm start needs no step from the zero estimator (one evaluation of ~10
         # per point on a curve): it is taken only as a fallback start or to test collapse
         warm_usable = isinstance(init, tuple) or (
@@ -231,7 +245,7 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         if not converged and step0 is None:
             step0 = first_step(fixed_point_map)
     collapsed = False
-    if not converged and step0[1].q == 0.0:
+    if not converged and step0 is not None and step0[1].q == 0.0:
         # a large trace penalty removes every direction: S = 0 (m = q = 0) is the fixed
         # point, which the log-variables cannot reach
         collapsed, converged, res_norm = True, True, 0.0
