@@ -223,13 +223,17 @@ def _solve(alpha, alpha_fixed_point, problem, options):
                 max_iter=min(max_iter, HANDOVER_CALLS), damping=damping, secants=secants)
         else:
             other_calls = coarse_map.n_calls
-        if not converged and fixed_point_map.stall_floor is None:
+        # a softmax stall is the floor of minimisers switching at the quadrature's
+        # resolution, the same from any start; linear attention (closed-form prox) stalls
+        # near perfect recovery, where the original starts reach the orthogonal variables
+        floor = problem.attention == "softmax" and fixed_point_map.stall_floor is not None
+        if not converged and not floor:
             # the path without the coarse stage, exactly: fresh nodes (same points) leave
-            # the prox memory of the handover behind (not after a stall at the
-            # quadrature's floor: the same map has the same floor from any start)
+            # the prox memory of the handover behind
             other_calls += fixed_point_map.n_calls
             fixed_point_map = make_map(nodes.subset(n_nodes))
-    stalled = not converged and fixed_point_map.stall_floor is not None
+    stalled = not converged and problem.attention == "softmax" and \
+        fixed_point_map.stall_floor is not None
     step0 = None
     if not converged and not stalled:
         # a usable warm start needs no step from the zero estimator (one evaluation of ~10
