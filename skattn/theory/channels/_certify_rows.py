@@ -691,9 +691,8 @@ _DUAL_BUDGET = 2000
 _CONVEX_BUDGET_BEFORE_DUAL = 300
 # extra Newton starts of a sample whose first certificate fails: up to T = 5 the points
 # ±(radius/2) e_i along the axes of x; at T = 6 (no dual bound: the retry serves the value
-# only) x* ± radius along the _RETRY_DIRECTIONS least curved directions of the Hessian,
-# 8 starts instead of 42 that reached as low minima on the grid and lower at β = 4, Σ = 2
-# (docs: Changelog)
+# only) x* ± radius along the _RETRY_DIRECTIONS least curved directions of the Hessian
+# (the measurements behind the choice: docs: Changelog)
 _RETRY_SCALE = 0.5
 _RETRY_DIRECTIONS = 4
 
