@@ -220,27 +220,36 @@ def _local_c3(t, half, ball, Q, yrow, beta, c3_cap, A, lo, hi):
     The region is the cube of half-width ``half`` around t (``ball`` False: row h moves by
     ``|Δ(h_b − h_c)| ≤ half Σ_i |Q_bi − Q_ci|``) or the ball of radius ``half`` (``ball``
     True: ``|Δ(h_b − h_c)| ≤ √2 half``). There each probability lies in ``[lo_c, hi_c]``
-    (exact bounds of ``1/(1 + Σ_b exp(β(h_b − h_c)))``), so ``m₂ ≤ min(1/2, max hi,
-    2(1 − max lo))`` and ``range e ≤ max(hi − y) − min(lo − y)``; the constant is the
-    bound of the docstring at those values, capped at the global ``c3_cap``.
+    (exact bounds of ``1/(1 + Σ_b exp(β(h_b − h_c)))``, written to lo, hi), and the
+    constant is :func:`_c3_from_intervals` of them.
     """
     T, d = Q.shape
-    if ball:
-        for c in range(T):
-            v = 0.0
-            for i in range(d):
-                v += Q[c, i] * t[i]
-            A[c] = beta * v
-        k = math.sqrt(2.0) * half
-        for c in range(T):
-            s_lo, s_hi = 1.0, 1.0
-            for b in range(T):
-                if b != c:
-                    s_lo += math.exp(min(A[b] - A[c] + beta * k, 700.0))
-                    s_hi += math.exp(min(A[b] - A[c] - beta * k, 700.0))
-            lo[c], hi[c] = 1.0 / s_lo, 1.0 / s_hi
-    else:
-        _box_intervals(t, np.full(d, half), Q, beta, A, lo, hi)
+    for c in range(T):
+        v = 0.0
+        for i in range(d):
+            v += Q[c, i] * t[i]
+        A[c] = beta * v
+    k = math.sqrt(2.0) * half
+    for c in range(T):
+        s_lo, s_hi = 1.0, 1.0
+        for b in range(T):
+            if b != c:
+                if not ball:
+                    k = 0.0
+                    for i in range(d):
+                        k += abs(Q[b, i] - Q[c, i]) * half
+                s_lo += math.exp(min(A[b] - A[c] + beta * k, 700.0))
+                s_hi += math.exp(min(A[b] - A[c] - beta * k, 700.0))
+        lo[c], hi[c] = 1.0 / s_lo, 1.0 / s_hi
+    return _c3_from_intervals(lo, hi, yrow, c3_cap)
+
+
+@_jit
+def _c3_from_intervals(lo, hi, yrow, c3_cap):
+    """The constant of the docstring (3) on a region where each probability lies in
+    ``[lo_c, hi_c]``: ``m₂ ≤ min(1/2, max hi, 2(1 − max lo))`` and ``range e ≤ max(hi − y)
+    − min(lo − y)``, capped at the global ``c3_cap``."""
+    T = lo.shape[0]
     max_hi, max_lo, e_hi, e_lo = 0.0, 0.0, -math.inf, math.inf
     for c in range(T):
         max_hi, max_lo = max(max_hi, hi[c]), max(max_lo, lo[c])
@@ -543,11 +552,9 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
                 inside = False
         if dist2 >= R2 or inside:
             continue
-        f = _phi_row(tc, t0, nu, sig4, Q, yrow, beta, A, grad)
-        if f < target:
-            return NONCONVEX, f_star - f, n_split
         # the quadratic part at its least over the cube, plus the least loss that the
-        # probabilities' intervals on the cube allow
+        # probabilities' intervals on the cube allow (before φ at the centre: that bound
+        # is at most φ there, so a cube it prunes cannot end the certificate)
         lip = b3 * _local_c3(tc, w, False, Q, yrow, beta, cap, A, lo, hi)
         lmin = 0.0
         for c in range(T):
@@ -556,6 +563,9 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
         qmin = dist2 / sig4 - s * nn + nt0       # the quadratic part's least on the cube
         if qmin + lmin >= target:
             continue
+        f = _phi_row(tc, t0, nu, sig4, Q, yrow, beta, A, grad)
+        if f < target:
+            return NONCONVEX, f_star - f, n_split
         # φ convex on the box around the cube and t*: there φ(t) ≥ φ* + ∇φ(t*)ᵀ(t − t*)
         far = 0.0
         for i in range(d):
