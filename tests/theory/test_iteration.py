@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import pytest
 
+from skattn.theory.core.fixed_point_map import POLISH_STALL_EVALS
 from skattn.theory.core.iteration import (STALL_EVALS, STALL_FLOOR, forward_differences,
                                           powell_hybrid, robust_fixed_point)
 
@@ -39,6 +40,26 @@ def test_a_floor_is_found_within_a_small_budget():
     assert fp_map.stall_floor == norm < STALL_FLOOR
     assert fp_map.n_calls < budget        # it stopped there, with budget left over
     assert np.max(np.abs(x - fp_map.x_star)) < 1e-3
+
+
+def test_a_shorter_stall_window_stops_sooner_at_the_same_floor():
+    # the certified polish's window (POLISH_STALL_EVALS): fewer evaluations, and the floor
+    # it reports is that of the full window within the jump's scale
+    full, short = _FloorMap(), _FloorMap()
+    robust_fixed_point(full, np.zeros(2), tol=1e-7, max_iter=200, damping=0.5)
+    robust_fixed_point(short, np.zeros(2), tol=1e-7, max_iter=200, damping=0.5,
+                       stall_evals=POLISH_STALL_EVALS)
+    assert full.stall_floor is not None and short.stall_floor is not None
+    assert short.n_calls < full.n_calls
+    assert short.stall_floor < 2 * full.stall_floor
+
+
+def test_a_converging_iteration_is_not_cut_by_the_short_window():
+    fp_map = _FloorMap(jump=0.0)
+    _, norm, converged = robust_fixed_point(fp_map, np.zeros(2), tol=1e-10, max_iter=100,
+                                            damping=0.5, stall_evals=POLISH_STALL_EVALS)
+    assert converged and norm < 1e-10
+    assert fp_map.stall_floor is None
 
 
 def test_no_stall_without_a_floor():

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..channels import output_side
 from ..result import StateEvolutionResult
-from .iteration import forward_differences, powell_hybrid, robust_fixed_point
+from .iteration import STALL_EVALS, forward_differences, powell_hybrid, robust_fixed_point
 
 __all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate",
            "iterates_warm"]
@@ -183,6 +183,10 @@ SECANT_DEPTH = 4
 SECANT_MIN_STEP = 10.0
 # evaluations of the cheap warm map before the polish (the test points need 10 to 35)
 WARM_CALLS = 40
+# the stall window of the certified polish (core.iteration.STALL_EVALS elsewhere): its
+# evaluations cost 5-10 warm ones (T = 2) and up to 30 (T = 4), and where it stalls it
+# stalls from its first evaluations at the floor of the warm point (docs: Changelog)
+POLISH_STALL_EVALS = 8
 # largest student β at which the fixed-point iterations start each prox from its last z*
 # (above, the remembered minimisers of a prox far from convex send Anderson astray; the
 # measurements behind the edge: docs: Changelog)
@@ -275,11 +279,11 @@ def starts(fixed_point_map, init, prior0, Q0, full):
 
 
 def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=None,
-                   method="anderson"):
-    """:func:`~skattn.theory.core.iteration.robust_fixed_point` (``method="anderson"``) or
-    :func:`~skattn.theory.core.iteration.powell_hybrid` (``"hybrid"``, without
-    ``secants``) from the first start; the next ones only where the map is undefined at the
-    previous."""
+                   method="anderson", stall_evals=STALL_EVALS):
+    """:func:`~skattn.theory.core.iteration.robust_fixed_point` (``method="anderson"``,
+    with ``stall_evals``) or :func:`~skattn.theory.core.iteration.powell_hybrid`
+    (``"hybrid"``, without ``secants``) from the first start; the next ones only where the
+    map is undefined at the previous."""
     x, res_norm, converged = starts[0], np.inf, False
     for start in starts:
         if fixed_point_map.n_calls >= max_calls:
@@ -290,7 +294,7 @@ def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=
         else:
             x_s, norm_s, converged = robust_fixed_point(
                 fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping,
-                secants=secants)
+                secants=secants, stall_evals=stall_evals)
         secants = None
         if norm_s < res_norm:
             x, res_norm = x_s, norm_s
@@ -343,7 +347,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             try:
                 x, res_norm, converged = iterate_starts(
                     fixed_point_map, [x], tol=tol, max_calls=max_iter, damping=damping,
-                    secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol))
+                    secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol),
+                    stall_evals=POLISH_STALL_EVALS)
             finally:
                 fixed_point_map.certify = False
         elif res_norm < COARSE_HANDOVER and fixed_point_map.n_calls < max_iter:

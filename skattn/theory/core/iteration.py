@@ -35,7 +35,8 @@ STALL_DECREASE = 0.9
 STALL_FLOOR = 1e-3
 
 
-def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=None):
+def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=None,
+                       stall_evals=STALL_EVALS):
     """Anderson acceleration, then plain damped iteration with shrinking steps.
 
     Each stage starts from the best iterate so far and gets a share of the evaluation
@@ -58,6 +59,8 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
     secants : tuple of ndarray or None, default=None
         ``(dX, dR)`` of a map close to this one (its Jacobian minus the identity on their
         span): the first Anderson stage starts with them (:func:`anderson`).
+    stall_evals : int, default=STALL_EVALS
+        The window of the stall test (:func:`anderson`).
 
     Returns
     -------
@@ -81,7 +84,8 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
             max(budget // 2, 1)
         depth = 4 if kind == "anderson" else 0
         x_s, norm, ok = anderson(fixed_point_map.residual, best_x, tol=tol, max_iter=share,
-                                  damping=step, depth=depth, secants=secants, stall=stall)
+                                  damping=step, depth=depth, secants=secants, stall=stall,
+                                  stall_evals=stall_evals)
         secants = None      # a later stage restarts from the best point, own history only
         if norm < best_norm:
             best_x, best_norm = x_s, norm
@@ -98,7 +102,8 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
 # Kept over scipy.optimize.root(method="anderson", M=4): on the test curves that took several
 # times more map evaluations (docs: Changelog), and it cannot step back
 # from points where the map is undefined (residual None).
-def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stall=None):
+def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stall=None,
+             stall_evals=STALL_EVALS):
     """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
 
     An accelerated step that lands where the map is undefined, or that multiplies the
@@ -128,6 +133,9 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
         ``stall["floor"]`` to the best residual; ``stall["history"]`` keeps the best
         residual after each evaluation, so that runs sharing the dict (the stages of
         :func:`robust_fixed_point`) detect a stall across them.
+    stall_evals : int, default=STALL_EVALS
+        The window of the stall test: the best residual has not fallen below
+        :data:`STALL_DECREASE` times its value this many evaluations earlier.
 
     Returns
     -------
@@ -151,8 +159,8 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
     best_at = [] if stall is None else stall.setdefault("history", [])
     best_at.append(best_norm)
     while best_norm >= tol and n_eval < max_iter:
-        if (stall is not None and len(best_at) > STALL_EVALS and best_norm < STALL_FLOOR
-                and best_norm > STALL_DECREASE * best_at[-1 - STALL_EVALS]):
+        if (stall is not None and len(best_at) > stall_evals and best_norm < STALL_FLOOR
+                and best_norm > STALL_DECREASE * best_at[-1 - stall_evals]):
             stall["floor"] = best_norm
             break
         norm = float(np.max(np.abs(r)))
