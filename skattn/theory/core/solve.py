@@ -167,6 +167,12 @@ def _solve(alpha, alpha_fixed_point, problem, options):
     kurtosis = problem.token_kurtosis
     t0 = float(np.mean(eig0)) if eig0 is not None else law.moment(1)  # Tr S0/d
 
+    def at_softmax_floor(fp_map):
+        # a softmax stall is the floor of minimisers switching at the quadrature's
+        # resolution, the same from any start; linear attention (closed-form prox) stalls
+        # near perfect recovery, where the original starts reach the orthogonal variables
+        return problem.attention == "softmax" and fp_map.stall_floor is not None
+
     def make_map(node_set, prior_side=denoiser):
         return FixedPointMap(alpha_fixed_point, channel, prior_side, Q0, noise, node_set,
                               sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
@@ -223,19 +229,13 @@ def _solve(alpha, alpha_fixed_point, problem, options):
                 max_iter=min(max_iter, HANDOVER_CALLS), damping=damping, secants=secants)
         else:
             other_calls = coarse_map.n_calls
-        # a softmax stall is the floor of minimisers switching at the quadrature's
-        # resolution, the same from any start; linear attention (closed-form prox) stalls
-        # near perfect recovery, where the original starts reach the orthogonal variables
-        floor = problem.attention == "softmax" and fixed_point_map.stall_floor is not None
-        if not converged and not floor:
+        if not converged and not at_softmax_floor(fixed_point_map):
             # the path without the coarse stage, exactly: fresh nodes (same points) leave
             # the prox memory of the handover behind
             other_calls += fixed_point_map.n_calls
             fixed_point_map = make_map(nodes.subset(n_nodes))
-    stalled = not converged and problem.attention == "softmax" and \
-        fixed_point_map.stall_floor is not None
     step0 = None
-    if not converged and not stalled:
+    if not converged and not at_softmax_floor(fixed_point_map):
         # a usable warm start needs no step from the zero estimator (one evaluation of ~10
         # per point on a curve): it is taken only as a fallback start or to test collapse
         warm_usable = isinstance(init, tuple) or (
