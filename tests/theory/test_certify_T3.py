@@ -164,7 +164,8 @@ def test_local_third_derivative_bound_holds_numerically():
             t = rng.standard_normal(d) * 2
             half = 10 ** rng.uniform(-3, 0)
             ball = bool(k % 2)
-            c_loc = _certify_rows._local_c3(t, half, ball, Q, yrow, beta, cap, A, lo, hi)
+            c_loc = _certify_rows._local_c3(t, half, ball, Q, yrow, beta, cap, A, lo, hi,
+                                              np.empty(Q.shape[1]))
             assert 0 <= c_loc <= cap
             # a point of the region, and a short step that stays in it
             u = rng.standard_normal(d)
@@ -196,7 +197,7 @@ def test_interval_curvature_bounds_the_row_hessian(T, beta, concentration, log_h
     yrow = rng.dirichlet(np.ones(T) * concentration)
     t = rng.standard_normal(d) * 2
     half = 10 ** log_half
-    _certify_rows._local_c3(t, half, ball, Q, yrow, beta, 100.0, A, lo, hi)
+    _certify_rows._local_c3(t, half, ball, Q, yrow, beta, 100.0, A, lo, hi, np.empty(Q.shape[1]))
     bound = _certify_rows._interval_lambda(lo, hi, yrow, beta)
     for _ in range(20):
         u = rng.standard_normal(d)
@@ -228,7 +229,7 @@ def test_box_intervals_hold_and_match_the_cube_ones(T, beta, seed):
     w = float(half[0])
     _certify_rows._box_intervals(centre, np.full(d, w), Q, beta, A, lo, hi)
     _certify_rows._local_c3(centre, w * np.sqrt(d), True, Q, np.full(T, 1 / T), beta, 100.0,
-                            A, lo_c, hi_c)
+                            A, lo_c, hi_c, np.empty(d))
     assert np.all(lo_c <= lo * (1 + 1e-12)) and np.all(hi <= hi_c * (1 + 1e-12))
 
 
@@ -249,7 +250,8 @@ def test_taylor_bound_of_the_dual_holds(T, beta, log_half, log_sigma, seed):
     s = 10 ** log_sigma
     t0, nu, c = (rng.standard_normal(d) for _ in range(3))
     half = 10 ** log_half
-    lip = beta ** 3 * _certify_rows._local_c3(c, half, False, Q, yrow, beta, cap, A, lo, hi)
+    lip = beta ** 3 * _certify_rows._local_c3(c, half, False, Q, yrow, beta, cap, A, lo, hi,
+                                             np.empty(Q.shape[1]))
     lam_int = _certify_rows._interval_lambda(lo, hi, yrow, beta)
     f = _certify_rows._phi_row(c, t0, nu, 4 * s, Q, yrow, beta, A, grad)
     lam_c = _certify_rows._row_lambda(c, Q, yrow, beta, A, M)

@@ -214,33 +214,32 @@ def _exceeds(M, tau, L):
 
 
 @_jit
-def _local_c3(t, half, ball, Q, yrow, beta, c3_cap, A, lo, hi):
+def _local_c3(t, half, ball, Q, yrow, beta, c3_cap, A, lo, hi, widths):
     """``c`` with ``|D³ℓ_a| ≤ β³ c`` on a region of row space around ``t`` (docstring, 3).
 
     The region is the cube of half-width ``half`` around t (``ball`` False: row h moves by
     ``|Δ(h_b − h_c)| ≤ half Σ_i |Q_bi − Q_ci|``) or the ball of radius ``half`` (``ball``
     True: ``|Δ(h_b − h_c)| ≤ √2 half``). There each probability lies in ``[lo_c, hi_c]``
-    (exact bounds of ``1/(1 + Σ_b exp(β(h_b − h_c)))``, written to lo, hi), and the
-    constant is :func:`_c3_from_intervals` of them.
-    """
+    (exact bounds of ``1/(1 + Σ_b exp(β(h_b − h_c)))``, written to lo, hi; ``widths``:
+    scratch of length d), and the constant is :func:`_c3_from_intervals` of them."""
     T, d = Q.shape
-    for c in range(T):
-        v = 0.0
-        for i in range(d):
-            v += Q[c, i] * t[i]
-        A[c] = beta * v
-    k = math.sqrt(2.0) * half
-    for c in range(T):
-        s_lo, s_hi = 1.0, 1.0
-        for b in range(T):
-            if b != c:
-                if not ball:
-                    k = 0.0
-                    for i in range(d):
-                        k += abs(Q[b, i] - Q[c, i]) * half
-                s_lo += math.exp(min(A[b] - A[c] + beta * k, 700.0))
-                s_hi += math.exp(min(A[b] - A[c] - beta * k, 700.0))
-        lo[c], hi[c] = 1.0 / s_lo, 1.0 / s_hi
+    if ball:
+        for c in range(T):
+            v = 0.0
+            for i in range(d):
+                v += Q[c, i] * t[i]
+            A[c] = beta * v
+        k = math.sqrt(2.0) * half
+        for c in range(T):
+            s_lo, s_hi = 1.0, 1.0
+            for b in range(T):
+                if b != c:
+                    s_lo += math.exp(min(A[b] - A[c] + beta * k, 700.0))
+                    s_hi += math.exp(min(A[b] - A[c] - beta * k, 700.0))
+            lo[c], hi[c] = 1.0 / s_lo, 1.0 / s_hi
+    else:
+        widths[:] = half
+        _box_intervals(t, widths, Q, beta, A, lo, hi)
     return _c3_from_intervals(lo, hi, yrow, c3_cap)
 
 
@@ -340,6 +339,7 @@ def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
     A = np.empty(T)
     lo, hi = np.empty(T), np.empty(T)
     M = np.empty((d, d))
+    widths = np.empty(d)             # scratch of _local_c3
     b3 = beta * beta * beta
     b2 = 2 * beta * beta
     L = np.empty((d, d))
@@ -348,7 +348,7 @@ def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
     lam = _row_lambda(t0, Q, yrow, beta, A, M)
     if lam < target:
         return NONCONVEX, lam, 0
-    lip_ball = b3 * _local_c3(t0, rho, True, Q, yrow, beta, cap, A, lo, hi)
+    lip_ball = b3 * _local_c3(t0, rho, True, Q, yrow, beta, cap, A, lo, hi, widths)
     low_ball = max(lam - lip_ball * rho, _interval_lambda(lo, hi, yrow, beta))
     if low_ball >= target:
         return CERTIFIED, low_ball, 0
@@ -383,7 +383,7 @@ def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
         if dist2 > rho * rho:
             continue
         # the box's points in the ball are within w√d (box) and |t − t0| + rho (ball)
-        lip_w = b3 * _local_c3(tc, w, False, Q, yrow, beta, cap, A, lo, hi)
+        lip_w = b3 * _local_c3(tc, w, False, Q, yrow, beta, cap, A, lo, hi, widths)
         lam_int = _interval_lambda(lo, hi, yrow, beta)
         if lam_int >= target:
             low = min(low, lam_int)
@@ -498,6 +498,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
     grad = np.empty(d)
     gl = np.empty(d)
     box_c, box_h = np.empty(d), np.empty(d)
+    widths = np.empty(d)             # scratch of _local_c3
     lo_b, hi_b = np.empty(T), np.empty(T)
     tc = np.empty(d)
     b3 = beta * beta * beta
@@ -526,7 +527,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
         lo_e, hi_e = 0.0, R
         for _ in range(_E_BISECTIONS):
             mid = 0.5 * (lo_e + hi_e)
-            lip = b3 * _local_c3(t_star, mid, False, Q, yrow, beta, cap, A, lo, hi)
+            lip = b3 * _local_c3(t_star, mid, False, Q, yrow, beta, cap, A, lo, hi, widths)
             if max(curv0 - lip * mid * sd,
                    1 / (2 * s) + _interval_lambda(lo, hi, yrow, beta)) >= mu:
                 lo_e = mid
@@ -555,7 +556,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
         # the quadratic part at its least over the cube, plus the least loss that the
         # probabilities' intervals on the cube allow (before φ at the centre: that bound
         # is at most φ there, so a cube it prunes cannot end the certificate)
-        lip = b3 * _local_c3(tc, w, False, Q, yrow, beta, cap, A, lo, hi)
+        lip = b3 * _local_c3(tc, w, False, Q, yrow, beta, cap, A, lo, hi, widths)
         lmin = 0.0
         for c in range(T):
             gap = max(lo[c] - yrow[c], yrow[c] - hi[c], 0.0)

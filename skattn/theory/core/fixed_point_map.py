@@ -184,8 +184,8 @@ SECANT_MIN_STEP = 10.0
 # evaluations of the cheap warm map before the polish (the test points need 10 to 35)
 WARM_CALLS = 40
 # the stall window of the certified polish (core.iteration.STALL_EVALS elsewhere): its
-# evaluations cost 5-10 warm ones (T = 2) and up to 30 (T = 4), and where it stalls it
-# stalls from its first evaluations at the floor of the warm point (docs: Changelog)
+# evaluations cost several warm ones, and where it stalls it does so from its first
+# evaluations, at the floor of the warm point (the measurements: docs: Changelog)
 POLISH_STALL_EVALS = 8
 # largest student β at which the fixed-point iterations start each prox from its last z*
 # (above, the remembered minimisers of a prox far from convex send Anderson astray; the
