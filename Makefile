@@ -21,8 +21,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m skattn demo
 
+# on every core (pytest-xdist): most tests are single-threaded
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n auto
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m slow
