@@ -6,7 +6,7 @@ import pytest
 from skattn.data import WishartTarget
 from skattn.parallel import map_jobs
 from skattn.theory import solve_state_evolution
-from skattn.theory.channels import _kernels
+from skattn.theory.channels import _certify, _kernels
 from skattn.theory.channels.output import GaussianNodes, _gaussian_pair
 from skattn.theory.channels.softmax import SoftmaxChannel
 
@@ -43,6 +43,25 @@ def test_threaded_prox_equals_serial_exactly(n_tokens, n_points, budget, warm_ki
     threaded = _prox(channel, y, omega, sigma, start, warm, trust, True, monkeypatch)
     for a, b in zip(serial, threaded):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("trust_warm, budget, driver", [(True, 0, "prox2"),
+                                                          (False, 0, "prox2_parallel"),
+                                                          (False, 2000, "prox2_parallel")])
+def test_t2_threads_only_the_multi_start_and_certified_evaluations(trust_warm, budget, driver,
+                                                                  monkeypatch):
+    # the warm evaluations (a few ms) stay serial; the multi-start and certified ones
+    # (tens of ms) run threaded where threads are allowed
+    channel, y, omega, sigma, start = _problem(2, 4.0, 0.5, 200)
+    channel.certify_budget = budget
+    warm = channel._prox(y, omega, sigma * 1.1, start)[0]
+    called = []
+    for name in ("prox2", "prox2_parallel"):
+        kernel = getattr(_certify, name)
+        monkeypatch.setattr(_certify, name,
+                            lambda *a, _k=kernel, _n=name: called.append(_n) or _k(*a))
+    _prox(channel, y, omega, sigma, start, warm, trust_warm, True, monkeypatch)
+    assert called == [driver]
 
 
 def test_trusted_warm_start_keeps_its_local_minimum(monkeypatch):

@@ -272,10 +272,12 @@ class SoftmaxChannel(_Channel):
         beta = float(self.beta_)
         threaded = _kernels.use_parallel()
         if self.n_tokens == 2:
-            # serial: a warm T = 2 evaluation is a few ms for 8192 nodes, and two threads
-            # on a shared 2-core machine took 3-4× the serial wall time (OpenMP threads
-            # spin while waiting for a descheduled partner)
-            threaded = False
+            # the warm evaluations of the fixed-point iterations (trust_warm) run serial: a
+            # few ms for 8192 nodes, where two threads on a shared 2-core machine took 3-4×
+            # the serial wall time (threads spin while waiting for a descheduled partner);
+            # the multi-start and certified ones (35-90 ms) are threaded, as for T ≥ 3
+            # (quiet and loaded, measured: docs: Changelog)
+            threaded = threaded and not trust_warm
             prox2 = _certify.prox2_parallel if threaded else _certify.prox2
             xb, fb, cert = prox2(prob.a0, prob.p, prob.r, sigma, prob.D[None],
                                  prob.Dinv[None], prob.P[None],
