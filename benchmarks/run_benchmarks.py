@@ -294,11 +294,11 @@ def bench_grid(quick):
                 "seconds": res["seconds"], "ratio_to_unit": res["seconds"] / unit,
                 "certified_fraction": res["certified_fraction"],
                 "converged": int(res["converged"]), "capped": int(res.get("capped", 0)),
-                "load_avg_1min": os.getloadavg()[0]})
+                "load_avg_1min": os.getloadavg()[0], "config": config})
             _print_row(rows[-1], file=sys.stderr)  # progress: a grid takes minutes
         goal_worst, goal_median = _GRID_GOALS[T]
         rows.append({"section": "f", "what": f"T={T} grid of {len(times)} points",
-                     "median_s": statistics.median(times), "worst_s": max(times),
+                     "n_tokens": T, "n_points": len(times), "median_s": statistics.median(times), "worst_s": max(times),
                      "median_ratio": statistics.median(times) / unit,
                      "worst_ratio": max(times) / unit, "goal_median_s": goal_median,
                      "goal_worst_s": goal_worst,
@@ -374,7 +374,7 @@ def bench_device(device, quick):
 
 def _print_row(row, file=None):
     rest = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in row.items() if k not in ("section", "what"))
+                     for k, v in row.items() if k not in ("section", "what", "config"))
     print(f"({row['section']}) {row['what']:<42} {rest}", file=file, flush=True)
 
 

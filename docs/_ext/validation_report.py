@@ -276,7 +276,29 @@ def _correction_edges(data):
             ["case", "where", "result"], body)
 
 
+def _speed_grid(data):
+    rows = data["rows"]
+    unit = next(r["seconds"] for r in rows if r["what"].startswith("numpy unit"))
+    body = []
+    for r in rows:
+        if "median_s" not in r:
+            continue
+        body.append([f"T = {r['n_tokens']}", str(r["n_points"]),
+                     f"{r['median_s']:.3g} s ({r['median_ratio']:.3g} u)",
+                     f"{r['worst_s']:.3g} s ({r['worst_ratio']:.3g} u)"
+                     + (" (capped)" if r["capped"] else ""),
+                     f"{r['goal_median_s']:g} / {r['goal_worst_s']:g} s",
+                     f"{r['median_certified']:.4g} / {r['worst_certified']:.4g}",
+                     f"{r['unconverged']} ({r['capped']} capped)"])
+    note = (f"u: the numpy unit of the same run (20 × 512² float64 matmul, {unit:.3g} s). A "
+            "capped point counts as the cap and as certified fraction 0.")
+    return ("The theory engine over a grid of configurations per T (continuum, 8192 nodes)",
+            ["T", "points", "median", "worst", "goal median / worst",
+             "certified median / worst", "not converged"], body, note)
+
+
 RENDERERS = {
+    "speed_grid.json": _speed_grid,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,
     "linear_exact_gram.json": _linear_exact_gram,

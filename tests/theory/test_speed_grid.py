@@ -90,9 +90,9 @@ def test_t2_closed_form_loss_and_trace_equal_numpy(beta):
 def test_serial_and_threaded_drivers_have_their_own_compiled_code():
     # numba's disk cache is keyed by qualified name, not by options: the serial and the
     # threaded driver of one function shared one entry, so "serial" could run threaded
-    from skattn.theory.channels import _certify, _certify_rows
+    from skattn.theory.channels import _certify, _proxT
     for serial, threaded in ((_certify.prox2, _certify.prox2_parallel),
-                             (_certify_rows.proxT, _certify_rows.proxT_parallel)):
+                             (_proxT.proxT, _proxT.proxT_parallel)):
         assert serial.py_func.__qualname__ != threaded.py_func.__qualname__
         assert not serial.targetoptions.get("parallel")
         assert threaded.targetoptions.get("parallel")

@@ -1,4 +1,4 @@
-"""Certificate that a T ≥ 3 softmax prox minimiser is global, and the T ≥ 3 prox driver.
+"""Certificate that a T ≥ 3 softmax prox minimiser is global (the driver: :mod:`._proxT`).
 
 The prox objective over the complement of the shift is ``F(x) = ‖x‖²/(2Σ) + ℓ(x)``,
 ``z = ω + Bx``, ``ℓ = Σ_a ℓ_a(h_a)`` with ``ℓ_a(h_a) = ‖softmax(β h_a) − y_a‖²`` the loss of
@@ -97,8 +97,7 @@ import math
 
 import numpy as np
 
-from ._kernels import (_gradhessT, _jit, _newtonT, _prange, cholesky_lower, parallel_twin,
-                       softmax_inplace)
+from ._kernels import _gradhessT, _jit, cholesky_lower, softmax_inplace
 
 # result codes of the certificate
 CERTIFIED, BUDGET, NONCONVEX = 1, 0, -1
@@ -679,121 +678,3 @@ def certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol, budget, stac
     if total > tol:
         return BUDGET, n_total
     return CERTIFIED, n_total
-
-
-# ----------------------------------------------------------------------- the drivers
-# chunks of samples with their own scratch stack run in parallel (prange), with the same
-# per-sample arithmetic as in serial (as in ._certify)
-_CHUNK = 64
-# the row-wise dual certificate (docstring, 6) runs where the convexity one fails, up to
-# T = 5 (row space of ≤ 4 dimensions) and _DUAL_BUDGET cube splits per sample. Before the
-# interval curvature (docstring, 3b) it was on up to T = 4 only; timed then at
-# β = 3.75, Σ = 0.15 (64 nodes, none convex on its ball): T = 3 ~1 ms per node, all
-# certified; T = 4 ~13 ms, 63 of 64; T = 5 ~240 ms and 39 of 64, T = 6 beyond 2000
-# splits per node: too slow to be on by default there. At T = 4, β = 1.25, Σ = 3.8 (the
-# benchmark grid's point 1) the dual-certified nodes needed 250-500 splits and the ones
-# that failed at 500 needed 500-840: with 2000, 512 of 512 nodes certified (259 at 500)
-# in the same time (a failure also pays for the retry's 18 Newton runs and second try)
-_DUAL_MAX_T = 5
-_DUAL_BUDGET = 2000
-# where the dual bound follows, the convexity certificate gets fewer splits: at T = 4 (grid
-# point 4, 512 nodes) it certified the same nodes in a quarter of the time with 300 as
-# with 2000 (the rest go to the dual bound, which is cheaper on them; docs: Changelog)
-_CONVEX_BUDGET_BEFORE_DUAL = 300
-# extra Newton starts of a sample whose first certificate fails: up to T = 5 the points
-# ±(radius/2) e_i along the axes of x; at T = 6 (no dual bound: the retry serves the value
-# only) x* ± radius along the _RETRY_DIRECTIONS least curved directions of the Hessian
-# (the measurements behind the choice: docs: Changelog)
-_RETRY_SCALE = 0.5
-_RETRY_DIRECTIONS = 4
-
-
-@_jit
-def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
-                  trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, stack,
-                  xb, fb, cert):
-    """One sample of :func:`proxT`, written to ``xb[n], fb[n], cert[n]``."""
-    Ke = B.shape[1]
-    s = sigma[n]
-    has_warm = use_warm and np.all(np.isfinite(warm[n]))
-    if convex[n] or (has_warm and trust_warm):
-        x0 = warm[n].copy() if has_warm else np.zeros(Ke)
-        x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
-        xb[n], fb[n], cert[n] = x, f, convex[n]
-        return
-    best = math.inf
-    for k in range(n_starts):
-        t = k / (n_starts - 1) if n_starts > 1 else 0.0
-        x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
-                        max_iter)
-        if f < best:
-            best = f
-            xb[n] = x
-    fb[n] = best
-    cert[n] = False
-    if budget <= 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
-        return
-    convex_budget = min(budget, _CONVEX_BUDGET_BEFORE_DUAL) \
-        if y.shape[1] <= _DUAL_MAX_T else budget
-    code, _ = certify_convex(xb[n], best, omega[n], y[n], s, B, index, scale, beta, Q, gain,
-                             c3[n], tol, convex_budget, stack)
-    if code != CERTIFIED and y.shape[1] <= _DUAL_MAX_T:  # the row-wise dual bound
-        code, _ = certify_dual(xb[n], omega[n], y[n], s, B, index, scale, beta, Q, c3[n],
-                               tol, min(budget, _DUAL_BUDGET), stack)
-    if code == CERTIFIED:
-        cert[n] = True
-        return
-    # second try: Newton from points spread over the ball of global minimisers (a better
-    # minimum shrinks the ball), then the certificate again
-    b2s = beta * beta * s
-    rad = math.sqrt(max(2 * s * best * b2s / (1 + b2s), 0.0))
-    if y.shape[1] <= _DUAL_MAX_T:          # ± along the axes of x
-        directions, centre, step = np.eye(Ke), np.zeros(Ke), _RETRY_SCALE * rad
-    else:                                   # ± along the least curved directions at x*
-        _, H = _gradhessT(xb[n], omega[n], y[n], s, B, index, scale, beta)
-        directions = np.ascontiguousarray(np.linalg.eigh(H)[1][:, :_RETRY_DIRECTIONS])
-        centre, step = xb[n].copy(), rad
-    for i in range(directions.shape[1]):
-        for sign in (-1.0, 1.0):
-            x0 = centre + sign * step * directions[:, i]
-            x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
-            if f < fb[n]:
-                xb[n], fb[n] = x, f
-    if fb[n] < best:
-        code, _ = certify_convex(xb[n], fb[n], omega[n], y[n], s, B, index, scale, beta, Q,
-                                 gain, c3[n], tol, convex_budget, stack)
-        if code != CERTIFIED and y.shape[1] <= _DUAL_MAX_T:
-            code, _ = certify_dual(xb[n], omega[n], y[n], s, B, index, scale, beta, Q,
-                                   c3[n], tol, min(budget, _DUAL_BUDGET), stack)
-        cert[n] = code == CERTIFIED
-
-
-def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
-              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget):
-    """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
-
-    Provably convex samples (the crude bound of :meth:`.prox._SoftmaxProblem.convex`): one
-    Newton run from the warm start (or ω), certified. With a warm start and
-    ``trust_warm``, the others get one Newton run from it, uncertified (the fixed-point
-    iterations). Otherwise the multi-start on the segment ω → fit of
-    :meth:`.softmax.SoftmaxChannel._prox` and, if ``budget > 0``, the row-wise convexity
-    certificate of :func:`certify_convex` (a second round of starts where it fails).
-    """
-    N, Ke = omega.shape[0], B.shape[1]
-    T = y.shape[1]
-    xb = np.zeros((N, Ke))
-    fb = np.zeros(N)
-    cert = np.zeros(N, dtype=np.bool_)
-    n_chunks = (N + _CHUNK - 1) // _CHUNK
-    for c in _prange(n_chunks):
-        stack = np.empty((4096 if budget > 0 else 1, T))
-        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
-            _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm,
-                          use_warm, trust_warm, n_starts, radius, max_iter, Q, gain, c3,
-                          tol, budget, stack, xb, fb, cert)
-    return xb, fb, cert
-
-
-# serial and parallel (over sample chunks) compilations of the same driver
-proxT = _jit(_proxT_py)
-proxT_parallel = parallel_twin(_proxT_py)

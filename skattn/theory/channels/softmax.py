@@ -6,7 +6,7 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from ..coords import _maps
-from . import _certify, _certify_rows, _kernels
+from . import _certify, _certify_rows, _kernels, _proxT
 from .base import _as_sigma, _Channel
 from .prox import _newton, _Softmax2Problem, _SoftmaxProblem
 
@@ -285,7 +285,7 @@ class SoftmaxChannel(_Channel):
                                  self.n_starts, radius, self.max_iter, _CERT_TOL,
                                  self.certify_budget)
         else:
-            proxT = _certify_rows.proxT_parallel if threaded else _certify_rows.proxT
+            proxT = _proxT.proxT_parallel if threaded else _proxT.proxT
             c3 = _certify_rows.third_derivative_bounds(y)
             xb, fb, cert = proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y), sigma,
                                  self.basis, self._index, self._scale, beta, x_fit, convex,

@@ -1,0 +1,39 @@
+"""The theory engine's speed over a grid of configurations per T, for the validation report.
+
+Runs section (f) of ``benchmarks/run_benchmarks.py``: continuum points on a Latin-hypercube
+grid per T (T = 2, 4, 5, 6; noise, κ0, α, λ, β ≤ 4), each in a fresh process with a
+wall-clock cap, timed against the fixed numpy unit of the same run. Writes
+``speed_grid.json``: every point (configuration, seconds, ratio to the unit, certified
+fraction, converged, capped) and per T the median and the worst, with the goals of the
+speed issue. The README's grid table quotes the latest full run of this file.
+
+Usage: ``python benchmarks/research/speed_grid.py [--quick] [--results-dir DIR]``; a full run
+takes about 8 minutes on the quiet 2-core machine (``--quick``: 3 points at T = 2 and 4).
+Run it alone on the machine: the times are wall-clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+from _common import add_common_arguments, write_result
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from run_benchmarks import bench_grid  # noqa: E402
+
+
+def main(argv=None):
+    parser = add_common_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    rows = bench_grid(args.quick)
+    write_result(args, "speed_grid.json", {"wall_s": time.perf_counter() - t0, "rows": rows},
+                 script=__file__, argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""The T ≥ 3 softmax prox driver: multi-start Newton per quadrature node, certified by
+:mod:`._certify_rows` (the convexity certificate, then the row-wise dual bound).
+
+Per node: provably convex samples get one Newton run; in the fixed-point iterations
+(``trust_warm``) the others one run from the warm minimiser, uncertified; otherwise the
+warm minimiser first where it is certified global, else the multi-start on the segment
+ω → fit, its certificate, and a second round of starts where that fails.
+"""
+
+import math
+
+import numpy as np
+
+from ._certify_rows import CERTIFIED, certify_convex, certify_dual
+from ._kernels import _gradhessT, _jit, _newtonT, _prange, parallel_twin
+
+# ----------------------------------------------------------------------- the drivers
+# chunks of samples with their own scratch stack run in parallel (prange), with the same
+# per-sample arithmetic as in serial (as in ._certify)
+_CHUNK = 64
+# the row-wise dual certificate (docstring, 6) runs where the convexity one fails, up to
+# T = 5 (row space of ≤ 4 dimensions; beyond, too slow to be on by default) and
+# _DUAL_BUDGET cube splits per sample (the timings behind both: docs: Changelog)
+_DUAL_MAX_T = 5
+_DUAL_BUDGET = 2000
+# where the dual bound follows, the convexity certificate gets fewer splits: at T = 4 (grid
+# point 4, 512 nodes) it certified the same nodes in a quarter of the time with 300 as
+# with 2000 (the rest go to the dual bound, which is cheaper on them; docs: Changelog)
+_CONVEX_BUDGET_BEFORE_DUAL = 300
+# extra Newton starts of a sample whose first certificate fails: up to T = 5 the points
+# ±(radius/2) e_i along the axes of x; at T = 6 (no dual bound: the retry serves the value
+# only) x* ± radius along the _RETRY_DIRECTIONS least curved directions of the Hessian
+# (the measurements behind the choice: docs: Changelog)
+_RETRY_SCALE = 0.5
+_RETRY_DIRECTIONS = 4
+
+
+@_jit
+def _certify_point(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, budget, stack):
+    """The convexity certificate of ``x`` (objective ``f``), then, up to T = 5, the
+    row-wise dual bound where it fails; returns the code."""
+    dual = y.shape[0] <= _DUAL_MAX_T
+    code, _ = certify_convex(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol,
+                             min(budget, _CONVEX_BUDGET_BEFORE_DUAL) if dual else budget,
+                             stack)
+    if code != CERTIFIED and dual:
+        code, _ = certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol,
+                               min(budget, _DUAL_BUDGET), stack)
+    return code
+
+
+@_jit
+def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
+                  trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, stack,
+                  xb, fb, cert):
+    """One sample of :func:`proxT`, written to ``xb[n], fb[n], cert[n]``."""
+    Ke = B.shape[1]
+    s = sigma[n]
+    has_warm = use_warm and np.all(np.isfinite(warm[n]))
+    if convex[n] or (has_warm and trust_warm):
+        x0 = warm[n].copy() if has_warm else np.zeros(Ke)
+        x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
+        xb[n], fb[n], cert[n] = x, f, convex[n]
+        return
+    best = math.inf
+    tried = False      # whether xb[n] is the warm minimiser whose certificate failed
+    if has_warm and budget > 0:
+        # the previous evaluation's minimiser first (as for T = 2): where it is certified
+        # global, the multi-start cannot do better
+        x, f = _newtonT(warm[n].copy(), omega[n], y[n], s, B, index, scale, beta, radius,
+                        max_iter)
+        if _certify_point(x, f, omega[n], y[n], s, B, index, scale, beta, Q, gain, c3[n], tol,
+                          budget, stack) == CERTIFIED:
+            xb[n], fb[n], cert[n] = x, f, True
+            return
+        best, xb[n], tried = f, x, True
+    for k in range(n_starts):
+        t = k / (n_starts - 1) if n_starts > 1 else 0.0
+        x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
+                        max_iter)
+        if f < best:
+            best, tried = f, False
+            xb[n] = x
+    fb[n] = best
+    cert[n] = False
+    if budget <= 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
+        return
+    if not tried and _certify_point(xb[n], best, omega[n], y[n], s, B, index, scale, beta, Q,
+                                    gain, c3[n], tol, budget, stack) == CERTIFIED:
+        cert[n] = True
+        return
+    # second try: Newton from points spread over the ball of global minimisers (a better
+    # minimum shrinks the ball), then the certificate again
+    b2s = beta * beta * s
+    rad = math.sqrt(max(2 * s * best * b2s / (1 + b2s), 0.0))
+    if y.shape[1] <= _DUAL_MAX_T:          # ± along the axes of x
+        directions, centre, step = np.eye(Ke), np.zeros(Ke), _RETRY_SCALE * rad
+    else:                                   # ± along the least curved directions at x*
+        _, H = _gradhessT(xb[n], omega[n], y[n], s, B, index, scale, beta)
+        directions = np.ascontiguousarray(np.linalg.eigh(H)[1][:, :_RETRY_DIRECTIONS])
+        centre, step = xb[n].copy(), rad
+    for i in range(directions.shape[1]):
+        for sign in (-1.0, 1.0):
+            x0 = centre + sign * step * directions[:, i]
+            x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
+            if f < fb[n]:
+                xb[n], fb[n] = x, f
+    if fb[n] < best:
+        cert[n] = _certify_point(xb[n], fb[n], omega[n], y[n], s, B, index, scale, beta, Q,
+                                 gain, c3[n], tol, budget, stack) == CERTIFIED
+
+
+def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
+              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget):
+    """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
+
+    Provably convex samples (the crude bound of :meth:`.prox._SoftmaxProblem.convex`): one
+    Newton run from the warm start (or ω), certified. With a warm start and
+    ``trust_warm``, the others get one Newton run from it, uncertified (the fixed-point
+    iterations). With a warm start and ``budget > 0``, Newton from it and the certificate
+    (:func:`._certify_rows.certify_convex`, then up to T = 5
+    :func:`._certify_rows.certify_dual`); where that fails (or without a warm start), the
+    multi-start on the segment ω → fit of :meth:`.softmax.SoftmaxChannel._prox`, the
+    certificate if ``budget > 0``, and a second round of starts where it fails.
+    """
+    N, Ke = omega.shape[0], B.shape[1]
+    T = y.shape[1]
+    xb = np.zeros((N, Ke))
+    fb = np.zeros(N)
+    cert = np.zeros(N, dtype=np.bool_)
+    n_chunks = (N + _CHUNK - 1) // _CHUNK
+    for c in _prange(n_chunks):
+        stack = np.empty((4096 if budget > 0 else 1, T))
+        for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
+            _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm,
+                          use_warm, trust_warm, n_starts, radius, max_iter, Q, gain, c3,
+                          tol, budget, stack, xb, fb, cert)
+    return xb, fb, cert
+
+
+# serial and parallel (over sample chunks) compilations of the same driver
+proxT = _jit(_proxT_py)
+proxT_parallel = parallel_twin(_proxT_py)
