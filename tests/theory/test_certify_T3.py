@@ -289,3 +289,24 @@ def test_t6_retry_reaches_lower_minima_than_the_multistart_alone():
     retried = output_side(ch, **kw)
     assert retried.certified_fraction == multistart.certified_fraction == 0.0
     assert multistart["moreau"] - retried["moreau"] > 1.5e-4
+
+
+@pytest.mark.parametrize("T", [3, 4])
+def test_certified_prox_from_a_warm_start_agrees_with_the_cold_one(T):
+    # the certified evaluation tries a node's previous minimiser first (channels/_proxT.py):
+    # from the cold minimisers it must certify the same minima; from poor warm starts
+    # (far along ω → fit and beyond) a certified node must still hold the global minimum
+    ch = SoftmaxChannel(T, beta=4.0, target_beta=4.0)
+    nodes = GaussianNodes(2 * ch.K, n_points=256, seed=1)
+    omega, w, _, _ = _gaussian_pair(0.6, 0.8, 1.0, nodes, ch.K)
+    y, sigma, start = ch.labels(w), np.full(256, 0.5), w
+    z_cold, f_cold, c_cold = ch._prox(y, omega, sigma, start)
+    assert np.mean(c_cold) > 0.5        # many nodes reach the certificates
+    z_warm, f_warm, c_warm = ch._prox(y, omega, sigma, start, warm=z_cold)
+    np.testing.assert_array_equal(c_warm, c_cold)
+    np.testing.assert_allclose(f_warm, f_cold, rtol=1e-9, atol=1e-12)
+    far = omega + 3.0 * (start - omega)
+    _, f_far, c_far = ch._prox(y, omega, sigma, start, warm=far)
+    both = c_far & c_cold
+    assert np.mean(both) > 0.5
+    np.testing.assert_allclose(f_far[both], f_cold[both], rtol=1e-7, atol=1e-9)
