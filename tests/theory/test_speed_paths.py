@@ -94,7 +94,8 @@ def test_trusted_warm_start_keeps_its_local_minimum(monkeypatch):
 def test_warm_iterations_then_polish_equal_cold(kwargs, monkeypatch):
     kwargs = dict(kwargs)
     alpha = kwargs.pop("alpha")
-    common = dict(target=WishartTarget(0.5), options=dict(n_nodes=1024), **kwargs)
+    # tol below the default: the two paths end at the same fixed point from different sides
+    common = dict(target=WishartTarget(0.5), options=dict(n_nodes=1024, tol=1e-9), **kwargs)
     fast = solve_state_evolution(alpha, **common)
     monkeypatch.setattr(SoftmaxChannel, "warm_startable", False)  # today's cold iterations
     cold = solve_state_evolution(alpha, **common)
@@ -116,3 +117,30 @@ def test_joblib_workers_run_numba_single_threaded():
     map_jobs(_numba_threads, [(0,), (1,)], backend="joblib", n_jobs=2,
              on_result=lambda index, value: out.append(value))
     assert out == [1, 1]
+
+
+@pytest.mark.parametrize("beta, polish_certified", [(2.5, True), (3.5, False)])
+def test_warm_iterations_at_every_beta_certified_polish_up_to_the_edge(beta, polish_certified,
+                                                                        monkeypatch):
+    # warm iterations at every β; above CERTIFIED_POLISH_MAX_BETA the polish runs on the
+    # multi-start map and only the reported evaluation is certified
+    from skattn.theory.core import fixed_point_map as fpm
+    assert (beta <= fpm.CERTIFIED_POLISH_MAX_BETA) == polish_certified
+    calls = []
+    hats = fpm.FixedPointMap.hats
+
+    def record(self, m, q, sigma, t=None, certify=False):
+        calls.append((len(self.nodes.weights), self.warm, certify))
+        return hats(self, m, q, sigma, t, certify=certify)
+
+    monkeypatch.setattr(fpm.FixedPointMap, "hats", record)
+    res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.05, noise=0.1, beta=beta,
+                                target_beta=beta, target=WishartTarget(0.5),
+                                options={"n_nodes": 2048})
+    assert res.converged and res.certified_fraction == 1.0
+    fine = [c for c in calls if c[0] == 2048]
+    assert any(warm for _, warm, _ in fine)
+    n_certified = sum(cert for _, _, cert in fine)
+    assert n_certified >= 1
+    if not polish_certified:
+        assert n_certified == 1 and fine[-1][2]      # the last evaluation, once

@@ -54,3 +54,19 @@ def test_a_file_without_provenance_is_refused(tmp_path):
         report.render("linear_exact_gram.json", tmp_path)
     with pytest.raises(ValueError, match="no renderer"):
         report.render("unknown.json", tmp_path)
+
+
+def test_the_speed_grid_table_reads_median_worst_and_certified(tmp_path):
+    rows = [{"section": "f", "what": "numpy unit (20 × 512² float64 matmul)", "seconds": 0.05},
+            {"section": "f", "what": "  T=2 noise=0", "seconds": 0.3, "config": {}},
+            {"section": "f", "what": "T=2 grid of 6 points", "n_tokens": 2, "n_points": 6,
+             "median_s": 0.45, "worst_s": 1.02, "median_ratio": 9.0, "worst_ratio": 20.4,
+             "goal_median_s": 0.1, "goal_worst_s": 0.5, "median_certified": 1.0,
+             "worst_certified": 0.997, "unconverged": 1, "capped": 0}]
+    (tmp_path / "speed_grid.json").write_text(json.dumps(
+        {"command": "python benchmarks/research/speed_grid.py", "date": "2026-12-03",
+         "rows": rows}))
+    text = report.render("speed_grid.json", tmp_path)
+    assert "T = 2" in text and "0.45 s (9 u)" in text and "1.02 s (20.4 u)" in text
+    assert "0.1 / 0.5 s" in text and "1 / 0.997" in text and "1 (0 capped)" in text
+    assert "0.05 s" in text                               # the unit, in the note

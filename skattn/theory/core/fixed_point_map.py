@@ -15,7 +15,7 @@ from ..result import StateEvolutionResult
 from .iteration import STALL_EVALS, forward_differences, powell_hybrid, robust_fixed_point
 
 __all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate",
-           "iterates_warm"]
+           "iterates_warm", "polishes_certified"]
 
 
 class FixedPointMap:
@@ -187,15 +187,23 @@ WARM_CALLS = 40
 # evaluations cost several warm ones, and where it stalls it does so from its first
 # evaluations, at the floor of the warm point (the measurements: docs: Changelog)
 POLISH_STALL_EVALS = 8
-# largest student β at which the fixed-point iterations start each prox from its last z*
-# (above, the remembered minimisers of a prox far from convex send Anderson astray; the
-# measurements behind the edge: docs: Changelog)
-WARM_MAX_BETA = 3.0
+# largest student β at which the warm fixed point is polished on the certified map; above,
+# on the multi-start map, certified once at its fixed point (where the prox is far from
+# convex the certified map's minimisers switch between evaluations and its polish creeps;
+# the measurements behind the edge: docs: Changelog)
+CERTIFIED_POLISH_MAX_BETA = 3.0
 
 
 def iterates_warm(channel):
-    """Whether the iterations on ``channel`` run the warm prox (up to :data:`WARM_MAX_BETA`)."""
-    return getattr(channel, "warm_startable", False) and channel.beta_ <= WARM_MAX_BETA
+    """Whether the iterations on ``channel`` run the warm prox (each node's prox from its
+    last minimiser)."""
+    return getattr(channel, "warm_startable", False)
+
+
+def polishes_certified(channel):
+    """Whether the warm fixed point is polished on the certified map (up to
+    :data:`CERTIFIED_POLISH_MAX_BETA`) rather than on the multi-start one."""
+    return channel.beta_ <= CERTIFIED_POLISH_MAX_BETA
 
 
 def get_field(obj, name):
@@ -314,13 +322,12 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     or ``"hybrid"`` (:func:`~skattn.theory.core.iteration.powell_hybrid`, for every stage:
     the coarse map, whose evaluations are cheap enough for a finite-difference Jacobian).
 
-    ``polish``: after the warm iterations, iterate the certified multi-start map (the one
-    reported) to ``tol`` from their point; without it (the coarse stage, a start for the
-    fine one) the warm fixed point is returned as it is.
-
-    Warm iterations are faster at β = 1 (T = 2 and 3), but at β = 4 the remembered
-    minimisers slow Anderson down (docs: Changelog), so they are used only where the prox
-    is close to convex.
+    ``polish``: after the warm iterations, iterate the multi-start map to ``tol`` from
+    their point: the certified one (the one reported) up to
+    :data:`CERTIFIED_POLISH_MAX_BETA`, above it the uncertified one, whose fixed point the
+    caller certifies in one last evaluation (as without warm iterations). Without
+    ``polish`` (the coarse stage, a start for the fine one) the warm fixed point is
+    returned as it is.
     """
     converged, x, res_norm = False, starts[0], np.inf
     warm_tried = iterates_warm(channel)
@@ -342,13 +349,15 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
         if converged and not polish:
             return x, res_norm, converged
         if res_norm < 1e-3:  # else the original starts do as well
-            # certified: its last evaluation, at the fixed point, is the one reported
-            fixed_point_map.certify = True
+            # certified, its last evaluation (at the fixed point) is the one reported;
+            # uncertified (β above the edge), the caller certifies that point once
+            certified = polishes_certified(channel)
+            fixed_point_map.certify = certified
             try:
                 x, res_norm, converged = iterate_starts(
                     fixed_point_map, [x], tol=tol, max_calls=max_iter, damping=damping,
                     secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol),
-                    stall_evals=POLISH_STALL_EVALS)
+                    stall_evals=POLISH_STALL_EVALS if certified else STALL_EVALS)
             finally:
                 fixed_point_map.certify = False
         elif res_norm < COARSE_HANDOVER and fixed_point_map.n_calls < max_iter:
