@@ -298,7 +298,8 @@ def bench_grid(quick):
             _print_row(rows[-1], file=sys.stderr)  # progress: a grid takes minutes
         goal_worst, goal_median = _GRID_GOALS[T]
         rows.append({"section": "f", "what": f"T={T} grid of {len(times)} points",
-                     "n_tokens": T, "n_points": len(times), "median_s": statistics.median(times), "worst_s": max(times),
+                     "n_tokens": T, "n_points": len(times),
+                     "median_s": statistics.median(times), "worst_s": max(times),
                      "median_ratio": statistics.median(times) / unit,
                      "worst_ratio": max(times) / unit, "goal_median_s": goal_median,
                      "goal_worst_s": goal_worst,

@@ -14,7 +14,6 @@ import numpy as np
 from ._certify_rows import CERTIFIED, certify_convex, certify_dual
 from ._kernels import _gradhessT, _jit, _newtonT, _prange, parallel_twin
 
-# ----------------------------------------------------------------------- the drivers
 # chunks of samples with their own scratch stack run in parallel (prange), with the same
 # per-sample arithmetic as in serial (as in ._certify)
 _CHUNK = 64
@@ -23,9 +22,8 @@ _CHUNK = 64
 # _DUAL_BUDGET cube splits per sample (the timings behind both: docs: Changelog)
 _DUAL_MAX_T = 5
 _DUAL_BUDGET = 2000
-# where the dual bound follows, the convexity certificate gets fewer splits: at T = 4 (grid
-# point 4, 512 nodes) it certified the same nodes in a quarter of the time with 300 as
-# with 2000 (the rest go to the dual bound, which is cheaper on them; docs: Changelog)
+# where the dual bound follows, the convexity certificate gets fewer splits (the rest go to
+# the dual bound, which is cheaper on them; the measurements: docs: Changelog)
 _CONVEX_BUDGET_BEFORE_DUAL = 300
 # extra Newton starts of a sample whose first certificate fails: up to T = 5 the points
 # ±(radius/2) e_i along the axes of x; at T = 6 (no dual bound: the retry serves the value
