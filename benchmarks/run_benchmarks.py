@@ -7,7 +7,8 @@ Sections
 (b) L-BFGS vs Adam: iterations and wall time to the same objective;
 (c) theory timings as multiples of a fixed numpy workload timed in the same run: continuum
     state evolution (T = 2 point, 32-point α curve, T = 3, 4, 6 points, T = 1 linear curve,
-    a 32×16 α×λ phase diagram on 2 jobs) and a finite-d point at d = 400;
+    a 32×16 α×λ phase diagram on 2 jobs), one state-evolution step's spectral work
+    (convolved law, J, D, moments) and a finite-d point at d = 400;
 (d) peak memory of ``fit`` relative to the size of X (fresh subprocess, max RSS);
 (e) on a GPU: the estimators' and AMP's fits on ``--device`` against the CPU;
 (f) continuum state-evolution points over a Latin-hypercube grid of configurations per T
@@ -178,6 +179,22 @@ def bench_theory(quick):
                        n_tokens=2, target=target)
     row(f"{n_a}×{n_l} α×λ phase diagram, T=2, 2 jobs", time.perf_counter() - t,
         60.0 * n_a * n_l / 512, converged=int(pd.converged.sum()))
+    # one state-evolution step's spectral work: the convolved law for a new δ, then J, D,
+    # ∫x(x − ε)₊ and the mass below ε (CPU time, least of 5: it is milliseconds)
+    from skattn.theory.laws import DiscreteLaw, WishartLaw
+    from skattn.theory.spectral import ConvolvedLaw
+
+    atoms = np.arange(1, 1001, dtype=float) ** -1.0      # λ_k ∝ 1/k, E λ² = 1
+    atoms *= np.sqrt(atoms.size / np.sum(atoms ** 2))
+    for name, law, goal in [("Wishart(0.5)", WishartLaw(0.5), 0.01),
+                            ("1000-atom power law", DiscreteLaw(atoms), 0.1)]:
+        times = []
+        for i in range(5):
+            t = time.process_time()
+            cl = ConvolvedLaw(law, 0.3 + 1e-3 * i)
+            cl.J(0.2), cl.D(0.2), cl.x_relu_moment(0.2), cl.mass_below(0.2)
+            times.append(time.process_time() - t)
+        row(f"spectral step, {name} (CPU s)", min(times), goal)
     d = 200 if quick else 400
     t = time.perf_counter()
     res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.01, target=target, n_features=d)

@@ -478,7 +478,7 @@ def _solve_mixture(problem, alpha, start, *, n_bins, n_tokens_mc, n_nodes, seed,
     x = fixed_point_map.to_x(*((start.m, start.q, start.sigma) if state0 is None else state0))
     # warm iterations, then the certified polish (its last evaluation is the reported one)
     x, norm, ok = iterate(fixed_point_map, channel, [x], tol=tol, max_iter=max_iter,
-                          damping=0.5, secants=secants)
+                          damping=0.5, secants=secants, near=True)
     n_iter = fixed_point_map.n_calls
     return _MixtureSolve(fixed_point_map, x, float(norm), bool(ok), n_iter, multipliers,
                          eig0, Q0)

@@ -233,6 +233,77 @@ def test_box_intervals_hold_and_match_the_cube_ones(T, beta, seed):
     assert np.all(lo_c <= lo * (1 + 1e-12)) and np.all(hi <= hi_c * (1 + 1e-12))
 
 
+def _box_intervals_term_by_term(centre, half, Q, beta):
+    # the definition: each exponential on its own, clipped (the reference of the ratio form)
+    h = beta * Q @ centre
+    T = len(h)
+    lo, hi = np.empty(T), np.empty(T)
+    for c in range(T):
+        others = np.arange(T) != c
+        k = np.abs(Q - Q[c]) @ half
+        lo[c] = 1 / (1 + np.exp(np.minimum(h - h[c] + beta * k, 700))[others].sum())
+        hi[c] = 1 / (1 + np.exp(np.minimum(h - h[c] - beta * k, 700))[others].sum())
+    return lo, hi
+
+
+@settings(max_examples=150, deadline=None)
+@given(T=st.sampled_from([3, 4, 5, 6]), beta=st.floats(0.5, 5.0),
+       log_scale=st.floats(-2, 3), log_half=st.floats(-4, 2.5), seed=st.integers(0, 2 ** 31))
+def test_box_intervals_ratio_form_matches_the_term_by_term_one(T, beta, log_scale, log_half,
+                                                              seed):
+    # E_b/E_c · K^{±1} against the exponentials one by one, far logits (the term-by-term
+    # branch) and huge boxes (K overflowing) included; the ratio form only ever widens
+    rng = np.random.default_rng(seed)
+    Q = SoftmaxChannel(T, beta=1.0)._row_basis
+    centre = rng.standard_normal(T - 1) * 10 ** log_scale
+    half = rng.uniform(0.1, 1.0, T - 1) * 10 ** log_half
+    A, lo, hi = np.empty(T), np.empty(T), np.empty(T)
+    _certify_rows._box_intervals(centre, half, Q, beta, A, lo, hi)
+    lo_ref, hi_ref = _box_intervals_term_by_term(centre, half, Q, beta)
+    assert np.all(lo <= lo_ref * (1 + 1e-11)) and np.all(hi >= hi_ref * (1 - 1e-11))
+    big = lo_ref > 1e-290
+    np.testing.assert_allclose(lo[big], lo_ref[big], rtol=1e-10)
+    big = hi_ref > 1e-290
+    np.testing.assert_allclose(hi[big], hi_ref[big], rtol=1e-10)
+
+
+def _constrained_least_squares(lo, hi, y):
+    # min ‖s − y‖² over lo ≤ s ≤ hi, Σ s = 1: s = clip(y + μ), μ by a long bisection
+    a, b = -2.0, 2.0
+    for _ in range(200):
+        mu = 0.5 * (a + b)
+        a, b = (mu, b) if np.clip(y + mu, lo, hi).sum() < 1 else (a, mu)
+    return float(((np.clip(y + mu, lo, hi) - y) ** 2).sum())
+
+
+@settings(max_examples=300, deadline=None)
+@given(T=st.sampled_from([3, 4, 5, 6]), concentration=st.sampled_from([0.2, 1.0, 5.0]),
+       log_width=st.floats(-9, 0), pinned=st.booleans(), seed=st.integers(0, 2 ** 31))
+def test_loss_floor_is_the_constrained_least_squares(T, concentration, log_width, pinned,
+                                                     seed):
+    # the dual bound is below ‖s − y‖² for every probability vector in the intervals, at
+    # least the bound of each s_c alone in its interval, and (up to rounding) the least
+    # squares with the sum constraint, also where some interval is a point
+    rng = np.random.default_rng(seed)
+    s = rng.dirichlet(np.ones(T) * concentration)
+    width = rng.uniform(0, 1, T) * 10 ** log_width
+    if pinned:
+        width[rng.integers(T)] = 0.0
+    lo, hi = np.maximum(s - width, 0.0), np.minimum(s + width, 1.0)
+    y = rng.dirichlet(np.ones(T) * concentration)
+    floor = _certify_rows._loss_floor(lo, hi, y)
+    alone = float((np.maximum(np.maximum(lo - y, y - hi), 0) ** 2).sum())
+    best = _constrained_least_squares(lo, hi, y)
+    assert alone <= floor <= best * (1 + 1e-11) + 1e-15
+    assert floor >= best - 1e-7 * best - 2e-15      # the margin: 1e-12 relative, 1e-15
+    # probability vectors in the box: s itself and mixtures towards other box points
+    for _ in range(20):
+        p = np.clip(s + rng.uniform(-1, 1, T) * width, lo, hi)
+        p = s + (p - s) - (p - s).sum() / T   # back to Σ = 1, moves each by ≤ the mean
+        if np.all(p >= lo) and np.all(p <= hi):
+            assert ((p - y) ** 2).sum() >= floor
+
+
 @settings(max_examples=150, deadline=None)
 @given(T=st.sampled_from([3, 5]), beta=st.sampled_from([1.0, 2.0, 4.0]),
        log_half=st.floats(-2, 0.3), log_sigma=st.floats(-1, 1), seed=st.integers(0, 2 ** 31))

@@ -504,21 +504,3 @@ def test_monte_carlo_power_law():
         assert cl.x_relu_moment(e) == pytest.approx(acc[e]["X"], rel=1e-2)
         assert cl.mass_below(e) == pytest.approx(acc[e]["M"], abs=1e-2)
         assert cl.D(e) == pytest.approx(acc[e]["D"], rel=2e-2)
-
-
-@pytest.mark.slow
-def test_speed_budget():
-    """SE-style call: build for a new δ, then J, D, ∫x(x−ε)₊, mass below at one ε."""
-    import time
-
-    def call(law, delta, eps):
-        cl = ConvolvedLaw(law, delta)
-        return cl.J(eps), cl.D(eps), cl.x_relu_moment(eps), cl.mass_below(eps)
-
-    for law, budget in [(WishartLaw(0.5), 0.01), (DiscreteLaw(power_law_spectrum(1000)), 0.1)]:
-        times = []
-        for i in range(5):
-            t0 = time.process_time()
-            call(law, 0.3 + 1e-3 * i, 0.2)
-            times.append(time.process_time() - t0)
-        assert min(times) < budget

@@ -122,8 +122,9 @@ def test_joblib_workers_run_numba_single_threaded():
 @pytest.mark.parametrize("beta, polish_certified", [(2.5, True), (3.5, False)])
 def test_warm_iterations_at_every_beta_certified_polish_up_to_the_edge(beta, polish_certified,
                                                                         monkeypatch):
-    # warm iterations at every β; above CERTIFIED_POLISH_MAX_BETA the polish runs on the
-    # multi-start map and only the reported evaluation is certified
+    # warm iterations at every β from the coarse stage's point; above
+    # CERTIFIED_POLISH_MAX_BETA the polish runs on the multi-start map and only the
+    # reported evaluation is certified
     from skattn.theory.core import fixed_point_map as fpm
     assert (beta <= fpm.CERTIFIED_POLISH_MAX_BETA) == polish_certified
     calls = []
@@ -134,13 +135,45 @@ def test_warm_iterations_at_every_beta_certified_polish_up_to_the_edge(beta, pol
         return hats(self, m, q, sigma, t, certify=certify)
 
     monkeypatch.setattr(fpm.FixedPointMap, "hats", record)
+    # 8192 nodes: the coarse stage's point is the start, near the fixed point
     res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.05, noise=0.1, beta=beta,
                                 target_beta=beta, target=WishartTarget(0.5),
-                                options={"n_nodes": 2048})
+                                options={"n_nodes": 8192})
     assert res.converged and res.certified_fraction == 1.0
-    fine = [c for c in calls if c[0] == 2048]
+    fine = [c for c in calls if c[0] == 8192]
     assert any(warm for _, warm, _ in fine)
     n_certified = sum(cert for _, _, cert in fine)
     assert n_certified >= 1
     if not polish_certified:
         assert n_certified == 1 and fine[-1][2]      # the last evaluation, once
+
+
+@pytest.mark.parametrize("n_tokens, beta, near, method, warm", [
+    (2, 2.5, False, "anderson", True), (2, 3.5, False, "anderson", False),
+    (2, 3.5, True, "anderson", True), (2, 3.5, False, "hybrid", True),
+    (3, 3.5, False, "anderson", True), (4, 4.0, False, "anderson", True)])
+def test_which_iterations_run_warm(n_tokens, beta, near, method, warm):
+    # only Anderson from the original starts at T = 2 above the edge runs cold
+    from skattn.theory.core import fixed_point_map as fpm
+    channel = SoftmaxChannel(n_tokens, beta=beta, target_beta=beta)
+    assert fpm.iterates_warm(channel, near=near, method=method) == warm
+    assert (beta > fpm.WARM_FROM_STARTS_MAX_BETA) or fpm.iterates_warm(channel, near=False)
+
+
+def test_t2_iterations_from_the_original_starts_run_cold_above_the_edge(monkeypatch):
+    # 2048 nodes have no coarse stage: Anderson from the original starts, where the warm
+    # map wandered at β = 3.5 (67 evaluations, against 28 cold; docs: Changelog)
+    from skattn.theory.core import fixed_point_map as fpm
+    calls = []
+    hats = fpm.FixedPointMap.hats
+
+    def record(self, m, q, sigma, t=None, certify=False):
+        calls.append(self.warm)
+        return hats(self, m, q, sigma, t, certify=certify)
+
+    monkeypatch.setattr(fpm.FixedPointMap, "hats", record)
+    res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.05, noise=0.1, beta=3.5,
+                                target_beta=3.5, target=WishartTarget(0.5),
+                                options={"n_nodes": 2048})
+    assert res.converged and res.certified_fraction == 1.0
+    assert calls and not any(calls)

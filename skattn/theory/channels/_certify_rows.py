@@ -65,12 +65,12 @@ hence global.
    a convex quadratic along the ones (its excess at the found point is exact) and a
    problem in the T − 1 coordinates t: every t below ``φ_a(t*)`` lies in a ball (ℓ ≥ 0,
    the square completed), covered by a branch and bound on values — per cube, the
-   quadratic's least plus the least loss that the probabilities' intervals allow, and a
-   separable quadratic minorant ``φ(c) + gᵀδ + κ‖δ‖²/2``, κ the larger of the interval
-   curvature (3b) and the Taylor form ``λ(c) − β³c_a‖δ‖/3`` (the integral remainder
-   ``∫₀¹(1 − τ)τ dτ = 1/6`` of a curvature that drops by at most ``β³c_a τ‖δ‖``); the
-   eigenvalue at the centre is computed only where the interval curvature alone does not
-   prune the cube. A convex cube around t* is skipped (``φ ≥ φ(t*) − ‖∇φ(t*)‖²/(2μ)`` there).
+   quadratic's least plus the least loss that the probabilities' intervals allow (with
+   ``Σ s_c = 1``: :func:`_loss_floor`), and a separable quadratic minorant
+   ``φ(c) + gᵀδ + κ‖δ‖²/2``, κ the larger of the interval curvature (3b) and the Taylor
+   form ``λ(c) − β³c_a‖δ‖/3`` (the integral remainder ``∫₀¹(1 − τ)τ dτ = 1/6`` of a
+   curvature that drops by at most ``β³c_a τ‖δ‖``); the eigenvalue at the centre is
+   computed only where the interval curvature alone does not prune the cube. A convex cube around t* is skipped (``φ ≥ φ(t*) − ‖∇φ(t*)‖²/(2μ)`` there).
    A cube centre below ``φ_a(t*) − tol/(2T)`` ends it (the relaxation may have a gap).
 
 Where it fails, the sample gets more Newton starts (:func:`proxT`) and a second try;
@@ -107,6 +107,9 @@ _ETA = 0.125
 # bisections for the half-width of the strongly convex cube around a row's t* in the dual
 # bound (any width that passes the test is sound; 2⁻¹² of the row ball is fine enough)
 _E_BISECTIONS = 12
+# below exp(_LOG_TINY) relative to the largest, a probability's bounds are formed term by
+# term (the ratios of :func:`_box_intervals` could overflow)
+_LOG_TINY = -600.0
 # c_a of the module docstring: 3R m₂ and 2R m₂ + 3 m₂^{3/2} at R = √2, m₂ = 1/2
 _C3_FIXED = 3.0 / math.sqrt(2.0)
 _C3_PER_RANGE = math.sqrt(2.0) + 1.5 / math.sqrt(2.0)
@@ -149,25 +152,22 @@ def _row_matrix(t, Q, yrow, beta, A, M):
     for c in range(T):
         sbar += (A[c] - yrow[c]) * A[c]
         nA += A[c] * A[c]
+    pv, qv = np.zeros(d), np.zeros(d)
     for i in range(d):
-        for j in range(d):
+        for j in range(i, d):
             M[i, j] = 0.0
     for c in range(T):
         Wc = A[c] * A[c] + A[c] * (A[c] - yrow[c] - sbar)
         for i in range(d):
-            for j in range(d):
-                M[i, j] += Wc * Q[c, i] * Q[c, j]
+            pv[i] += Q[c, i] * A[c]
+            qv[i] += Q[c, i] * Wc
+            wq = Wc * Q[c, i]
+            for j in range(i, d):
+                M[i, j] += wq * Q[c, j]
     for i in range(d):
-        pi, qi = 0.0, 0.0
-        for c in range(T):
-            pi += Q[c, i] * A[c]
-            qi += Q[c, i] * (A[c] * A[c] + A[c] * (A[c] - yrow[c] - sbar))
-        for j in range(d):
-            pj, qj = 0.0, 0.0
-            for c in range(T):
-                pj += Q[c, j] * A[c]
-                qj += Q[c, j] * (A[c] * A[c] + A[c] * (A[c] - yrow[c] - sbar))
-            M[i, j] += nA * pi * pj - pi * qj - qi * pj
+        for j in range(i, d):
+            M[i, j] += nA * pv[i] * pv[j] - pv[i] * qv[j] - qv[i] * pv[j]
+            M[j, i] = M[i, j]
 
 
 @_jit
@@ -260,27 +260,57 @@ def _c3_from_intervals(lo, hi, yrow, c3_cap):
 
 @_jit
 def _box_intervals(centre, half, Q, beta, A, lo, hi):
-    """Exact bounds ``[lo_c, hi_c]`` of each probability ``1/(1 + Σ_b exp(β(h_b − h_c)))``
+    """Bounds ``[lo_c, hi_c]`` of each probability ``1/(1 + Σ_b exp(β(h_b − h_c)))``
     over the box ``|t − centre| ≤ half`` of row space (written to lo, hi; A is scratch):
-    there ``h_b − h_c`` moves by at most ``Σ_i |Q_bi − Q_ci| half_i``."""
+    there ``h_b − h_c`` moves by at most ``k_bc = Σ_i |Q_bi − Q_ci| half_i``.
+
+    The terms ``exp(β(h_b − h_c) ± βk_bc)`` are ``E_b/E_c · K_bc^{±1}`` with ``E_b =
+    exp(βh_b − max)`` and the symmetric ``K_bc = exp(βk_bc)``: T + T(T − 1)/2 exponentials
+    instead of 2T(T − 1). Where some ``E_c`` is below ``exp(_LOG_TINY)`` the ratios could
+    overflow, and the terms are formed one by one, clipped as before."""
     T, d = Q.shape
+    top = -math.inf
     for c in range(T):
         v = 0.0
         for i in range(d):
             v += Q[c, i] * centre[i]
         A[c] = beta * v
+        top = max(top, A[c])
+    direct = False
     for c in range(T):
-        s_lo, s_hi = 1.0, 1.0
-        for b in range(T):
-            if b == c:
-                continue
+        direct = direct or A[c] - top < _LOG_TINY
+    if direct:
+        for c in range(T):
+            s_lo, s_hi = 1.0, 1.0
+            for b in range(T):
+                if b == c:
+                    continue
+                k = 0.0
+                for i in range(d):
+                    k += abs(Q[b, i] - Q[c, i]) * half[i]
+                diff = A[b] - A[c]
+                s_lo += math.exp(min(diff + beta * k, 700.0))
+                s_hi += math.exp(min(diff - beta * k, 700.0))
+            lo[c], hi[c] = (1.0 - 1e-12) / s_lo, min((1.0 + 1e-12) / s_hi, 1.0)
+        return
+    for c in range(T):
+        A[c] = math.exp(A[c] - top)           # E_c ∈ [_TINY, 1]
+        lo[c], hi[c] = 1.0, 1.0               # the two sums, inverted below
+    for c in range(T):
+        for b in range(c + 1, T):
             k = 0.0
             for i in range(d):
                 k += abs(Q[b, i] - Q[c, i]) * half[i]
-            diff = A[b] - A[c]
-            s_lo += math.exp(min(diff + beta * k, 700.0))
-            s_hi += math.exp(min(diff - beta * k, 700.0))
-        lo[c], hi[c] = 1.0 / s_lo, 1.0 / s_hi
+            # beyond exp(700) the pair's terms are inf (lo → 0) and 0 (hi stays): both wider
+            K = math.exp(beta * k) if beta * k < 700.0 else math.inf
+            rbc = A[b] / A[c]
+            lo[c] += rbc * K
+            hi[c] += rbc / K
+            lo[b] += K / rbc
+            hi[b] += 1.0 / (rbc * K)
+    for c in range(T):
+        # widened by a relative 1e-12 for the rounding of the exponentials' arguments
+        lo[c], hi[c] = (1.0 - 1e-12) / lo[c], min((1.0 + 1e-12) / hi[c], 1.0)
 
 
 @_jit
@@ -480,6 +510,42 @@ def _box_min(g, kappa, w):
 
 
 @_jit
+def _loss_floor(lo, hi, yrow):
+    """A lower bound on ``‖s − y‖²`` over the probability vectors with ``s_c ∈ [lo_c, hi_c]``
+    (docstring, 6): the Lagrangian dual of the constraint ``Σ s_c = 1``,
+    ``D(μ) = Σ_c min_{s_c ∈ [lo_c, hi_c]} ((s_c − y_c)² − 2μ s_c) + 2μ``, a bound at every μ
+    (weak duality) and the constrained least squares where ``g(μ) = Σ_c clip(y_c + μ, lo_c,
+    hi_c) = 1``. g is increasing and linear between its 2T breakpoints ``lo_c − y_c``,
+    ``hi_c − y_c``: the root is interpolated between the last breakpoint with g ≤ 1 and the
+    first with g ≥ 1. ``D(0)``, each ``s_c`` alone in its interval, is never beaten."""
+    T = lo.shape[0]
+    b_lo, g_lo, b_hi, g_hi = -math.inf, 0.0, math.inf, 0.0
+    for k in range(2 * T):
+        b = lo[k // 2] - yrow[k // 2] if k % 2 == 0 else hi[k // 2] - yrow[k // 2]
+        g = 0.0
+        for c in range(T):
+            g += min(max(yrow[c] + b, lo[c]), hi[c])
+        if g <= 1.0 and b > b_lo:
+            b_lo, g_lo = b, g
+        if g >= 1.0 and b < b_hi:
+            b_hi, g_hi = b, g
+    if b_lo == -math.inf or b_hi == math.inf:
+        mu = b_hi if b_lo == -math.inf else b_lo      # inconsistent intervals (rounding)
+    elif g_hi > g_lo:
+        mu = b_lo + (1.0 - g_lo) * (b_hi - b_lo) / (g_hi - g_lo)
+    else:
+        mu = b_lo
+    out, out0 = 2 * mu, 0.0
+    for c in range(T):
+        sc = min(max(yrow[c] + mu, lo[c]), hi[c])
+        out += (sc - yrow[c]) ** 2 - 2 * mu * sc
+        gap = max(lo[c] - yrow[c], yrow[c] - hi[c], 0.0)
+        out0 += gap * gap
+    # less a relative margin for the rounding of these sums
+    return max(out * (1 - 1e-12) - 1e-15, out0)
+
+
+@_jit
 def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
     """Prove ``φ ≥ φ(t*) − tol`` on all of row space for one row (docstring, 6).
 
@@ -556,10 +622,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
         # probabilities' intervals on the cube allow (before φ at the centre: that bound
         # is at most φ there, so a cube it prunes cannot end the certificate)
         lip = b3 * _local_c3(tc, w, False, Q, yrow, beta, cap, A, lo, hi, widths)
-        lmin = 0.0
-        for c in range(T):
-            gap = max(lo[c] - yrow[c], yrow[c] - hi[c], 0.0)
-            lmin += gap * gap
+        lmin = _loss_floor(lo, hi, yrow)
         qmin = dist2 / sig4 - s * nn + nt0       # the quadratic part's least on the cube
         if qmin + lmin >= target:
             continue

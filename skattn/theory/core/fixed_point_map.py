@@ -192,12 +192,23 @@ POLISH_STALL_EVALS = 8
 # convex the certified map's minimisers switch between evaluations and its polish creeps;
 # the measurements behind the edge: docs: Changelog)
 CERTIFIED_POLISH_MAX_BETA = 3.0
+# largest student β at which Anderson's T = 2 iterations from the original starts (no
+# coarse point or warm start near the fixed point) run warm; above, the remembered
+# minimisers of a prox far from convex send them astray, and a cold T = 2 evaluation costs
+# little more than a warm one. At T ≥ 3 (cold evaluations cost several warm ones), near
+# the fixed point, and in the coarse stage's hybrid method they run warm at every β (the
+# measurements: docs: Changelog).
+WARM_FROM_STARTS_MAX_BETA = 3.0
 
 
-def iterates_warm(channel):
+def iterates_warm(channel, near=True, method="anderson"):
     """Whether the iterations on ``channel`` run the warm prox (each node's prox from its
-    last minimiser)."""
-    return getattr(channel, "warm_startable", False)
+    last minimiser): near the fixed point (``near``), with the hybrid method or at T ≥ 3
+    at every β, else (Anderson from the original starts at T = 2) up to
+    :data:`WARM_FROM_STARTS_MAX_BETA`."""
+    return getattr(channel, "warm_startable", False) and (
+        near or method == "hybrid" or channel.n_tokens >= 3
+        or channel.beta_ <= WARM_FROM_STARTS_MAX_BETA)
 
 
 def polishes_certified(channel):
@@ -312,7 +323,7 @@ def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=
 
 
 def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=True,
-            secants=None, method="anderson"):
+            secants=None, method="anderson", near=False):
     """The fixed point of the map from ``starts``: ``(x, |r|_max, converged)``.
 
     ``secants``: ``(dX, dR)`` of a nearby map (:meth:`FixedPointMap.secants`), for the
@@ -322,6 +333,9 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     or ``"hybrid"`` (:func:`~skattn.theory.core.iteration.powell_hybrid`, for every stage:
     the coarse map, whose evaluations are cheap enough for a finite-difference Jacobian).
 
+    ``near``: whether ``starts[0]`` is near the fixed point (a coarse stage's point or a
+    warm start), where the iterations run warm at every β (:func:`iterates_warm`).
+
     ``polish``: after the warm iterations, iterate the multi-start map to ``tol`` from
     their point: the certified one (the one reported) up to
     :data:`CERTIFIED_POLISH_MAX_BETA`, above it the uncertified one, whose fixed point the
@@ -330,7 +344,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     returned as it is.
     """
     converged, x, res_norm = False, starts[0], np.inf
-    warm_tried = iterates_warm(channel)
+    warm_tried = iterates_warm(channel, near, method)
     if warm_tried:
         # cheap iterations: each node's prox from its previous z*, uncertified; then the
         # same iteration with the multi-start prox (the map whose fixed point we report)

@@ -220,13 +220,14 @@ def _solve(alpha, alpha_fixed_point, problem, options):
             state_c = coarse_map.from_x(x_c)
             coarse_map.orthogonal = False
             x_c = coarse_map.to_x(*state_c)
-            secants = coarse_map.jacobian_secants(x_c, warm=iterates_warm(channel)) \
+            secants = coarse_map.jacobian_secants(x_c, warm=iterates_warm(channel, near=True)) \
                 if problem.attention == "softmax" \
                 else coarse_map.secants(min_step=SECANT_MIN_STEP * tol)
             other_calls = coarse_map.n_calls
             x, res_norm, converged = iterate(
                 fixed_point_map, channel, [x_c], tol=tol,
-                max_iter=min(max_iter, HANDOVER_CALLS), damping=damping, secants=secants)
+                max_iter=min(max_iter, HANDOVER_CALLS), damping=damping, secants=secants,
+                near=True)
         else:
             other_calls = coarse_map.n_calls
         if not converged and not at_softmax_floor(fixed_point_map):
@@ -245,7 +246,7 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         x, res_norm, converged = iterate(
             fixed_point_map, channel,
             starts(fixed_point_map, init, None if step0 is None else step0[1], Q0, full),
-            tol=tol, max_iter=max_iter, damping=damping)
+            tol=tol, max_iter=max_iter, damping=damping, near=warm_usable)
         if not converged and step0 is None:
             step0 = first_step(fixed_point_map)
     collapsed = False
