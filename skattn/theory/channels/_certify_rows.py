@@ -70,7 +70,8 @@ hence global.
    ``φ(c) + gᵀδ + κ‖δ‖²/2``, κ the larger of the interval curvature (3b) and the Taylor
    form ``λ(c) − β³c_a‖δ‖/3`` (the integral remainder ``∫₀¹(1 − τ)τ dτ = 1/6`` of a
    curvature that drops by at most ``β³c_a τ‖δ‖``); the eigenvalue at the centre is
-   computed only where the interval curvature alone does not prune the cube. A convex cube around t* is skipped (``φ ≥ φ(t*) − ‖∇φ(t*)‖²/(2μ)`` there).
+   computed only where the interval curvature alone does not prune the cube. A convex
+   cube around t* is skipped (``φ ≥ φ(t*) − ‖∇φ(t*)‖²/(2μ)`` there).
    A cube centre below ``φ_a(t*) − tol/(2T)`` ends it (the relaxation may have a gap).
 
 Where it fails, the sample gets more Newton starts (:func:`proxT`) and a second try;
@@ -294,7 +295,7 @@ def _box_intervals(centre, half, Q, beta, A, lo, hi):
             lo[c], hi[c] = (1.0 - 1e-12) / s_lo, min((1.0 + 1e-12) / s_hi, 1.0)
         return
     for c in range(T):
-        A[c] = math.exp(A[c] - top)           # E_c ∈ [_TINY, 1]
+        A[c] = math.exp(A[c] - top)           # E_c ∈ [exp(_LOG_TINY), 1]
         lo[c], hi[c] = 1.0, 1.0               # the two sums, inverted below
     for c in range(T):
         for b in range(c + 1, T):

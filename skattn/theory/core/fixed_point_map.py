@@ -201,7 +201,7 @@ CERTIFIED_POLISH_MAX_BETA = 3.0
 WARM_FROM_STARTS_MAX_BETA = 3.0
 
 
-def iterates_warm(channel, near=True, method="anderson"):
+def iterates_warm(channel, *, near, method="anderson"):
     """Whether the iterations on ``channel`` run the warm prox (each node's prox from its
     last minimiser): near the fixed point (``near``), with the hybrid method or at T ≥ 3
     at every β, else (Anderson from the original starts at T = 2) up to
@@ -344,7 +344,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     returned as it is.
     """
     converged, x, res_norm = False, starts[0], np.inf
-    warm_tried = iterates_warm(channel, near, method)
+    warm_tried = iterates_warm(channel, near=near, method=method)
     if warm_tried:
         # cheap iterations: each node's prox from its previous z*, uncertified; then the
         # same iteration with the multi-start prox (the map whose fixed point we report)
