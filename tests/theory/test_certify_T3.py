@@ -261,8 +261,8 @@ def test_box_intervals_ratio_form_matches_the_term_by_term_one(T, beta, log_scal
     _certify_rows._box_intervals(centre, half, Q, beta, A, lo, hi)
     lo_ref, hi_ref = _box_intervals_term_by_term(centre, half, Q, beta)
     assert np.all(lo <= lo_ref * (1 + 1e-11)) and np.all(hi >= hi_ref * (1 - 1e-11))
-    # equal up to rounding, except where a pair's exp(βk) overflows: there lo_c may drop to
-    # 0 (documented) while the exact bound, exp(−(h_b − h_c + βk_bc)) or so, is still a double
+    # equal up to rounding, except where a pair's exp(βk_bc) overflows: there lo_c may drop
+    # to 0 (documented, still a lower bound) while the term-by-term one is a positive double
     k = np.abs(Q[:, None, :] - Q[None, :, :]) @ half
     big = (lo_ref > 1e-290) & (beta * k.max(axis=1) < 700)
     np.testing.assert_allclose(lo[big], lo_ref[big], rtol=1e-10)
