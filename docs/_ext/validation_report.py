@@ -297,8 +297,38 @@ def _speed_grid(data):
              "certified median / worst", "not converged"], body, note)
 
 
+def _warm_start_rule(data):
+    rows = data["rows"]
+    body, sums = [], collections.OrderedDict()
+    for r in rows:
+        warm, cold = r["warm"], r["cold"]
+        chosen = warm if r["rule_warm"] else cold
+        best = min(warm["seconds"], cold["seconds"])
+        body.append([f"T = {r['n_tokens']}", r["point"], f"{r['beta']:g}",
+                     f"{warm['seconds']:.2f} s ({warm['n_iter']})"
+                     + ("" if warm["converged"] else " unconverged"),
+                     f"{cold['seconds']:.2f} s ({cold['n_iter']})"
+                     + ("" if cold["converged"] else " unconverged"),
+                     "warm" if r["rule_warm"] else "cold",
+                     f"{chosen['seconds'] / best:.2f}"])
+        total = sums.setdefault(r["n_tokens"], [0.0, 0.0, 0.0])
+        total[0] += chosen["seconds"]
+        total[1] += warm["seconds"]
+        total[2] += cold["seconds"]
+    note = ("Seconds of one solve from the original starts (evaluations in brackets), "
+            f"{rows[0]['n_nodes']} nodes, no coarse stage, at most {data['max_iter']} "
+            "evaluations; the rule: warm up to β = "
+            f"{data['warm_from_starts_max_beta']:g} at T = 2, at every β for T ≥ 3. "
+            "Sums, rule / always warm / always cold: "
+            + "; ".join(f"T = {T}: {a:.1f} / {b:.1f} / {c:.1f} s"
+                        for T, (a, b, c) in sums.items()) + ".")
+    return ("The warm-iteration rule from the original starts: both choices forced",
+            ["T", "point", "β", "warm", "cold", "rule", "rule / faster"], body, note)
+
+
 RENDERERS = {
     "speed_grid.json": _speed_grid,
+    "warm_start_rule.json": _warm_start_rule,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,
     "linear_exact_gram.json": _linear_exact_gram,

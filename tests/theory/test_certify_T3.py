@@ -337,6 +337,34 @@ def test_taylor_bound_of_the_dual_holds(T, beta, log_half, log_sigma, seed):
         assert value >= f + grad @ delta + 0.5 * kappa * r * r - 1e-10 * (1 + abs(f))
 
 
+@settings(max_examples=200, deadline=None)
+@given(T=st.sampled_from([3, 4, 5, 6]), beta=st.floats(0.5, 5.0), seed=st.integers(0, 10**6),
+       lam=st.floats(-50.0, 50.0), extra=st.floats(0.0, 50.0), holds=st.booleans())
+def test_dual_cube_tests_only_grow_with_the_curvature(T, beta, seed, lam, extra, holds):
+    # _row_dual computes the centre's eigenvalue only where its upper bound (M's least
+    # diagonal entry) prunes the cube: sound because that bound holds and the tests are
+    # monotone in the curvature
+    rng = np.random.default_rng(seed)
+    d = T - 1
+    Q = SoftmaxChannel(T, beta=1.0)._row_basis
+    yrow = rng.dirichlet(np.ones(T))
+    A, M = np.empty(T), np.empty((d, d))
+    t = rng.normal(scale=2.0, size=d)
+    _certify_rows._row_matrix(t, Q, yrow, beta, A, M)
+    assert _certify_rows._matrix_lambda(M, beta) <= 2 * beta * beta * np.diag(M).min() + 1e-12
+    assert _certify_rows._matrix_lambda(M.copy(), beta) == \
+        _certify_rows._row_lambda(t, Q, yrow, beta, A, np.empty((d, d)))
+    s, w, tol = 10 ** rng.uniform(-2, 1), 10 ** rng.uniform(-3, 0), 1e-9
+    grad, gl = rng.normal(size=d), rng.normal(size=d)
+    f, qmin, q_c, lmin = rng.normal(), rng.normal(), rng.normal(), rng.uniform(0, 1)
+    g2, target = float(grad @ grad), f - abs(rng.normal())
+    low = _certify_rows._dual_prunes(lam, lam, holds, g2, tol, s, f, grad, gl, w, target,
+                                     qmin, q_c, lmin)
+    high = _certify_rows._dual_prunes(lam + extra, lam + extra, holds, g2, tol, s, f, grad,
+                                      gl, w, target, qmin, q_c, lmin)
+    assert high or not low
+
+
 def test_cholesky_test_agrees_with_the_eigenvalue():
     rng = np.random.default_rng(3)
     for d in (2, 4, 5):

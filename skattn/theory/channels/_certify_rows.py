@@ -175,8 +175,14 @@ def _row_matrix(t, Q, yrow, beta, A, M):
 def _row_lambda(t, Q, yrow, beta, A, M):
     """Smallest eigenvalue of ``∇²ℓ_a`` on the complement of the ones, at ``h_a = Q t``
     (``A`` (T,) and ``M`` (T − 1, T − 1) are scratch; :func:`_row_matrix`)."""
-    d = Q.shape[1]
     _row_matrix(t, Q, yrow, beta, A, M)
+    return _matrix_lambda(M, beta)
+
+
+@_jit
+def _matrix_lambda(M, beta):
+    """:func:`_row_lambda` from its matrix ``M`` (:func:`_row_matrix`)."""
+    d = M.shape[0]
     b2 = 2 * beta * beta
     if d == 2:  # closed form; the general case goes through LAPACK
         a, b, cc = M[0, 0], M[0, 1], M[1, 1]
@@ -547,6 +553,20 @@ def _loss_floor(lo, hi, yrow):
 
 
 @_jit
+def _dual_prunes(lam_cube, lam_taylor, holds, g2, tol, s, f, grad, gl, w, target, qmin, q_c,
+                 lmin):
+    """Whether a cube of :func:`_row_dual` is pruned, with the loss's curvature on it at
+    least ``lam_cube`` and its Taylor form from the centre ``lam_taylor`` (each test only
+    grows with both)."""
+    kappa = 1 / (2 * s) + lam_cube
+    if holds and kappa > 0 and g2 / (2 * kappa) <= 0.5 * tol:
+        return True  # convex on a cube that holds the stationary t*: least φ(t*)
+    if f + _box_min(grad, 1 / (2 * s) + lam_taylor, w) >= target:
+        return True
+    return qmin + max((f - q_c) + _box_min(gl, lam_taylor, w), lmin) >= target
+
+
+@_jit
 def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
     """Prove ``φ ≥ φ(t*) − tol`` on all of row space for one row (docstring, 6).
 
@@ -636,10 +656,11 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
             low, high = min(tc[i] - w, t_star[i]), max(tc[i] + w, t_star[i])
             box_c[i], box_h[i] = 0.5 * (low + high), 0.5 * (high - low)
             far += (high - low) ** 2
-        _box_intervals(box_c, box_h, Q, beta, A, lo_b, hi_b)
-        if 1 / (2 * s) + _interval_lambda(lo_b, hi_b, yrow, beta) >= 0 \
-                and math.sqrt(g2 * far) <= 0.5 * tol:
-            continue
+        # (the cheap half of the test first: the intervals only where it holds)
+        if math.sqrt(g2 * far) <= 0.5 * tol:
+            _box_intervals(box_c, box_h, Q, beta, A, lo_b, hi_b)
+            if 1 / (2 * s) + _interval_lambda(lo_b, hi_b, yrow, beta) >= 0:
+                continue
         # Taylor bounds on the cube (curvature bounded below through the local constant):
         # of φ as a whole, and of the loss alone added to the quadratic's least
         q_c = 0.0
@@ -654,26 +675,28 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
                 holds = False
         # the loss's curvature on the cube from below: first from the probabilities'
         # intervals alone (cheap), then also from the centre's eigenvalue (LAPACK from
-        # d = 4) where that does not prune the cube
+        # d = 4) where that does not prune the cube and could
         lam_int = _interval_lambda(lo, hi, yrow, beta)
+        if _dual_prunes(lam_int, lam_int, holds, g2, tol, s, f, grad, gl, w, target, qmin,
+                        q_c, lmin):
+            continue
+        # the centre's eigenvalue λ_c: the tests only grow with it, so it is computed only
+        # where its upper bound (M's least diagonal entry, a Rayleigh quotient) could prune
+        _row_matrix(tc, Q, yrow, beta, A, M)
+        lam_c = math.inf
+        for i in range(d):
+            lam_c = min(lam_c, 2 * beta * beta * M[i, i])
         pruned = False
-        for with_centre in (False, True):
-            lam_cube, lam_taylor = lam_int, lam_int
-            if with_centre:
-                lam_c = _row_lambda(tc, Q, yrow, beta, A, M)
-                lam_cube = max(lam_int, lam_c - lip * hd)
-                # Taylor from the centre with the integral remainder: along δ the
-                # curvature is at least λ_c − lip·τ|δ| at c + τδ, and ∫₀¹(1 − τ)τ dτ =
-                # 1/6, so φ(c + δ) ≥ f + gᵀδ + (λ_c − lip|δ|/3)|δ|²/2
-                lam_taylor = max(lam_int, lam_c - lip * hd / 3)
-            kappa = 1 / (2 * s) + lam_cube
-            if holds and kappa > 0 and g2 / (2 * kappa) <= 0.5 * tol:
-                pruned = True  # convex on a cube that holds the stationary t*: least φ(t*)
-            elif f + _box_min(grad, 1 / (2 * s) + lam_taylor, w) >= target:
-                pruned = True
-            elif qmin + max((f - q_c) + _box_min(gl, lam_taylor, w), lmin) >= target:
-                pruned = True
-            if pruned:
+        for exact in (False, True):
+            if exact:
+                lam_c = _matrix_lambda(M, beta)
+            # Taylor from the centre with the integral remainder: along δ the curvature
+            # is at least λ_c − lip·τ|δ| at c + τδ, and ∫₀¹(1 − τ)τ dτ = 1/6, so
+            # φ(c + δ) ≥ f + gᵀδ + (λ_c − lip|δ|/3)|δ|²/2
+            pruned = _dual_prunes(max(lam_int, lam_c - lip * hd),
+                                  max(lam_int, lam_c - lip * hd / 3), holds, g2, tol, s, f,
+                                  grad, gl, w, target, qmin, q_c, lmin)
+            if not pruned:
                 break
         if pruned:
             continue

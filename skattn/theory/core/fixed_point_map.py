@@ -197,7 +197,7 @@ CERTIFIED_POLISH_MAX_BETA = 3.0
 # minimisers of a prox far from convex send them astray, and a cold T = 2 evaluation costs
 # little more than a warm one. At T ≥ 3 (cold evaluations cost several warm ones), near
 # the fixed point, and in the coarse stage's hybrid method they run warm at every β (the
-# measurements: docs: Changelog).
+# measurements, both choices forced: docs: Validation report, "The warm-iteration rule").
 WARM_FROM_STARTS_MAX_BETA = 3.0
 
 
