@@ -70,7 +70,8 @@ hence global.
    ``φ(c) + gᵀδ + κ‖δ‖²/2``, κ the larger of the interval curvature (3b) and the Taylor
    form ``λ(c) − β³c_a‖δ‖/3`` (the integral remainder ``∫₀¹(1 − τ)τ dτ = 1/6`` of a
    curvature that drops by at most ``β³c_a τ‖δ‖``); the eigenvalue at the centre is
-   computed only where the interval curvature alone does not prune the cube. A convex
+   computed only where the interval curvature alone does not prune the cube and the
+   upper bound ``2β² min_i M_ii`` (the tests grow with it) would. A convex
    cube around t* is skipped (``φ ≥ φ(t*) − ‖∇φ(t*)‖²/(2μ)`` there).
    A cube centre below ``φ_a(t*) − tol/(2T)`` ends it (the relaxation may have a gap).
 
@@ -87,7 +88,9 @@ Where Σβ² is large the prox is genuinely non-convex on the ball (β ≈ 4, Σ
 convexity certificate fails there and, for T ≤ 5, the row-wise dual bound of 6 takes
 over. With the interval curvature (3b) it needs ~2 ms per node at T = 5 (β = 1.25, Σ ≈
 1.5: all of 256 nodes certified; 24 ms and 97 % before), ~0.5 ms at T = 4. For T = 6 it is
-off (row space of 5 dimensions: ~20 ms per node, 84 % within the budget), so those nodes
+off (row space of 5 dimensions: at T = 6 grid point 3, 22 ms per node at the median
+and 95 % within the budget; at point 2, β = 3.5, 12–18 % of the nodes end at a gap of
+the relaxation and most others at the budget), so those nodes
 count uncertified and the output side carries a bound on what they can move
 (:func:`.output.uncertified_bound`). Measurements: docs: Changelog.
 """
