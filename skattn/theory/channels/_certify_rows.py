@@ -686,23 +686,19 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget, stack):
         # the centre's eigenvalue λ_c: the tests only grow with it, so it is computed only
         # where its upper bound (M's least diagonal entry, a Rayleigh quotient) could prune
         _row_matrix(tc, Q, yrow, beta, A, M)
-        lam_c = math.inf
+        lam_up = math.inf
         for i in range(d):
-            lam_c = min(lam_c, 2 * beta * beta * M[i, i])
-        pruned = False
-        for exact in (False, True):
-            if exact:
-                lam_c = _matrix_lambda(M, beta)
-            # Taylor from the centre with the integral remainder: along δ the curvature
-            # is at least λ_c − lip·τ|δ| at c + τδ, and ∫₀¹(1 − τ)τ dτ = 1/6, so
-            # φ(c + δ) ≥ f + gᵀδ + (λ_c − lip|δ|/3)|δ|²/2
-            pruned = _dual_prunes(max(lam_int, lam_c - lip * hd),
-                                  max(lam_int, lam_c - lip * hd / 3), holds, g2, tol, s, f,
-                                  grad, gl, w, target, qmin, q_c, lmin)
-            if not pruned:
-                break
-        if pruned:
-            continue
+            lam_up = min(lam_up, 2 * beta * beta * M[i, i])
+        # Taylor from the centre with the integral remainder: along δ the curvature is at
+        # least λ_c − lip·τ|δ| at c + τδ, and ∫₀¹(1 − τ)τ dτ = 1/6, so
+        # φ(c + δ) ≥ f + gᵀδ + (λ_c − lip|δ|/3)|δ|²/2
+        if _dual_prunes(max(lam_int, lam_up - lip * hd), max(lam_int, lam_up - lip * hd / 3),
+                        holds, g2, tol, s, f, grad, gl, w, target, qmin, q_c, lmin):
+            lam_c = _matrix_lambda(M, beta)
+            if _dual_prunes(max(lam_int, lam_c - lip * hd),
+                            max(lam_int, lam_c - lip * hd / 3), holds, g2, tol, s, f, grad,
+                            gl, w, target, qmin, q_c, lmin):
+                continue
         n_split += 1
         if n_split > budget or top + n_child > stack.shape[0]:
             return BUDGET, slack, n_split
