@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from skattn.data import WishartTarget
 from skattn.theory import solve_state_evolution
 from skattn.theory.channels import GaussianNodes, SoftmaxChannel, output_side
-from skattn.theory.channels import _certify_rows, _kernels
+from skattn.theory.channels import _certify_dual, _certify_rows, _kernels
 from skattn.theory.channels.output import _gaussian_pair
 
 pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="certificate needs numba")
@@ -63,7 +63,7 @@ def _two_basin_samples(T, beta=4.0, sigma=0.5, n=400):
     return ch, omega, ch.labels(w), w
 
 
-@pytest.mark.parametrize("T", [3, 4])
+@pytest.mark.parametrize("T", [3, 4, 6])
 def test_certificate_rejects_a_local_minimum(T):
     ch, omega, y, w = _two_basin_samples(T)
     sigma, beta = 0.5, ch.beta_
@@ -86,9 +86,9 @@ def test_certificate_rejects_a_local_minimum(T):
         # the worse local minimum is never certified, by either certificate
         assert _certify(ch, x_high, f_high, omega[n], y[n], sigma) != _certify_rows.CERTIFIED
         c3 = _certify_rows.third_derivative_bounds(y[n][None])[0]
-        code, _ = _certify_rows.certify_dual(x_high, omega[n], y[n], sigma, ch.basis,
+        code, _ = _certify_dual.certify_dual(x_high, omega[n], y[n], sigma, ch.basis,
                                              ch._index, ch._scale, beta, ch._row_basis, c3,
-                                             1e-9, 20000, np.empty((20000, T)))
+                                             1e-9, 20000)
         assert code != _certify_rows.CERTIFIED
         # and the prox driver, started in the worse basin, ends at least as low as the
         # better one wherever it certifies its answer
@@ -270,101 +270,6 @@ def test_box_intervals_ratio_form_matches_the_term_by_term_one(T, beta, log_scal
     np.testing.assert_allclose(hi[big], hi_ref[big], rtol=1e-10)
 
 
-def _constrained_least_squares(lo, hi, y):
-    # min ‖s − y‖² over lo ≤ s ≤ hi, Σ s = 1: s = clip(y + μ), μ by a long bisection
-    a, b = -2.0, 2.0
-    for _ in range(200):
-        mu = 0.5 * (a + b)
-        a, b = (mu, b) if np.clip(y + mu, lo, hi).sum() < 1 else (a, mu)
-    return float(((np.clip(y + mu, lo, hi) - y) ** 2).sum())
-
-
-@settings(max_examples=300, deadline=None)
-@given(T=st.sampled_from([3, 4, 5, 6]), concentration=st.sampled_from([0.2, 1.0, 5.0]),
-       log_width=st.floats(-9, 0), pinned=st.booleans(), seed=st.integers(0, 2 ** 31))
-def test_loss_floor_is_the_constrained_least_squares(T, concentration, log_width, pinned,
-                                                     seed):
-    # the dual bound is below ‖s − y‖² for every probability vector in the intervals, at
-    # least the bound of each s_c alone in its interval, and (up to rounding) the least
-    # squares with the sum constraint, also where some interval is a point
-    rng = np.random.default_rng(seed)
-    s = rng.dirichlet(np.ones(T) * concentration)
-    width = rng.uniform(0, 1, T) * 10 ** log_width
-    if pinned:
-        width[rng.integers(T)] = 0.0
-    lo, hi = np.maximum(s - width, 0.0), np.minimum(s + width, 1.0)
-    y = rng.dirichlet(np.ones(T) * concentration)
-    floor = _certify_rows._loss_floor(lo, hi, y)
-    alone = float((np.maximum(np.maximum(lo - y, y - hi), 0) ** 2).sum())
-    best = _constrained_least_squares(lo, hi, y)
-    assert alone <= floor <= best * (1 + 1e-11) + 1e-15
-    assert floor >= best - 1e-7 * best - 2e-15      # the margin: 1e-12 relative, 1e-15
-    # probability vectors in the box: s itself and mixtures towards other box points
-    for _ in range(20):
-        p = np.clip(s + rng.uniform(-1, 1, T) * width, lo, hi)
-        p = s + (p - s) - (p - s).sum() / T   # back to Σ = 1, moves each by ≤ the mean
-        if np.all(p >= lo) and np.all(p <= hi):
-            assert ((p - y) ** 2).sum() >= floor
-
-
-@settings(max_examples=150, deadline=None)
-@given(T=st.sampled_from([3, 5]), beta=st.sampled_from([1.0, 2.0, 4.0]),
-       log_half=st.floats(-2, 0.3), log_sigma=st.floats(-1, 1), seed=st.integers(0, 2 ** 31))
-def test_taylor_bound_of_the_dual_holds(T, beta, log_half, log_sigma, seed):
-    # φ(c + δ) ≥ φ(c) + ∇φ(c)ᵀδ + (1/(2Σ) + λ_c − lip|δ|/3)|δ|²/2 on the cube, with lip the
-    # cube's third-derivative constant: the bound that _row_dual prunes cubes with
-    rng = np.random.default_rng(seed)
-    ch = SoftmaxChannel(T, beta=1.0)
-    Q = ch._row_basis
-    d = T - 1
-    A, M, grad, g2 = np.empty(T), np.empty((d, d)), np.empty(d), np.empty(d)
-    lo, hi = np.empty(T), np.empty(T)
-    yrow = rng.dirichlet(np.ones(T))
-    cap = _certify_rows.third_derivative_bounds(yrow[None, None])[0, 0]
-    s = 10 ** log_sigma
-    t0, nu, c = (rng.standard_normal(d) for _ in range(3))
-    half = 10 ** log_half
-    lip = beta ** 3 * _certify_rows._local_c3(c, half, False, Q, yrow, beta, cap, A, lo, hi,
-                                             np.empty(Q.shape[1]))
-    lam_int = _certify_rows._interval_lambda(lo, hi, yrow, beta)
-    f = _certify_rows._phi_row(c, t0, nu, 4 * s, Q, yrow, beta, A, grad)
-    lam_c = _certify_rows._row_lambda(c, Q, yrow, beta, A, M)
-    for _ in range(20):
-        delta = rng.uniform(-1, 1, d) * half
-        r = np.linalg.norm(delta)
-        kappa = 1 / (2 * s) + max(lam_c - lip * r / 3, lam_int)
-        value = _certify_rows._phi_row(c + delta, t0, nu, 4 * s, Q, yrow, beta, A, g2)
-        assert value >= f + grad @ delta + 0.5 * kappa * r * r - 1e-10 * (1 + abs(f))
-
-
-@settings(max_examples=200, deadline=None)
-@given(T=st.sampled_from([3, 4, 5, 6]), beta=st.floats(0.5, 5.0), seed=st.integers(0, 10**6),
-       lam=st.floats(-50.0, 50.0), extra=st.floats(0.0, 50.0), holds=st.booleans())
-def test_dual_cube_tests_only_grow_with_the_curvature(T, beta, seed, lam, extra, holds):
-    # _row_dual computes the centre's eigenvalue only where its upper bound (M's least
-    # diagonal entry) prunes the cube: sound because that bound holds and the tests are
-    # monotone in the curvature
-    rng = np.random.default_rng(seed)
-    d = T - 1
-    Q = SoftmaxChannel(T, beta=1.0)._row_basis
-    yrow = rng.dirichlet(np.ones(T))
-    A, M = np.empty(T), np.empty((d, d))
-    t = rng.normal(scale=2.0, size=d)
-    _certify_rows._row_matrix(t, Q, yrow, beta, A, M)
-    assert _certify_rows._matrix_lambda(M, beta) <= 2 * beta * beta * np.diag(M).min() + 1e-12
-    assert _certify_rows._matrix_lambda(M.copy(), beta) == \
-        _certify_rows._row_lambda(t, Q, yrow, beta, A, np.empty((d, d)))
-    s, w, tol = 10 ** rng.uniform(-2, 1), 10 ** rng.uniform(-3, 0), 1e-9
-    grad, gl = rng.normal(size=d), rng.normal(size=d)
-    f, qmin, q_c, lmin = rng.normal(), rng.normal(), rng.normal(), rng.uniform(0, 1)
-    g2, target = float(grad @ grad), f - abs(rng.normal())
-    low = _certify_rows._dual_prunes(lam, lam, holds, g2, tol, s, f, grad, gl, w, target,
-                                     qmin, q_c, lmin)
-    high = _certify_rows._dual_prunes(lam + extra, lam + extra, holds, g2, tol, s, f, grad,
-                                      gl, w, target, qmin, q_c, lmin)
-    assert high or not low
-
-
 def test_cholesky_test_agrees_with_the_eigenvalue():
     rng = np.random.default_rng(3)
     for d in (2, 4, 5):
@@ -378,10 +283,11 @@ def test_cholesky_test_agrees_with_the_eigenvalue():
 
 
 def test_t6_retry_reaches_lower_minima_than_the_multistart_alone():
-    # T = 6 (no dual bound), β = 4, Σ = 2, 512 nodes, none certified: the retry after a
-    # failed certificate, from x* ± radius along the four least curved directions of the
-    # Hessian (8 Newton runs), lowers the mean prox objective by 2.6e-4; the ±radius/2
-    # starts along the 21 axes (42 runs) lowered it by 7.8e-5
+    # T = 6, β = 4, Σ = 2, 512 nodes: the retry after a failed certificate, from x* ±
+    # radius along the four least curved directions of the Hessian (8 Newton runs),
+    # lowers the mean prox objective by 2.6e-4 (the ±radius/2 starts along the 21 axes,
+    # 42 runs, lowered it by 7.8e-5 when T = 6 had no dual bound); the dual bound now
+    # certifies 54 % of the nodes, none without the certificates
     ch = SoftmaxChannel(6, beta=4.0, target_beta=4.0)
     nodes = GaussianNodes(2 * ch.K, n_points=512, seed=0)
     kw = dict(m=0.6, q=0.8, Q0=1.0, noise=0.1, sigma=2.0, alpha=0.3, nodes=nodes)
@@ -389,7 +295,8 @@ def test_t6_retry_reaches_lower_minima_than_the_multistart_alone():
     multistart = output_side(ch, **kw)
     ch.certify_budget = 2000
     retried = output_side(ch, **kw)
-    assert retried.certified_fraction == multistart.certified_fraction == 0.0
+    assert multistart.certified_fraction == 0.0
+    assert retried.certified_fraction > 0.5
     assert multistart["moreau"] - retried["moreau"] > 1.5e-4
 
 

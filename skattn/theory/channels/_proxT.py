@@ -1,5 +1,6 @@
 """The T ≥ 3 softmax prox driver: multi-start Newton per quadrature node, certified by
-:mod:`._certify_rows` (the convexity certificate, then the row-wise dual bound).
+:mod:`._certify_rows` (the convexity certificate), then :mod:`._certify_dual` (the
+row-wise dual bound) where that fails.
 
 Per node: provably convex samples get one Newton run; in the fixed-point iterations
 (``trust_warm``) the others one run from the warm minimiser, uncertified; otherwise the
@@ -11,39 +12,37 @@ import math
 
 import numpy as np
 
-from ._certify_rows import CERTIFIED, certify_convex, certify_dual
+from ._certify_dual import certify_dual
+from ._certify_rows import CERTIFIED, certify_convex
 from ._kernels import _gradhessT, _jit, _newtonT, _prange, parallel_twin
 
 # chunks of samples with their own scratch stack run in parallel (prange), with the same
 # per-sample arithmetic as in serial (as in ._certify)
 _CHUNK = 64
-# the row-wise dual certificate (docstring, 6) runs where the convexity one fails, up to
-# T = 5 (row space of ≤ 4 dimensions; beyond, too slow to be on by default) and
-# _DUAL_BUDGET cube splits per sample (the timings behind both: docs: Changelog)
-_DUAL_MAX_T = 5
+# the row-wise dual certificate runs where the convexity one fails, with at most
+# _DUAL_BUDGET box splits per sample (the timings: docs: Changelog)
 _DUAL_BUDGET = 2000
 # where the dual bound follows, the convexity certificate gets fewer splits (the rest go to
 # the dual bound, which is cheaper on them; the measurements: docs: Changelog)
-_CONVEX_BUDGET_BEFORE_DUAL = 300
+_CONVEX_BUDGET_BEFORE_DUAL = 30
 # extra Newton starts of a sample whose first certificate fails: up to T = 5 the points
-# ±(radius/2) e_i along the axes of x; at T = 6 (no dual bound: the retry serves the value
-# only) x* ± radius along the _RETRY_DIRECTIONS least curved directions of the Hessian
-# (the measurements behind the choice: docs: Changelog)
+# ±(radius/2) e_i along the axes of x; from T = 6 x* ± radius along the _RETRY_DIRECTIONS
+# least curved directions of the Hessian (the measurements behind the choice, made when
+# T = 6 had no dual bound: docs: Changelog)
+_AXIS_RETRY_MAX_T = 5
 _RETRY_SCALE = 0.5
 _RETRY_DIRECTIONS = 4
 
 
 @_jit
 def _certify_point(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, budget, stack):
-    """The convexity certificate of ``x`` (objective ``f``), then, up to T = 5, the
-    row-wise dual bound where it fails; returns the code."""
-    dual = y.shape[0] <= _DUAL_MAX_T
+    """The convexity certificate of ``x`` (objective ``f``), then the row-wise dual bound
+    where it fails; returns the code."""
     code, _ = certify_convex(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol,
-                             min(budget, _CONVEX_BUDGET_BEFORE_DUAL) if dual else budget,
-                             stack)
-    if code != CERTIFIED and dual:
+                             min(budget, _CONVEX_BUDGET_BEFORE_DUAL), stack)
+    if code != CERTIFIED:
         code, _ = certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol,
-                               min(budget, _DUAL_BUDGET), stack)
+                               min(budget, _DUAL_BUDGET))
     return code
 
 
@@ -91,7 +90,7 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
     # minimum shrinks the ball), then the certificate again
     b2s = beta * beta * s
     rad = math.sqrt(max(2 * s * best * b2s / (1 + b2s), 0.0))
-    if y.shape[1] <= _DUAL_MAX_T:          # ± along the axes of x
+    if y.shape[1] <= _AXIS_RETRY_MAX_T:    # ± along the axes of x
         directions, centre, step = np.eye(Ke), np.zeros(Ke), _RETRY_SCALE * rad
     else:                                   # ± along the least curved directions at x*
         _, H = _gradhessT(xb[n], omega[n], y[n], s, B, index, scale, beta)
@@ -116,8 +115,7 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
     Newton run from the warm start (or ω), certified. With a warm start and
     ``trust_warm``, the others get one Newton run from it, uncertified (the fixed-point
     iterations). With a warm start and ``budget > 0``, Newton from it and the certificate
-    (:func:`._certify_rows.certify_convex`, then up to T = 5
-    :func:`._certify_rows.certify_dual`); where that fails (or without a warm start), the
+    (:func:`._certify_rows.certify_convex`, then :func:`._certify_dual.certify_dual`); where that fails (or without a warm start), the
     multi-start on the segment ω → fit of :meth:`.softmax.SoftmaxChannel._prox`, the
     certificate if ``budget > 0``, and a second round of starts where it fails.
     """

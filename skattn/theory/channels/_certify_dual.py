@@ -1,0 +1,684 @@
+"""Row-wise dual bound of the T ≥ 3 certificate (where F is not convex on the ball of
+:mod:`._certify_rows`): a branch and bound over each row's *stationary points*, in two
+dimensions whatever T is.
+
+1. *Relaxation.* With ``G_a = (h_a − h_a(ω))/(2Σ) + ∇ℓ_a(h_a)`` the row gradients at the
+   found point, stationarity in z makes G antisymmetric; for the antisymmetric
+   ``ν = −(G − Gᵀ)/2`` and any symmetric h, ``Σ_a ν_aᵀh_a = 0``, so relaxing h to
+   independent rows gives ``min F ≥ Σ_a min φ_a``, ``φ_a = ‖h_a − h_a(ω)‖²/(4Σ) + ν_aᵀh_a +
+   ℓ_a(h_a)`` (``‖z − ω‖² = ‖h − h(ω)‖²/2``), with equality at the found point. Each φ_a
+   splits into a convex quadratic along the ones (its excess at the found point is exact)
+   and a problem in the T − 1 coordinates ``t = Qᵀh_a``: ``φ(t) = ‖t − t0‖²/(4Σ) + νᵀt +
+   ‖s − y‖²``, ``s = softmax(βQt)``.
+2. *Its stationary points in two scalars.* With ``c_b = t0 − 2Σν``, ``b = βQc_b``,
+   ``κ = 4Σβ²`` and ``g = Σ_c s_c(s_c − y_c)``, ∇φ = 0 reads ``h = Qc_b − 4Σβ r``,
+   ``r_c = s_c(s_c − y_c − g)`` (``Σ r_c = 0``), so each ``v_c = log s_c`` solves
+   ``F_c(v_c, g) = v_c + κ e^{v_c}(e^{v_c} − y_c − g) = b_c + μ`` for one scalar μ (minus
+   the log-partition), with ``Σ e^{v_c} = 1`` and ``g = Σ e^{v_c}(e^{v_c} − y_c)``; there
+   ``φ = V = κ Σ r_c² + ‖s − y‖² + νᵀt0 − Σ‖ν‖²`` (``‖t − c_b‖² = 16Σ²β²‖r‖²``). φ is
+   coercive, so its least value is a stationary one: the row is certified when every
+   stationary point has ``V ≥ φ(t*) − tol``, except the found one.
+3. *Branch and bound over boxes of (μ, g).* F_c decreases in g, so on a box each v_c lies
+   in ``S_c = {v : F_c(v, g_hi) ≤ b_c + μ_hi, F_c(v, g_lo) ≥ b_c + μ_lo}``. ``∂_v F_c = 1 +
+   κu(2u − y_c − g)`` (``u = e^v``) has at most two zeros per g, so between the critical
+   points of both ends F is monotone and S_c is a union of at most five intervals, each
+   enclosed outward by bisection (:func:`_coordinate_set`). For each combination of them:
+   dropped if ``Σ e^v`` cannot be 1, if the range of ``Σ u(u − y)`` misses the box's g, or
+   if the least V on it is above the target; otherwise the Krawczyk operator K of the
+   (T + 2)-dimensional system (unknowns v, μ, g) over the combination's box X
+   (:func:`_krawczyk`): ``K ∩ X = ∅`` drops it (no stationary point), ``K ⊂ int X`` proves
+   exactly one, and V is bounded on ``K ∩ X``. The found stationary point is covered by its
+   own Krawczyk box X*, the largest around ``(log s*, μ*, g*)`` that proves one zero
+   (:func:`_found_point_box`): the exact minimiser of φ in the strongly convex cube around
+   t* (radius ``e`` of the convexity bound, within ``2|∇φ(t*)|/curv`` of t*) is that zero,
+   with ``φ ≥ φ(t*) − |∇φ(t*)|²/(2μ)``. A surviving combination's candidate point t below
+   the target ends the certificate (the relaxation has a gap there, or x is not global).
+4. *Domain.* Every t with ``φ(t) < φ(t*)`` lies in the ball ``‖t − c_b‖ < R`` (ℓ ≥ 0, the
+   square completed), where each ``h_b − h_c`` moves by at most ``√2 R`` from its centre:
+   the probabilities' exact bounds there give the first brackets of v and the range of g;
+   μ is minus a log-partition over the ball.
+
+Before the search, φ convex on the box around the ball and t* certifies at once. Where
+the search fails the sample gets more Newton starts (:func:`._proxT.proxT`); the
+soundness tests: tests/test_certify_T3.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._certify_rows import (BUDGET, CERTIFIED, NONCONVEX, _box_intervals,
+                            _interval_lambda, _local_c3, _row_lambda)
+from ._kernels import _jit, softmax_inplace
+
+# relative precision of the bisections of S_c's ends, against the box's scale in F
+_ROOT_PRECISION = 1e-3
+# a box's combinations of S_c's intervals are tested one by one up to this many
+_MAX_COMBINATIONS = 2048
+# the convex cube around t*: its half-width is searched over _E_OCTAVES halvings of the
+# row ball's radius, then refined by _E_BISECTIONS bisections
+_E_OCTAVES = 40
+_E_BISECTIONS = 8
+# a box whose surviving part (contracted by the Krawczyk images) is narrower than this
+# fraction of it, in μ or in g, is replaced by that part instead of halved
+_SHRINK = 0.7
+# (μ, g) boxes narrower than this (relative) are not split further (rounding)
+_MIN_WIDTH = 1e-13
+
+
+@_jit
+def _phi_row(t, t0, nu, sig4, Q, yrow, beta, A, grad):
+    """``φ(t) = ‖t − t0‖²/(4Σ) + νᵀt + ‖softmax(βQt) − y‖²`` and its gradient (to grad)."""
+    T, d = Q.shape
+    for c in range(T):
+        v = 0.0
+        for i in range(d):
+            v += Q[c, i] * t[i]
+        A[c] = beta * v
+    softmax_inplace(A)
+    val, sbar = 0.0, 0.0
+    for c in range(T):
+        val += (A[c] - yrow[c]) ** 2
+        sbar += (A[c] - yrow[c]) * A[c]
+    for i in range(d):
+        gi = 2 * (t[i] - t0[i]) / sig4 + nu[i]
+        val += (t[i] - t0[i]) ** 2 / sig4 + nu[i] * t[i]
+        for c in range(T):
+            gi += 2 * beta * A[c] * (A[c] - yrow[c] - sbar) * Q[c, i]
+        grad[i] = gi
+    return val
+
+
+# --------------------------------------------------------- enclosures of S_c (docstring 3)
+@_jit
+def _level(v, kappa, w):
+    """``F(v) = v + κ e^v (e^v − w)`` (w = y_c + g)."""
+    u = math.exp(v)
+    return v + kappa * u * (u - w)
+
+
+@_jit
+def _add_critical_points(kappa, w, a, b, out, n):
+    """Append the zeros of ``∂_v F = 1 + κu(2u − w)`` in ``(a, b)`` (v coordinates) to
+    ``out[n:]``; returns the new count."""
+    disc = kappa * kappa * w * w - 8 * kappa
+    if w > 0 and disc > 0:
+        root = math.sqrt(disc)
+        for sign in (-1.0, 1.0):
+            u = (kappa * w + sign * root) / (4 * kappa)
+            if u > 0:
+                v = math.log(u)
+                if a < v < b:
+                    out[n] = v
+                    n += 1
+    return n
+
+
+@_jit
+def _monotone_set(lo, hi, kappa, w, m, below, prec):
+    """``{v ∈ [lo, hi] : F(v) ≤ m}`` (below) or ``{F(v) ≥ m}`` for F monotone on
+    [lo, hi], enclosed outward to within ``prec``; an empty set comes back with its lower
+    end above its upper one."""
+    sign = 1.0 if below else -1.0
+    g_lo = sign * (_level(lo, kappa, w) - m)
+    g_hi = sign * (_level(hi, kappa, w) - m)
+    if g_lo <= 0 and g_hi <= 0:
+        return lo, hi
+    if g_lo > 0 and g_hi > 0:
+        return 1.0, -1.0
+    # regula falsi with the Illinois halving, every third step a bisection: a and b keep
+    # the signs of g at lo and hi, so the set's end stays between them
+    a, b, ga, gb = lo, hi, g_lo, g_hi
+    side, step = 0, 0
+    while b - a > prec:
+        step += 1
+        x = 0.5 * (a + b)
+        if step % 3 != 0 and gb != ga:
+            x = min(max(b - gb * (b - a) / (gb - ga), a + 1e-3 * (b - a)), b - 1e-3 * (b - a))
+        gx = sign * (_level(x, kappa, w) - m)
+        if (gx <= 0) == (ga <= 0):
+            a, ga = x, gx
+            if side == -1:
+                gb *= 0.5
+            side = -1
+        else:
+            b, gb = x, gx
+            if side == 1:
+                ga *= 0.5
+            side = 1
+    return (lo, b) if g_lo <= 0 else (a, hi)
+
+
+@_jit
+def _coordinate_set(a, b, kappa, yc, g_lo, g_hi, m_lo, m_hi, prec, cuts, out):
+    """S_c of the docstring (3) within the bracket [a, b] of v: its intervals are written
+    to ``out`` (rows lo, hi; ≤ 5) and their number returned (``cuts``: scratch of ≥ 6)."""
+    cuts[0] = a
+    n = _add_critical_points(kappa, yc + g_hi, a, b, cuts, 1)
+    n = _add_critical_points(kappa, yc + g_lo, a, b, cuts, n)
+    cuts[n] = b
+    n += 1
+    cuts[:n].sort()
+    k = 0
+    for i in range(n - 1):
+        lo1, hi1 = _monotone_set(cuts[i], cuts[i + 1], kappa, yc + g_hi, m_hi, True, prec)
+        if lo1 > hi1:
+            continue
+        lo2, hi2 = _monotone_set(cuts[i], cuts[i + 1], kappa, yc + g_lo, m_lo, False, prec)
+        lo, hi = max(lo1, lo2), min(hi1, hi2)
+        if lo > hi:
+            continue
+        if k > 0 and lo <= out[k - 1, 1]:
+            out[k - 1, 1] = max(out[k - 1, 1], hi)
+        else:
+            out[k, 0], out[k, 1] = lo, hi
+            k += 1
+    return k
+
+
+@_jit
+def _distance_to_zero(lo, hi):
+    """The distance from 0 to the interval [lo, hi]."""
+    return lo if lo > 0 else (-hi if hi < 0 else 0.0)
+
+
+@_jit
+def _value_floor(xc, r, kappa, yrow, const):
+    """A lower bound on V (docstring 2) over the box ``xc ± r`` of (v, μ, g)."""
+    T = yrow.shape[0]
+    g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
+    val = const
+    for c in range(T):
+        ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
+        dr = _distance_to_zero(ul - yrow[c] - g_hi, uh - yrow[c] - g_lo)
+        dy = _distance_to_zero(ul - yrow[c], uh - yrow[c])
+        val += kappa * ul * ul * dr * dr + dy * dy
+    # less a relative margin for the rounding of these sums
+    return val * (1 - 1e-12) - 1e-15 if val > 0 else val * (1 + 1e-12) - 1e-15
+
+
+# ------------------------------------------------------ Krawczyk test of the stationarity
+@_jit
+def _invert(J, Y, work):
+    """``Y = J⁻¹`` by Gauss–Jordan with partial pivoting (n ≤ 8: no LAPACK call); False
+    where a pivot is negligible (``work``: scratch of J's shape)."""
+    n = J.shape[0]
+    scale = 0.0
+    for i in range(n):
+        for j in range(n):
+            work[i, j] = J[i, j]
+            Y[i, j] = 1.0 if i == j else 0.0
+            scale = max(scale, abs(J[i, j]))
+    for j in range(n):
+        p = j
+        for i in range(j + 1, n):
+            if abs(work[i, j]) > abs(work[p, j]):
+                p = i
+        if not abs(work[p, j]) > 1e-13 * scale:
+            return False
+        if p != j:
+            for k in range(n):
+                work[j, k], work[p, k] = work[p, k], work[j, k]
+                Y[j, k], Y[p, k] = Y[p, k], Y[j, k]
+        inv = 1.0 / work[j, j]
+        for k in range(n):
+            work[j, k] *= inv
+            Y[j, k] *= inv
+        for i in range(n):
+            if i != j and work[i, j] != 0.0:
+                fac = work[i, j]
+                for k in range(n):
+                    work[i, k] -= fac * work[j, k]
+                    Y[i, k] -= fac * Y[j, k]
+    return True
+
+
+@_jit
+def _jacobian_point(xc, kappa, yrow, f, ferr, J):
+    """The stationarity system at the point xc of (v, μ, g): its residual ``f`` (with the
+    bound ``ferr`` of its rounding) and Jacobian ``J``."""
+    T = yrow.shape[0]
+    mu, g = xc[T], xc[T + 1]
+    J[:, :] = 0.0
+    total, q, q_abs = 0.0, 0.0, 0.0
+    for c in range(T):
+        u = math.exp(xc[c])
+        f[c] = xc[c] + kappa * u * (u - yrow[c] - g) - mu
+        ferr[c] = 1e-14 * (abs(xc[c]) + kappa * u * (u + abs(yrow[c] + g)) + abs(mu) + 1)
+        total += u
+        q += u * (u - yrow[c])
+        q_abs += u * (u + yrow[c])
+        J[c, c] = 1 + kappa * u * (2 * u - yrow[c] - g)
+        J[c, T] = -1.0
+        J[c, T + 1] = -kappa * u
+        J[T, c] = u
+        J[T + 1, c] = u * (2 * u - yrow[c])
+    J[T + 1, T + 1] = -1.0
+    f[T] = total - 1.0
+    ferr[T] = 1e-14 * (total + 1)
+    f[T + 1] = q - g
+    ferr[T + 1] = 1e-14 * (q_abs + abs(g))
+
+
+@_jit
+def _krawczyk(xc, r, kappa, yrow, b, Kc, Kr, work):
+    """The Krawczyk image ``K ⊂ Kc ± Kr`` of the box ``xc ± r`` of (v, μ, g) for the
+    stationarity system ``F_c(v_c, g) − b_c − μ = 0``, ``Σ e^v = 1``, ``Σ e^v(e^v − y) =
+    g``: ``K = x̃ − Y f(x̃) + (I − Y J(X))(X − x̃)``, ``Y`` the inverse Jacobian at the
+    centre x̃ and J(X) the Jacobian's interval hull on the box. Every zero in X lies in K;
+    ``K ⊂ int X`` proves exactly one. ``work`` (≥ 7 scratch matrices of (T + 2)²); False
+    where the centre's Jacobian is singular."""
+    T = yrow.shape[0]
+    n = T + 2
+    f, ferr = work[0, 0], work[0, 1]
+    J, Y, Jc, Jr, C, tmp = work[1], work[2], work[3], work[4], work[5], work[6]
+    _jacobian_point(xc, kappa, yrow, f, ferr, J)
+    for c in range(T):
+        f[c] -= b[c]
+        ferr[c] += 1e-14 * abs(b[c])
+    for i in range(n):
+        for j in range(n):
+            if not math.isfinite(J[i, j]):
+                return False
+    if not _invert(J, Y, tmp):
+        return False
+    # the interval hull of J on the box: centre offset from J(x̃) (Jc) and radius (Jr)
+    Jc[:, :] = 0.0
+    Jr[:, :] = 0.0
+    g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
+    for c in range(T):
+        ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
+        lo = min(ul * (2 * ul - yrow[c] - g_hi), uh * (2 * ul - yrow[c] - g_hi))
+        hi = max(ul * (2 * uh - yrow[c] - g_lo), uh * (2 * uh - yrow[c] - g_lo))
+        Jc[c, c] = 1 + kappa * 0.5 * (lo + hi) - J[c, c]
+        Jr[c, c] = kappa * 0.5 * (hi - lo)
+        Jc[c, T + 1], Jr[c, T + 1] = -kappa * 0.5 * (ul + uh) - J[c, T + 1], kappa * 0.5 * (uh - ul)
+        Jc[T, c], Jr[T, c] = 0.5 * (ul + uh) - J[T, c], 0.5 * (uh - ul)
+        lo = min(ul * (2 * ul - yrow[c]), uh * (2 * ul - yrow[c]))
+        hi = max(ul * (2 * uh - yrow[c]), uh * (2 * uh - yrow[c]))
+        Jc[T + 1, c], Jr[T + 1, c] = 0.5 * (lo + hi) - J[T + 1, c], 0.5 * (hi - lo)
+    # |I − Y J(X)| ≤ |I − Y J(x̃) − Y Jc| + |Y| Jr, entrywise
+    for i in range(n):
+        for j in range(n):
+            cij = 1.0 if i == j else 0.0
+            rij = 0.0
+            for k in range(n):
+                cij -= Y[i, k] * (J[k, j] + Jc[k, j])
+                rij += abs(Y[i, k]) * Jr[k, j]
+            C[i, j] = abs(cij) + rij
+    for i in range(n):
+        step, spread = 0.0, 0.0
+        for k in range(n):
+            step += Y[i, k] * f[k]
+            spread += C[i, k] * r[k] + abs(Y[i, k]) * ferr[k]
+        Kc[i] = xc[i] - step
+        # a relative margin for the rounding of these products
+        Kr[i] = spread * (1 + 1e-9) + 1e-12 * abs(step) + 1e-15 * (abs(xc[i]) + 1)
+    return True
+
+
+@_jit
+def _found_point_box(x, kappa, yrow, b, Xlo, Xhi, r, Kc, Kr, work):
+    """The largest box ``x ± ρw`` (ρ halved from 1; ``w`` the row sums of ``|J(x)⁻¹|``)
+    around the found point x = (log s*, μ*, g*) in which the Krawczyk test proves one zero
+    of the stationarity system; writes it to Xlo, Xhi and returns ρ (0: none found)."""
+    T = yrow.shape[0]
+    n = T + 2
+    f, ferr, J, Y = work[0, 0], work[0, 1], work[1], work[2]
+    _jacobian_point(x, kappa, yrow, f, ferr, J)
+    if not _invert(J, Y, work[6]):
+        return 0.0
+    w = work[0, 2]
+    for i in range(n):
+        w[i] = 0.0
+        for k in range(n):
+            w[i] += abs(Y[i, k])
+    rho = 1.0
+    for _ in range(45):
+        for i in range(n):
+            r[i] = rho * w[i]
+        if _krawczyk(x, r, kappa, yrow, b, Kc, Kr, work):
+            inside = True
+            for i in range(n):
+                inside = inside and abs(Kc[i] - x[i]) + Kr[i] < r[i]
+            if inside:
+                for i in range(n):
+                    Xlo[i], Xhi[i] = x[i] - r[i], x[i] + r[i]
+                return rho
+        rho *= 0.5
+    return 0.0
+
+
+# ------------------------------------------------------------------------ the row bound
+@_jit
+def _log_sum_exp(values):
+    top = -math.inf
+    for v in values:
+        top = max(top, v)
+    total = 0.0
+    for v in values:
+        total += math.exp(v - top)
+    return top + math.log(total)
+
+
+@_jit
+def _convex_cube(t_star, s, Q, yrow, beta, cap, R, g2, A, lo, hi, M, widths):
+    """``(e, slack, curv0)``: the half-width e of a cube around t* on which φ's curvature
+    is at least half of its curvature ``curv0`` at t* (the largest ``R 2^-k`` that passes,
+    k ≤ _E_OCTAVES, then _E_BISECTIONS bisections above it), and ``|∇φ(t*)|²/curv0``, φ's
+    least on it below φ(t*); e = 0 where none passes or φ is not convex at t*."""
+    d = Q.shape[1]
+    curv0 = 1 / (2 * s) + _row_lambda(t_star, Q, yrow, beta, A, M)
+    if not curv0 > 0:
+        return 0.0, 0.0, curv0
+    mu = 0.5 * curv0
+    lo_e, hi_e = 0.0, R
+    for k in range(_E_OCTAVES + _E_BISECTIONS):
+        mid = 0.5 * hi_e if lo_e == 0.0 else 0.5 * (lo_e + hi_e)
+        if lo_e == 0.0 and k >= _E_OCTAVES:
+            break
+        lip = beta ** 3 * _local_c3(t_star, mid, False, Q, yrow, beta, cap, A, lo, hi, widths)
+        if max(curv0 - lip * mid * math.sqrt(d),
+               1 / (2 * s) + _interval_lambda(lo, hi, yrow, beta)) >= mu:
+            lo_e = mid
+        else:
+            hi_e = mid
+    return lo_e, g2 / (2 * mu), curv0
+
+
+@_jit
+def _split_around(stack, r_m_lo, r_m_hi, r_g_lo, r_g_hi):
+    """Replace the domain box ``stack[0]`` by its parts outside the rectangle ``[r_m_lo,
+    r_m_hi] × [r_g_lo, r_g_hi]`` of (μ, g) (up to four strips) and its part inside (the
+    found point's, searched last); returns the new stack top. The v brackets are copied."""
+    m_lo, m_hi, g_lo, g_hi = stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3]
+    a, b = min(max(r_m_lo, m_lo), m_hi), max(min(r_m_hi, m_hi), m_lo)
+    c, e = min(max(r_g_lo, g_lo), g_hi), max(min(r_g_hi, g_hi), g_lo)
+    parts = ((a, b, c, e), (m_lo, a, g_lo, g_hi), (b, m_hi, g_lo, g_hi), (a, b, g_lo, c),
+             (a, b, e, g_hi))
+    top = 0
+    for k in range(5):
+        p0, p1, p2, p3 = parts[k]
+        if p1 > p0 and p3 > p2 or k == 0:
+            stack[top, 4:] = stack[0, 4:]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = p0, p1, p2, p3
+            top += 1
+    return top
+
+
+@_jit
+def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
+    """Prove ``φ ≥ φ(t*) − tol`` on all of row space for one row (module docstring).
+
+    Returns ``(code, slack, n_split)``: CERTIFIED with ``slack`` the proved
+    ``φ(t*) − min φ`` bound of the found point's neighbourhood (≤ tol/2), BUDGET, or
+    NONCONVEX (a point below ``φ(t*) − tol``: the row has a duality gap, or ``x`` is not
+    global).
+    """
+    T, d = Q.shape
+    n = T + 2
+    sig4 = 4 * s
+    A, lo, hi = np.empty(T), np.empty(T), np.empty(T)
+    M, grad, widths = np.empty((d, d)), np.empty(d), np.empty(d)
+    f_star = _phi_row(t_star, t0, nu, sig4, Q, yrow, beta, A, grad)
+    g2 = np.dot(grad, grad)
+    nn, nt0 = np.dot(nu, nu), np.dot(nu, t0)
+    const = nt0 - s * nn
+    R2 = sig4 * (f_star + s * nn - nt0)
+    if R2 <= 0.0:
+        return CERTIFIED, 0.0, 0
+    R = math.sqrt(R2)
+    e, slack, curv0 = _convex_cube(t_star, s, Q, yrow, beta, cap, R, g2, A, lo, hi, M, widths)
+    if slack > 0.5 * tol:
+        return BUDGET, slack, 0
+    target = f_star - tol
+    cb = t0 - 2 * s * nu
+    # φ convex on the box around the ball and t*: there φ ≥ φ(t*) + ∇φ(t*)ᵀ(t − t*)
+    box_c, box_h = np.empty(d), np.empty(d)
+    far = 0.0
+    for i in range(d):
+        low, high = min(cb[i] - R, t_star[i]), max(cb[i] + R, t_star[i])
+        box_c[i], box_h[i] = 0.5 * (low + high), 0.5 * (high - low)
+        far += (high - low) ** 2
+    if math.sqrt(g2 * far) <= 0.5 * tol:
+        _box_intervals(box_c, box_h, Q, beta, A, lo, hi)
+        if 1 / (2 * s) + _interval_lambda(lo, hi, yrow, beta) >= 0:
+            return CERTIFIED, slack, 0
+    kappa = 4 * s * beta * beta
+    hb = Q @ cb                      # h of the ball's centre
+    b = beta * hb
+    # the domain (docstring 4): μ minus a log-partition over the ball, each v_c from the
+    # probabilities' exact bounds there (in logs: no underflow), g from those
+    ncol = 4 + 2 * T
+    stack = np.empty((256, ncol))
+    row_norm = math.sqrt(1 - 1 / T)
+    k = math.sqrt(2.0) * beta * R
+    for c in range(T):
+        A[c] = b[c] + beta * R * row_norm
+    mu_lo = -_log_sum_exp(A)
+    for c in range(T):
+        A[c] = b[c] - beta * R * row_norm
+    mu_hi = -_log_sum_exp(A)
+    stack[0, 0] = mu_lo - 1e-12 * (1 + abs(mu_lo))
+    stack[0, 1] = mu_hi + 1e-12 * (1 + abs(mu_hi))
+    g_lo, g_hi = 0.0, 0.0
+    for c in range(T):
+        for sign in (1.0, -1.0):
+            for a in range(T):
+                A[a] = 0.0 if a == c else b[a] - b[c] + sign * k
+            v = -_log_sum_exp(A)
+            v += -1e-12 * (1 + abs(v)) if sign > 0 else 1e-12 * (1 + abs(v))
+            stack[0, (4 if sign > 0 else 5) + 2 * c] = min(v, 0.0)
+        ul, uh = math.exp(stack[0, 4 + 2 * c]), math.exp(stack[0, 5 + 2 * c])
+        um = min(max(0.5 * yrow[c], ul), uh)
+        g_lo += um * (um - yrow[c])
+        g_hi += max(ul * (ul - yrow[c]), uh * (uh - yrow[c]))
+    stack[0, 2] = g_lo - 1e-12 * (1 + abs(g_lo))
+    stack[0, 3] = g_hi + 1e-12 * (1 + abs(g_hi))
+    # the found point's Krawczyk box X* (docstring 3), where it is well defined
+    work = np.empty((7, n, n))
+    xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    Xlo, Xhi = np.empty(n), np.empty(n)
+    has_box = False
+    for c in range(T):
+        v = 0.0
+        for i in range(d):
+            v += Q[c, i] * t_star[i]
+        A[c] = beta * v
+    softmax_inplace(A)
+    if e > 0 and np.all(A > 0):
+        g_star = np.dot(A, A - yrow)
+        mu_star = 0.0
+        for c in range(T):
+            xk[c] = math.log(A[c])
+            mu_star += (xk[c] + kappa * A[c] * (A[c] - yrow[c] - g_star) - b[c]) / T
+        xk[T], xk[T + 1] = mu_star, g_star
+        dist = 2 * math.sqrt(g2) / curv0       # the exact minimiser in the convex cube
+        if dist < e and _found_point_box(xk.copy(), kappa, yrow, b, Xlo, Xhi, rk, Kc, Kr,
+                                         work) > 0:
+            # its image in (v, μ, g) lies within these moves of x* (softmax Lipschitz)
+            move_v, move_g = 2 * beta * dist, 4 * T * beta * dist
+            move = np.full(n, 2 * move_v)
+            move[T] = 2 * (2 * beta * (1 + 6 * kappa) * dist + kappa * move_g)
+            move[T + 1] = 2 * move_g
+            has_box = True
+            for i in range(n):
+                has_box = has_box and Xlo[i] < xk[i] - move[i] and Xhi[i] > xk[i] + move[i]
+    top = 1
+    if has_box:
+        top = _split_around(stack, Xlo[T], Xhi[T], Xlo[T + 1], Xhi[T + 1])
+    cuts = np.empty(8)
+    ivs = np.empty((T, 5, 2))
+    nc = np.empty(T, np.int64)
+    tc = np.empty(d)
+    n_split = 0
+    while top > 0:
+        top -= 1
+        m_lo, m_hi, g_lo, g_hi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
+        n_comb = 1
+        prec_f = _ROOT_PRECISION * ((m_hi - m_lo) + kappa * (g_hi - g_lo))
+        for c in range(T):
+            a_, b_ = stack[top, 4 + 2 * c], stack[top, 5 + 2 * c]
+            eps = 1e-12 * (1 + abs(b[c] + m_lo) + abs(b[c] + m_hi) + kappa)
+            nc[c] = _coordinate_set(a_, b_, kappa, yrow[c], g_lo, g_hi, b[c] + m_lo - eps,
+                                    b[c] + m_hi + eps, prec_f + 1e-13 * (1 + abs(a_) + abs(b_)),
+                                    cuts, ivs[c])
+            n_comb *= nc[c]
+            if n_comb == 0:
+                break
+        if n_comb == 0:
+            continue
+        settled = n_comb <= _MAX_COMBINATIONS    # every combination dropped or covered
+        # the (μ, g) hull of what the surviving combinations leave (contracted by K)
+        keep_m_lo, keep_m_hi = (math.inf, -math.inf) if settled else (m_lo, m_hi)
+        keep_g_lo, keep_g_hi = (math.inf, -math.inf) if settled else (g_lo, g_hi)
+        for comb in range(n_comb if settled else 0):
+            # the combination's box: v from its intervals, μ and g from the box
+            r = comb
+            total_lo, total_hi, q_lo, q_hi = 0.0, 0.0, 0.0, 0.0
+            for c in range(T):
+                j = r % nc[c]
+                r //= nc[c]
+                xk[c] = 0.5 * (ivs[c, j, 0] + ivs[c, j, 1])
+                rk[c] = 0.5 * (ivs[c, j, 1] - ivs[c, j, 0])
+                ul, uh = math.exp(ivs[c, j, 0]), math.exp(ivs[c, j, 1])
+                total_lo += ul
+                total_hi += uh
+                um = min(max(0.5 * yrow[c], ul), uh)
+                q_lo += um * (um - yrow[c])
+                q_hi += max(ul * (ul - yrow[c]), uh * (uh - yrow[c]))
+            xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
+            xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
+            margin = 1e-12 * T
+            if total_lo > 1 + margin or total_hi < 1 - margin:
+                continue
+            if q_lo > g_hi + margin or q_hi < g_lo - margin:
+                continue
+            if _value_floor(xk, rk, kappa, yrow, const) >= target:
+                continue
+            if _krawczyk(xk, rk, kappa, yrow, b, Kc, Kr, work):
+                disjoint = False
+                for i in range(n):
+                    disjoint = disjoint or abs(Kc[i] - xk[i]) > Kr[i] + rk[i]
+                if disjoint:
+                    continue        # no stationary point in this combination's box
+                for i in range(n):  # every one lies in K ∩ X
+                    a_ = max(xk[i] - rk[i], Kc[i] - Kr[i])
+                    b_ = min(xk[i] + rk[i], Kc[i] + Kr[i])
+                    xk[i], rk[i] = 0.5 * (a_ + b_), 0.5 * (b_ - a_)
+                if _value_floor(xk, rk, kappa, yrow, const) >= target:
+                    continue
+                if has_box:
+                    covered = True
+                    for i in range(n):
+                        covered = covered and xk[i] - rk[i] >= Xlo[i] and xk[i] + rk[i] <= Xhi[i]
+                    if covered:
+                        continue    # the found stationary point
+            settled = False
+            # the combination's candidate point: below the target, the certificate fails
+            for i in range(d):
+                v = 0.0
+                for c in range(T):
+                    v += Q[c, i] * xk[c]
+                tc[i] = v / beta
+            f = _phi_row(tc, t0, nu, sig4, Q, yrow, beta, A, grad)
+            if f < target:
+                return NONCONVEX, f_star - f, n_split
+            keep_m_lo, keep_m_hi = min(keep_m_lo, xk[T] - rk[T]), max(keep_m_hi, xk[T] + rk[T])
+            keep_g_lo = min(keep_g_lo, xk[T + 1] - rk[T + 1])
+            keep_g_hi = max(keep_g_hi, xk[T + 1] + rk[T + 1])
+        if settled:
+            continue
+        n_split += 1
+        # every stationary point that matters lies in the kept hull: where it is much
+        # smaller than the box it replaces the box, else the kept box is halved
+        w_m, w_g = m_hi - m_lo, g_hi - g_lo
+        m_lo, m_hi = max(m_lo, keep_m_lo), min(m_hi, keep_m_hi)
+        g_lo, g_hi = max(g_lo, keep_g_lo), min(g_hi, keep_g_hi)
+        if n_split > budget or top + 2 > stack.shape[0] or (
+                m_hi - m_lo <= _MIN_WIDTH * (1 + abs(m_lo))
+                and g_hi - g_lo <= _MIN_WIDTH * (1 + abs(g_lo))):
+            return BUDGET, slack, n_split
+        shrunk = m_hi - m_lo < _SHRINK * w_m or g_hi - g_lo < _SHRINK * w_g
+        # F_c moves by κu_c per unit of g and by 1 per unit of μ: the dimension that moves
+        # the probabilities more is halved, g weighted by κ Σu²/Σu at the brackets' middles
+        u1, u2 = 0.0, 0.0
+        for c in range(T):
+            u = math.exp(0.5 * (ivs[c, 0, 0] + ivs[c, nc[c] - 1, 1]))
+            u1, u2 = u1 + u, u2 + u * u
+        split_mu = m_hi - m_lo >= kappa * u2 / u1 * (g_hi - g_lo)
+        for child in range(1 if shrunk else 2):
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = m_lo, m_hi, g_lo, g_hi
+            if shrunk:
+                pass
+            elif split_mu:
+                stack[top, 1 - child] = 0.5 * (m_lo + m_hi)
+            else:
+                stack[top, 3 - child] = 0.5 * (g_lo + g_hi)
+            for c in range(T):
+                stack[top, 4 + 2 * c] = ivs[c, 0, 0]
+                stack[top, 5 + 2 * c] = ivs[c, nc[c] - 1, 1]
+            top += 1
+    return CERTIFIED, slack, n_split
+
+
+@_jit
+def certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol, budget):
+    """Certify ``x`` global for one T ≥ 3 sample through the row-wise dual bound.
+
+    Returns ``(code, n_split)`` (module docstring): the symmetric pre-activation is
+    relaxed to independent rows, with the antisymmetric multipliers ``ν = −(G − Gᵀ)/2``
+    of the found stationary point, and each row's problem is proved minimal at the
+    found row by :func:`_row_dual`; ``budget`` caps the box splits of all rows together.
+    """
+    T = y.shape[0]
+    d = T - 1
+    z = omega + B @ x
+    H = np.empty((T, T))
+    H0 = np.empty((T, T))
+    G = np.empty((T, T))
+    A = np.empty(T)
+    for a in range(T):
+        for c in range(T):
+            H[a, c] = z[index[a, c]] * scale[a, c]
+            H0[a, c] = omega[index[a, c]] * scale[a, c]
+    for a in range(T):
+        for c in range(T):
+            A[c] = beta * H[a, c]
+        softmax_inplace(A)
+        sbar = 0.0
+        for c in range(T):
+            sbar += (A[c] - y[a, c]) * A[c]
+        for c in range(T):
+            G[a, c] = (H[a, c] - H0[a, c]) / (2 * s) \
+                + 2 * beta * A[c] * (A[c] - y[a, c] - sbar)
+    t_star, t0, nuQ = np.empty(d), np.empty(d), np.empty(d)
+    total, n_total = 0.0, 0
+    sqT = math.sqrt(T)
+    for a in range(T):
+        # the part along the ones: a convex quadratic, its excess at the found point exact
+        cs, c0, nc = 0.0, 0.0, 0.0
+        for c in range(T):
+            nu_c = -0.5 * (G[a, c] - G[c, a])
+            cs += H[a, c] / sqT
+            c0 += H0[a, c] / sqT
+            nc += nu_c / sqT
+        total += (cs - c0 + 2 * s * nc) ** 2 / (4 * s)
+        for i in range(d):
+            v1, v0, vn = 0.0, 0.0, 0.0
+            for c in range(T):
+                v1 += Q[c, i] * H[a, c]
+                v0 += Q[c, i] * H0[a, c]
+                vn += Q[c, i] * (-0.5 * (G[a, c] - G[c, a]))
+            t_star[i], t0[i], nuQ[i] = v1, v0, vn
+        code, slack, n_split = _row_dual(t_star, t0, nuQ, s, Q, y[a], beta, c3[a],
+                                         tol / (2 * T), budget - n_total)
+        n_total += n_split
+        if code != CERTIFIED:
+            return code, n_total
+        total += slack + tol / (2 * T)
+    if total > tol:
+        return BUDGET, n_total
+    return CERTIFIED, n_total
