@@ -50,7 +50,8 @@ import math
 import numpy as np
 
 from ._certify_rows import (BUDGET, CERTIFIED, NONCONVEX, _box_intervals,
-                            _interval_lambda, _local_c3, _row_lambda)
+                            _interval_lambda, _local_c3, _row_lambda,
+                            _row_logits)
 from ._kernels import _jit, softmax_inplace
 
 # relative precision of the bisections of S_c's ends, against the box's scale in F
@@ -72,11 +73,7 @@ _MIN_WIDTH = 1e-13
 def _phi_row(t, t0, nu, sig4, Q, yrow, beta, A, grad):
     """``φ(t) = ‖t − t0‖²/(4Σ) + νᵀt + ‖softmax(βQt) − y‖²`` and its gradient (to grad)."""
     T, d = Q.shape
-    for c in range(T):
-        v = 0.0
-        for i in range(d):
-            v += Q[c, i] * t[i]
-        A[c] = beta * v
+    _row_logits(t, Q, beta, A)
     softmax_inplace(A)
     val, sbar = 0.0, 0.0
     for c in range(T):
@@ -482,11 +479,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
     xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     Xlo, Xhi = np.empty(n), np.empty(n)
     has_box = False
-    for c in range(T):
-        v = 0.0
-        for i in range(d):
-            v += Q[c, i] * t_star[i]
-        A[c] = beta * v
+    _row_logits(t_star, Q, beta, A)
     softmax_inplace(A)
     if e > 0 and np.all(A > 0):
         g_star = np.dot(A, A - yrow)

@@ -114,6 +114,17 @@ def third_derivative_bounds(y):
 
 
 @_jit
+def _row_logits(t, Q, beta, A):
+    """``A = β Q t``, the row's logits (written in place)."""
+    T, d = Q.shape
+    for c in range(T):
+        v = 0.0
+        for i in range(d):
+            v += Q[c, i] * t[i]
+        A[c] = beta * v
+
+
+@_jit
 def _row_matrix(t, Q, yrow, beta, A, M):
     """``M`` with ``Qᵀ∇²ℓ_a Q = 2β² M`` at ``h_a = Q t`` (written in place).
 
@@ -122,11 +133,7 @@ def _row_matrix(t, Q, yrow, beta, A, M):
     ``Qᵀ∇²ℓ_a Q = 2β²[Qᵀdiag(W)Q − pqᵀ − qpᵀ + ‖A‖² ppᵀ]``.
     """
     T, d = Q.shape
-    for c in range(T):
-        v = 0.0
-        for i in range(d):
-            v += Q[c, i] * t[i]
-        A[c] = beta * v
+    _row_logits(t, Q, beta, A)
     softmax_inplace(A)
     sbar, nA = 0.0, 0.0
     for c in range(T):
@@ -209,11 +216,7 @@ def _local_c3(t, half, ball, Q, yrow, beta, c3_cap, A, lo, hi, widths):
     scratch of length d), and the constant is :func:`_c3_from_intervals` of them."""
     T, d = Q.shape
     if ball:
-        for c in range(T):
-            v = 0.0
-            for i in range(d):
-                v += Q[c, i] * t[i]
-            A[c] = beta * v
+        _row_logits(t, Q, beta, A)
         k = math.sqrt(2.0) * half
         for c in range(T):
             s_lo, s_hi = 1.0, 1.0
@@ -255,12 +258,9 @@ def _box_intervals(centre, half, Q, beta, A, lo, hi):
     instead of 2T(T − 1). Where some ``E_c`` is below ``exp(_LOG_TINY)`` the ratios could
     overflow, and the terms are formed one by one, clipped as before."""
     T, d = Q.shape
+    _row_logits(centre, Q, beta, A)
     top = -math.inf
     for c in range(T):
-        v = 0.0
-        for i in range(d):
-            v += Q[c, i] * centre[i]
-        A[c] = beta * v
         top = max(top, A[c])
     direct = False
     for c in range(T):
