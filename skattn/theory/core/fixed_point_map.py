@@ -398,7 +398,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             x, res_norm = x_f, norm_f
     if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm) \
             and not _stalled_off_the_clip(fixed_point_map, x):
-        x, res_norm, converged = _iterate_orthogonal(fixed_point_map, x, res_norm,
+        x, res_norm, converged = iterate_orthogonal(fixed_point_map, x, res_norm,
                                                      tol=tol, max_iter=max_iter,
                                                      damping=damping, method=method)
     return x, res_norm, converged
@@ -414,6 +414,10 @@ ORTHOGONAL_SHARE = 3
 # m²/(q Q0) below this is left as it is: the same map has the same floor in any variables.
 CLIP_OVERLAP = 0.9
 
+# A failed handover this close to a fixed point, near the clip, goes on in the orthogonal
+# variables before the original starts (:func:`skattn.theory.core.solve._solve`).
+HANDOVER_ORTHOGONAL_RESIDUAL = 1e-3
+
 
 def _stalled_off_the_clip(fixed_point_map, x):
     """Whether the iteration stalled at a point whose overlap ``m²/(q Q0)`` is below
@@ -424,7 +428,7 @@ def _stalled_off_the_clip(fixed_point_map, x):
     return m * m < CLIP_OVERLAP * q * fixed_point_map.Q0
 
 
-def _iterate_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping,
+def iterate_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping,
                         method="anderson"):
     """The iteration once more from the best point ``x``, in the variables with
     ``log(q − m²/Q0)`` (:meth:`FixedPointMap.to_x`); the map stays in them when this

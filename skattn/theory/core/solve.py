@@ -22,8 +22,8 @@ from ..problem import StateEvolutionProblem
 from ..result import StateEvolutionResult
 from .fixed_point_map import (COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
                               SECANT_MIN_STEP, FixedPointMap, coarse_calls, coarse_size,
-                              get_field,
-                              iterate, iterates_warm, starts)
+                              CLIP_OVERLAP, HANDOVER_ORTHOGONAL_RESIDUAL, get_field,
+                              iterate, iterate_orthogonal, iterates_warm, starts)
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
 
@@ -228,6 +228,10 @@ def _solve(alpha, alpha_fixed_point, problem, options):
                 fixed_point_map, channel, [x_c], tol=tol,
                 max_iter=min(max_iter, HANDOVER_CALLS), damping=damping, secants=secants,
                 near=True)
+            if not converged:
+                x, res_norm, converged = _handover_orthogonal(
+                    fixed_point_map, x, res_norm, tol=tol, max_iter=max_iter,
+                    damping=damping)
         else:
             other_calls = coarse_map.n_calls
         if not converged and not at_softmax_floor(fixed_point_map):
@@ -322,3 +326,23 @@ def _solve(alpha, alpha_fixed_point, problem, options):
                         None if collapsed or fixed_point_map.orthogonal else
                         fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol),
                         None if collapsed else remembered_minimisers(channel))
+
+
+def _handover_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping):
+    """After a failed handover close to the edge of perfect recovery, the orthogonal
+    variables from its best point before the original starts: ``(x, |r|_max, converged)``.
+
+    Near ``m² = q Q0`` the plain variables are jagged at the clip of m, and the original
+    starts (a fresh map from far away) take the longest path back (docs: Changelog, "Why
+    the noiseless grid points are slow"). Taken where the handover got within
+    :data:`HANDOVER_ORTHOGONAL_RESIDUAL` at an overlap ``m²/(q Q0)`` above
+    :data:`CLIP_OVERLAP`, with a handover's budget; otherwise ``x`` is returned as it is.
+    """
+    if fixed_point_map.orthogonal or not res_norm < HANDOVER_ORTHOGONAL_RESIDUAL:
+        return x, res_norm, False
+    m, q = fixed_point_map.from_x(x)[:2]
+    if m * m <= CLIP_OVERLAP * q * fixed_point_map.Q0:
+        return x, res_norm, False
+    return iterate_orthogonal(fixed_point_map, x, res_norm, tol=tol,
+                              max_iter=min(max_iter, fixed_point_map.n_calls + HANDOVER_CALLS),
+                              damping=damping)
