@@ -26,9 +26,9 @@ _DUAL_BUDGET = 2000
 # the dual bound, which is cheaper on them; the measurements: docs: Changelog)
 _CONVEX_BUDGET_BEFORE_DUAL = 30
 # extra Newton starts of a sample whose first certificate fails: up to T = 5 the points
-# ±(radius/2) e_i along the axes of x, then the shell below; from T = 6 x* ± radius along the _RETRY_DIRECTIONS
-# least curved directions of the Hessian (the measurements behind the choice, made when
-# T = 6 had no dual bound: docs: Changelog)
+# ±(radius/2) e_i along the axes of x, then the shell below; from T = 6 x* ± radius along
+# the _RETRY_DIRECTIONS least curved directions of the Hessian (the measurements behind
+# the choice, made when T = 6 had no dual bound: docs: Changelog)
 _AXIS_RETRY_MAX_T = 5
 _RETRY_SCALE = 0.5
 _RETRY_DIRECTIONS = 4
@@ -145,9 +145,10 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
     Newton run from the warm start (or ω), certified. With a warm start and
     ``trust_warm``, the others get one Newton run from it, uncertified (the fixed-point
     iterations). With a warm start and ``budget > 0``, Newton from it and the certificate
-    (:func:`._certify_rows.certify_convex`, then :func:`._certify_dual.certify_dual`); where that fails (or without a warm start), the
-    multi-start on the segment ω → fit of :meth:`.softmax.SoftmaxChannel._prox`, the
-    certificate if ``budget > 0``, and a second round of starts where it fails.
+    (:func:`._certify_rows.certify_convex`, then :func:`._certify_dual.certify_dual`);
+    where that fails (or without a warm start), the multi-start on the segment ω → fit of
+    :meth:`.softmax.SoftmaxChannel._prox`, the certificate if ``budget > 0``, and a second
+    round of starts where it fails.
     """
     N, Ke = omega.shape[0], B.shape[1]
     T = y.shape[1]

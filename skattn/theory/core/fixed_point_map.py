@@ -15,7 +15,7 @@ from ..result import StateEvolutionResult
 from .iteration import STALL_EVALS, forward_differences, powell_hybrid, robust_fixed_point
 
 __all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate",
-           "iterates_warm", "polishes_certified"]
+           "iterate_orthogonal", "iterates_warm", "polishes_certified"]
 
 
 class FixedPointMap:
@@ -399,8 +399,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
     if not converged and fixed_point_map.n_calls < max_iter and np.isfinite(res_norm) \
             and not _stalled_off_the_clip(fixed_point_map, x):
         x, res_norm, converged = iterate_orthogonal(fixed_point_map, x, res_norm,
-                                                     tol=tol, max_iter=max_iter,
-                                                     damping=damping, method=method)
+                                                    tol=tol, max_iter=max_iter,
+                                                    damping=damping, method=method)
     return x, res_norm, converged
 
 
@@ -429,7 +429,7 @@ def _stalled_off_the_clip(fixed_point_map, x):
 
 
 def iterate_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping,
-                        method="anderson"):
+                       method="anderson"):
     """The iteration once more from the best point ``x``, in the variables with
     ``log(q − m²/Q0)`` (:meth:`FixedPointMap.to_x`); the map stays in them when this
     improves on ``res_norm`` (its result is then read with the same variables)."""
