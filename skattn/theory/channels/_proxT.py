@@ -33,8 +33,8 @@ _AXIS_RETRY_MAX_T = 5
 _RETRY_SCALE = 0.5
 _RETRY_DIRECTIONS = 4
 # up to T = 5, after the axes: x* ± (radius/2) along this many quasi-random directions
-# (at T = 4, Σ = 45 they found a lower minimum at 27 of the 41 sampled uncertified nodes
-# where 200 random starts did; the measurements: docs: Changelog)
+# (where Σ is large they find most of the lower minima the axes miss; the measurements:
+# docs: Changelog, "Uncertified T ≤ 5 nodes")
 _SHELL_STARTS = 8
 # √p of the first primes: the Weyl sequence of the directions (K − 1 ≤ 14 up to T = 5)
 _WEYL_ROOTS = np.sqrt(np.array([2.0, 3.0, 5.0, 7.0, 11.0, 13.0, 17.0, 19.0, 23.0, 29.0,

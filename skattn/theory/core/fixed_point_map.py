@@ -15,7 +15,8 @@ from ..result import StateEvolutionResult
 from .iteration import STALL_EVALS, forward_differences, powell_hybrid, robust_fixed_point
 
 __all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate",
-           "iterate_orthogonal", "iterates_warm", "polishes_certified"]
+           "iterate_orthogonal", "iterates_warm", "near_the_clip",
+           "polishes_certified"]
 
 
 class FixedPointMap:
@@ -419,13 +420,16 @@ CLIP_OVERLAP = 0.9
 HANDOVER_ORTHOGONAL_RESIDUAL = 1e-3
 
 
-def _stalled_off_the_clip(fixed_point_map, x):
-    """Whether the iteration stalled at a point whose overlap ``m²/(q Q0)`` is below
-    :data:`CLIP_OVERLAP`."""
-    if fixed_point_map.stall_floor is None:
-        return False
+def near_the_clip(fixed_point_map, x):
+    """Whether the point ``x`` has an overlap ``m²/(q Q0)`` of at least
+    :data:`CLIP_OVERLAP`, where the orthogonal variables help."""
     m, q = fixed_point_map.from_x(x)[:2]
-    return m * m < CLIP_OVERLAP * q * fixed_point_map.Q0
+    return m * m >= CLIP_OVERLAP * q * fixed_point_map.Q0
+
+
+def _stalled_off_the_clip(fixed_point_map, x):
+    """Whether the iteration stalled at a point off the clip (:func:`near_the_clip`)."""
+    return fixed_point_map.stall_floor is not None and not near_the_clip(fixed_point_map, x)
 
 
 def iterate_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping,

@@ -22,8 +22,8 @@ from ..problem import StateEvolutionProblem
 from ..result import StateEvolutionResult
 from .fixed_point_map import (COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
                               SECANT_MIN_STEP, FixedPointMap, coarse_calls, coarse_size,
-                              CLIP_OVERLAP, HANDOVER_ORTHOGONAL_RESIDUAL, get_field,
-                              iterate, iterate_orthogonal, iterates_warm, starts)
+                              HANDOVER_ORTHOGONAL_RESIDUAL, get_field, iterate,
+                              iterate_orthogonal, iterates_warm, near_the_clip, starts)
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
 
@@ -335,13 +335,11 @@ def _handover_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping
     Near ``m² = q Q0`` the plain variables are jagged at the clip of m, and the original
     starts (a fresh map from far away) take the longest path back (docs: Changelog, "Why
     the noiseless grid points are slow"). Taken where the handover got within
-    :data:`HANDOVER_ORTHOGONAL_RESIDUAL` at an overlap ``m²/(q Q0)`` above
-    :data:`CLIP_OVERLAP`, with a handover's budget; otherwise ``x`` is returned as it is.
+    :data:`HANDOVER_ORTHOGONAL_RESIDUAL` near the clip
+    (:func:`~skattn.theory.core.fixed_point_map.near_the_clip`), with a handover's budget; otherwise ``x`` is returned as it is.
     """
-    if fixed_point_map.orthogonal or not res_norm < HANDOVER_ORTHOGONAL_RESIDUAL:
-        return x, res_norm, False
-    m, q = fixed_point_map.from_x(x)[:2]
-    if m * m <= CLIP_OVERLAP * q * fixed_point_map.Q0:
+    if fixed_point_map.orthogonal or not res_norm < HANDOVER_ORTHOGONAL_RESIDUAL \
+            or not near_the_clip(fixed_point_map, x):
         return x, res_norm, False
     return iterate_orthogonal(fixed_point_map, x, res_norm, tol=tol,
                               max_iter=min(max_iter, fixed_point_map.n_calls + HANDOVER_CALLS),
