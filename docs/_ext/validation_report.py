@@ -17,6 +17,7 @@ import collections
 import json
 import math
 import pathlib
+import statistics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -326,8 +327,68 @@ def _warm_start_rule(data):
             ["T", "point", "β", "warm", "cold", "rule", "rule / faster"], body, note)
 
 
+#: a traced solve is listed one by one when it took this long, stalled, or left a ghost
+_TRACE_SLOW_S = 10.0
+_GHOST_RATIO = 2.0
+
+
+def _trace_kind(stage):
+    if stage.startswith("coarse"):
+        return "coarse"
+    for kind in ("certified", "warm", "multi-start"):
+        if kind in stage:
+            return kind
+    return "other"
+
+
+def _solver_trace(data):
+    rows = list({(r["config"]["n_tokens"], r["seed"], r["point"]): r
+                 for r in data["rows"]}.values())
+    kinds = ("coarse", "warm", "multi-start", "certified")
+    body = []
+    for T, sel in grouped(rows, lambda r: r["config"]["n_tokens"]).items():
+        seconds = sorted(r["seconds"] for r in sel)
+        shares = collections.Counter()
+        for r in sel:
+            for s in r["stages"]:
+                shares[_trace_kind(s["stage"])] += s["seconds"]
+        total = sum(shares.values()) or 1.0
+        body.append([f"T = {T}", f"{len(sel)} points", f"median {statistics.median(seconds):.3g} s, "
+                     f"worst {seconds[-1]:.3g} s",
+                     ", ".join(f"{k} {100 * shares[k] / total:.0f} %" for k in kinds),
+                     f"{sum(not r['converged'] for r in sel)} not converged", ""])
+        for r in sel:
+            ghost = r.get("q_over_coarse_end")
+            if r["seconds"] < _TRACE_SLOW_S and r["converged"] and \
+                    not (ghost and ghost > _GHOST_RATIO):
+                continue
+            c = r["config"]
+            evaluations = collections.Counter()
+            for s in r["stages"]:
+                evaluations[_trace_kind(s["stage"])] += s["evaluations"]
+            body.append([f"  seed {r['seed']} point {r['point']}",
+                         f"β {c['beta']:.2f}, λ {c['reg_lambda']:.2g}, Δ {c['noise']:.2g}",
+                         f"{r['seconds']:.3g} s, {r['n_iter']} evaluations",
+                         " / ".join(str(evaluations[k]) for k in kinds),
+                         "converged" if r["converged"] else
+                         f"floor {r['stall_floor'] or r['residual']:.1e}",
+                         "" if ghost is None else f"{ghost:.3g}"])
+    note = ("Per T: the median and worst seconds and the share of the map's time per kind of "
+            "evaluation (coarse nodes; all nodes with the warm, the multi-start and the "
+            "certified prox). Below each T, the points that took 10 s or more, stalled, or "
+            "whose coarse stage ended far from the reported fixed point, with their "
+            "evaluations per kind and q at the reported point over q at the coarse stage's "
+            "end (a ghost: a near-fixed point the coarse iteration cannot leave).")
+    nodes = sorted({r["n_nodes"] for r in rows})
+    return ("Where the continuum solves spend their evaluations (grid points, "
+            f"{', '.join(map(str, nodes))} nodes)",
+            ["T / point", "configuration", "time", "coarse / warm / multi-start / certified",
+             "result", "q / q coarse"], body, note)
+
+
 RENDERERS = {
     "speed_grid.json": _speed_grid,
+    "solver_trace.jsonl": _solver_trace,
     "warm_start_rule.json": _warm_start_rule,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,

@@ -126,3 +126,18 @@ def test_forward_differences_are_the_jacobian_of_a_linear_map():
     # undefined at a shifted point: None
     assert forward_differences(_LinearMap(_STIFF, [0, 0, 0], undefined_below=0.0).residual,
                                np.array([-1e-5, 0.0, 0.0])) is None
+
+
+def test_the_stall_window_is_short_only_for_costly_softmax_evaluations():
+    from skattn.theory.channels import LinearChannel, SoftmaxChannel
+    from skattn.theory.core.fixed_point_map import FixedPointMap, stall_window
+
+    def window(channel, warm):
+        fp_map = FixedPointMap.__new__(FixedPointMap)
+        fp_map.channel, fp_map.warm = channel, warm
+        return stall_window(fp_map)
+
+    softmax = SoftmaxChannel(3, beta=2.0)
+    assert window(softmax, warm=False) == POLISH_STALL_EVALS   # multi-start or certified
+    assert window(softmax, warm=True) == STALL_EVALS           # cheap warm evaluations
+    assert window(LinearChannel(1), warm=False) == STALL_EVALS  # closed-form prox

@@ -70,3 +70,33 @@ def test_the_speed_grid_table_reads_median_worst_and_certified(tmp_path):
     assert "T = 2" in text and "0.45 s (9 u)" in text and "1.02 s (20.4 u)" in text
     assert "0.1 / 0.5 s" in text and "1 / 0.997" in text and "1 (0 capped)" in text
     assert "0.05 s" in text                               # the unit, in the note
+
+
+def _trace_row(T, seed, point, seconds, converged, stages, ratio=1.0):
+    return {"seed": seed, "point": point, "n_nodes": 8192, "seconds": seconds,
+            "n_iter": sum(s["evaluations"] for s in stages), "converged": converged,
+            "residual": 1e-8 if converged else 3e-4, "stall_floor": None if converged else 3e-4,
+            "certified_fraction": 1.0, "test_error": 0.5, "state": [1.0, 1.0, 1.0],
+            "q_over_coarse_end": ratio,
+            "config": {"n_tokens": T, "noise": 0.2, "kappa": 0.5, "alpha": 0.3,
+                       "reg_lambda": 1e-3, "beta": 3.0}, "stages": stages}
+
+
+def test_the_solver_trace_table_lists_slow_stalled_and_ghost_points(tmp_path):
+    fast = [{"stage": "coarse, warm", "evaluations": 15, "seconds": 0.1, "residuals": []},
+            {"stage": "fine map 1, warm", "evaluations": 4, "seconds": 0.2, "residuals": []},
+            {"stage": "fine map 1, certified", "evaluations": 1, "seconds": 0.2,
+             "residuals": []}]
+    slow = fast[:1] + [{"stage": "fine map 2, multi-start", "evaluations": 150,
+                        "seconds": 90.0, "residuals": []}]
+    rows = [_trace_row(3, 0, 0, 0.5, True, fast), _trace_row(3, 0, 1, 0.6, True, fast),
+            _trace_row(3, 1, 3, 90.1, False, slow, ratio=15.5)]
+    meta = {"command": "python benchmarks/research/solver_trace.py", "date": "2026-12-05"}
+    (tmp_path / "solver_trace.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in [meta, *rows]) + "\n")
+    text = report.render("solver_trace.jsonl", tmp_path)
+    assert "T = 3" in text and "3 points" in text and "median 0.6 s, worst 90.1 s" in text
+    assert "1 not converged" in text
+    assert "seed 1 point 3" in text and "15 / 0 / 150 / 0" in text and "15.5" in text
+    assert "seed 0 point 0" not in text                   # fast and converged: summary only
+    assert "floor 3.0e-04" in text
