@@ -128,16 +128,14 @@ def test_forward_differences_are_the_jacobian_of_a_linear_map():
                                np.array([-1e-5, 0.0, 0.0])) is None
 
 
-def test_the_stall_window_is_short_only_for_costly_softmax_evaluations():
-    from skattn.theory.channels import LinearChannel, SoftmaxChannel
-    from skattn.theory.core.fixed_point_map import FixedPointMap, stall_window
 
-    def window(channel, warm):
-        fp_map = FixedPointMap.__new__(FixedPointMap)
-        fp_map.channel, fp_map.warm = channel, warm
-        return stall_window(fp_map)
+def test_the_polish_stall_window_is_short_except_near_the_clip():
+    from skattn.theory.channels import SoftmaxChannel
+    from skattn.theory.core.fixed_point_map import FixedPointMap, polish_stall_window
 
-    softmax = SoftmaxChannel(3, beta=2.0)
-    assert window(softmax, warm=False) == POLISH_STALL_EVALS   # multi-start or certified
-    assert window(softmax, warm=True) == STALL_EVALS           # cheap warm evaluations
-    assert window(LinearChannel(1), warm=False) == STALL_EVALS  # closed-form prox
+    fp_map = FixedPointMap(0.3, SoftmaxChannel(3, beta=3.5), None, 1.0, 0.0, None, "stein")
+    off = fp_map.to_x(0.5, 1.0, 1.0)           # overlap m²/(q Q0) = 0.25
+    near = fp_map.to_x(0.999, 1.0, 1.0)        # overlap 0.998: the plain variables are jagged
+    assert polish_stall_window(fp_map, off, certified=False) == POLISH_STALL_EVALS
+    assert polish_stall_window(fp_map, near, certified=False) == STALL_EVALS
+    assert polish_stall_window(fp_map, near, certified=True) == POLISH_STALL_EVALS

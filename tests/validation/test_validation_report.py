@@ -100,3 +100,24 @@ def test_the_solver_trace_table_lists_slow_stalled_and_ghost_points(tmp_path):
     assert "seed 1 point 3" in text and "15 / 0 / 150 / 0" in text and "15.5" in text
     assert "seed 0 point 0" not in text                   # fast and converged: summary only
     assert "floor 3.0e-04" in text
+
+
+def test_the_ghost_table_shows_each_route_and_the_trained_models(tmp_path):
+    config = {"n_tokens": 4, "noise": 0.45, "kappa": 0.35, "alpha": 0.28,
+              "reg_lambda": 1.1e-3, "beta": 3.06}
+    rows = [{"kind": "coarse stage", "alpha_fraction": 1.0, "state": [1.49, 1.83, 0.62],
+             "residual": 9.3e-3, "converged": False, "evaluations": 30},
+            {"kind": "reported (cold start)", "state": [10.3, 99.4, 44.9], "residual": 8.2e-4,
+             "converged": False, "evaluations": 319, "test_error": 1.8455,
+             "objective": 0.0624, "certified_fraction": 0.54, "seconds": 178.0},
+            {"kind": "trained", "d": 90, "seed": 1, "state": [7.95, 55.9, None],
+             "test_error": 1.777, "objective": 0.0714, "n_iter": 619, "seconds": 56.0}]
+    (tmp_path / "ghost_point.json").write_text(json.dumps(
+        {"command": "python benchmarks/research/ghost_point.py", "date": "2026-12-05",
+         "config": config, "seed": 0, "point": 2, "n_nodes": 8192, "rows": rows}))
+    text = report.render("ghost_point.json", tmp_path)
+    assert "T = 4, grid seed 0 point 2" in text and "λ 0.0011" in text
+    assert "coarse stage, α × 1" in text and "residual 9.3e-03, 30 evaluations" in text
+    assert "10.3, 99.4, 44.9" in text and "1.845" in text
+    assert "trained, d = 90, teacher 1" in text and "7.95, 55.9, —" in text
+    assert "619 L-BFGS iterations" in text

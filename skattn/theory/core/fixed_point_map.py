@@ -16,7 +16,7 @@ from .iteration import STALL_EVALS, forward_differences, powell_hybrid, robust_f
 
 __all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate",
            "iterate_orthogonal", "iterates_warm", "near_the_clip",
-           "polishes_certified", "stall_window"]
+           "polish_stall_window", "polishes_certified"]
 
 
 class FixedPointMap:
@@ -184,12 +184,10 @@ SECANT_DEPTH = 4
 SECANT_MIN_STEP = 10.0
 # evaluations of the cheap warm map before the polish (the test points need 10 to 35)
 WARM_CALLS = 40
-# the stall window of the runs whose evaluations cost several warm ones: the certified and
-# the multi-start prox of a warm-startable channel (the polish, the original starts, the
-# orthogonal variables); core.iteration.STALL_EVALS for warm runs and other channels.
-# Where such a run stalls it does so from its first evaluations at the floor (the
-# measurements: docs: Validation report, "Where the continuum solves spend their
-# evaluations", and docs: Changelog)
+# the stall window of the polish (core.iteration.STALL_EVALS elsewhere): its evaluations
+# cost several warm ones, and where it stalls it does so from its first evaluations, at
+# the floor of the warm point (polish_stall_window; the measurements: docs: Validation
+# report, "Where the continuum solves spend their evaluations", and docs: Changelog)
 POLISH_STALL_EVALS = 8
 # largest student β at which the warm fixed point is polished on the certified map; above,
 # on the multi-start map, certified once at its fixed point (where the prox is far from
@@ -213,6 +211,20 @@ def iterates_warm(channel, *, near, method="anderson"):
     return getattr(channel, "warm_startable", False) and (
         near or method == "hybrid" or channel.n_tokens >= 3
         or channel.beta_ <= WARM_FROM_STARTS_MAX_BETA)
+
+
+def polish_stall_window(fixed_point_map, x, certified):
+    """The stall window of the polish from the warm fixed point ``x``.
+
+    :data:`POLISH_STALL_EVALS` on the certified map, and on the multi-start map off the
+    clip (:func:`near_the_clip`); near the clip the multi-start polish keeps
+    :data:`~skattn.theory.core.iteration.STALL_EVALS`, as there the plain variables are
+    jagged and a pause of the polish is no floor of the quadrature (a noiseless T = 6 point
+    paused longer and then converged).
+    """
+    if certified or not near_the_clip(fixed_point_map, x):
+        return POLISH_STALL_EVALS
+    return STALL_EVALS
 
 
 def polishes_certified(channel):
@@ -301,25 +313,12 @@ def starts(fixed_point_map, init, prior0, Q0, full):
              full(0.05 * Q0, 0.01 * Q0, 0.01))]
 
 
-def stall_window(fixed_point_map):
-    """The stall window of an iteration on ``fixed_point_map`` in its current mode:
-    :data:`POLISH_STALL_EVALS` where its evaluations are cold or certified on a
-    warm-startable channel (each costs several warm ones), else
-    :data:`~skattn.theory.core.iteration.STALL_EVALS`."""
-    costly = getattr(fixed_point_map.channel, "warm_startable", False) \
-        and not fixed_point_map.warm
-    return POLISH_STALL_EVALS if costly else STALL_EVALS
-
-
 def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=None,
-                   method="anderson", stall_evals=None):
+                   method="anderson", stall_evals=STALL_EVALS):
     """:func:`~skattn.theory.core.iteration.robust_fixed_point` (``method="anderson"``,
-    with ``stall_evals``, default :func:`stall_window`) or
-    :func:`~skattn.theory.core.iteration.powell_hybrid` (``"hybrid"``, without
-    ``secants``) from the first start; the next ones only where the map is undefined at the
-    previous."""
-    if stall_evals is None:
-        stall_evals = stall_window(fixed_point_map)
+    with ``stall_evals``) or :func:`~skattn.theory.core.iteration.powell_hybrid`
+    (``"hybrid"``, without ``secants``) from the first start; the next ones only where the
+    map is undefined at the previous."""
     x, res_norm, converged = starts[0], np.inf, False
     for start in starts:
         if fixed_point_map.n_calls >= max_calls:
@@ -387,7 +386,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             try:
                 x, res_norm, converged = iterate_starts(
                     fixed_point_map, [x], tol=tol, max_calls=max_iter, damping=damping,
-                    secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol))
+                    secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol),
+                    stall_evals=polish_stall_window(fixed_point_map, x, certified))
             finally:
                 fixed_point_map.certify = False
         elif res_norm < COARSE_HANDOVER and fixed_point_map.n_calls < max_iter:
