@@ -128,7 +128,6 @@ def test_forward_differences_are_the_jacobian_of_a_linear_map():
                                np.array([-1e-5, 0.0, 0.0])) is None
 
 
-
 def test_the_polish_stall_window_is_short_except_near_the_clip():
     from skattn.theory.channels import SoftmaxChannel
     from skattn.theory.core.fixed_point_map import FixedPointMap, polish_stall_window
