@@ -10,15 +10,18 @@ residual near 1e-2 that no iteration lowers), while the reported fixed point lie
 1. the coarse stage as the solver runs it: its end point and residual;
 2. the same coarse map continued in α, from ``--alpha-fractions`` of α up to α, each step
    warm-started from the last (40 evaluations each): where it converges;
-3. the reported continuum fixed point (``solve_state_evolution``, 8192 nodes) and the
+3. a Sobol scan of ``--scan`` states of the coarse map (ρ = m/√(q Q0) in [0, 1], q in
+   [0.1, 300], Σ in [0.01, 300], log-uniform), and the hybrid method from its four states
+   of least residual (30 evaluations each): where else the coarse map has fixed points;
+4. the reported continuum fixed point (``solve_state_evolution``, 8192 nodes) and the
    same solve started at the known fixed point (``options={"init": ...}``): where the
    iteration stops when the map is rough at the quadrature's resolution;
-4. ``TiedAttentionRegressor`` (float64, its default L-BFGS) trained at each ``--d`` on two
+5. ``TiedAttentionRegressor`` (float64, its default L-BFGS) trained at each ``--d`` on two
    teachers: test error on 4000 fresh samples, ``m = Tr(S0 S)/d``, ``q = Tr S²/d`` and
    the objective per d².
 
 Usage: ``python benchmarks/research/ghost_point.py [--quick] [--tokens 4 --seed 0 --point 2]
-[--d 50,70,90] [--results-dir DIR]``; about 8 minutes on the 2-core machine. ``--quick``: a
+[--d 50,70,90] [--scan 256] [--results-dir DIR]``; about 9 minutes on the 2-core machine. ``--quick``: a
 T = 2 point on 256 nodes, d = 20.
 """
 
@@ -30,6 +33,7 @@ import sys
 import time
 
 import numpy as np
+from scipy.stats import qmc
 from _common import add_common_arguments, write_result
 
 from skattn import AttentionIndexedModel, TiedAttentionRegressor, WishartTarget
@@ -53,8 +57,9 @@ def _problem(config):
                                  target=WishartTarget(config["kappa"]))
 
 
-def coarse_rows(config, fractions, n_nodes):
-    """The coarse stage at α, then the coarse map continued in α over ``fractions``."""
+def coarse_rows(config, fractions, n_nodes, n_scan):
+    """The coarse stage at α, the coarse map continued in α over ``fractions``, and the
+    scan of ``n_scan`` states with the hybrid method from the four best."""
     problem = _problem(config)
     law, eig0 = problem.target_law(0)
     Q0 = law.second_moment()
@@ -89,6 +94,21 @@ def coarse_rows(config, fractions, n_nodes):
         start, norm, converged, calls = solve(fraction, start, CONTINUATION_CALLS)
         rows.append(dict(kind="coarse, continued in α", alpha_fraction=fraction,
                          state=start, residual=norm, converged=converged, evaluations=calls))
+    scan = FixedPointMap(config["alpha"], channel, prior, Q0, config["noise"],
+                         nodes.subset(n_coarse), "stein")
+    scanned = []
+    for rho, u_q, u_s in qmc.Sobol(3, scramble=True, rng=0).random(n_scan):
+        q = 0.1 * 3000.0 ** u_q
+        point = (rho * np.sqrt(q * Q0), q, 0.01 * 3e4 ** u_s)
+        r = scan.residual(scan.to_x(*point))
+        if r is not None:
+            scanned.append((float(np.max(np.abs(r))), point))
+    scanned.sort(key=lambda item: item[0])
+    for norm0, point in scanned[:4]:
+        state, norm, converged, calls = solve(1.0, point, COARSE_CALLS)
+        rows.append(dict(kind=f"coarse, from the scan's state {np.round(point, 3).tolist()} "
+                              f"(residual {norm0:.1e})", alpha_fraction=1.0, state=state,
+                         residual=norm, converged=converged, evaluations=calls))
     return rows
 
 
@@ -147,21 +167,24 @@ def main(argv=None):
     parser.add_argument("--alpha-fractions", default="0.3,0.5,0.7,0.78,0.85,0.9,0.94,0.97,1",
                         help="the coarse map's continuation in α, as fractions of α")
     parser.add_argument("--d", default="50,70,90", help="token dimensions of the training")
+    parser.add_argument("--scan", type=int, default=256,
+                        help="states of the coarse map's scan (default 256)")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     tokens, seed, point, n_nodes = args.tokens, args.seed, args.point, 8192
     ds, fractions, n_test = [int(v) for v in _floats(args.d)], _floats(args.alpha_fractions), 4000
     if args.quick:
         tokens, seed, point, n_nodes, ds, fractions, n_test = 2, 1, 4, 256, [20], [0.5, 1.0], 500
+        args.scan = 16
     config = grid_configurations(tokens, 6, seed)[point]
-    rows = coarse_rows(config, fractions, n_nodes)
+    rows = coarse_rows(config, fractions, n_nodes, args.scan)
     rows += solve_rows(config, n_nodes)
     rows += trained_rows(config, ds, n_test)
     for row in rows:
         print(row, flush=True)
     write_result(args, "ghost_point.json",
                  {"config": config, "seed": seed, "point": point, "n_nodes": n_nodes,
-                  "rows": rows}, script=__file__, argv=argv)
+                  "n_scan": args.scan, "rows": rows}, script=__file__, argv=argv)
     return 0
 
 

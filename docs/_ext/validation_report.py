@@ -398,8 +398,8 @@ def _ghost_point(data):
             where = f"trained, d = {r['d']}, teacher {r['seed']}"
             status = f"{r['n_iter']} L-BFGS iterations"
         else:
-            where = r["kind"] + (f", α × {r['alpha_fraction']:g}" if "alpha_fraction" in r
-                                 else "")
+            where = r["kind"] + (f", α × {r['alpha_fraction']:g}"
+                                 if "continued" in r["kind"] else "")
             status = ("converged" if r["converged"] else f"residual {r['residual']:.1e}") \
                 + f", {r['evaluations']} evaluations"
         body.append([where, state(r["state"]), status,

@@ -117,7 +117,7 @@ def test_the_ghost_table_shows_each_route_and_the_trained_models(tmp_path):
          "config": config, "seed": 0, "point": 2, "n_nodes": 8192, "rows": rows}))
     text = report.render("ghost_point.json", tmp_path)
     assert "T = 4, grid seed 0 point 2" in text and "λ 0.0011" in text
-    assert "coarse stage, α × 1" in text and "residual 9.3e-03, 30 evaluations" in text
+    assert "coarse stage" in text and "residual 9.3e-03, 30 evaluations" in text
     assert "10.3, 99.4, 44.9" in text and "1.845" in text
     assert "trained, d = 90, teacher 1" in text and "7.95, 55.9, —" in text
     assert "619 L-BFGS iterations" in text
