@@ -221,6 +221,19 @@ def polish_stall_window(fixed_point_map, x, certified):
     :data:`~skattn.theory.core.iteration.STALL_EVALS`, as there the plain variables are
     jagged and a pause of the polish is no floor of the quadrature (a noiseless T = 6 point
     paused longer and then converged).
+
+    Parameters
+    ----------
+    fixed_point_map : FixedPointMap
+    x : ndarray
+        The warm fixed point, in the map's variables.
+    certified : bool
+        Whether the polish runs on the certified map.
+
+    Returns
+    -------
+    int
+        The stall window, in evaluations.
     """
     if certified or not near_the_clip(fixed_point_map, x):
         return POLISH_STALL_EVALS
