@@ -223,8 +223,9 @@ def grid_configurations(n_tokens, n_points=6, seed=0):
     return out
 
 
-def solve_grid_point(config, n_nodes=8192):
-    """One continuum solve at a grid configuration: ``(seconds, result)``."""
+def solve_grid_point(config, n_nodes=8192, **options):
+    """One continuum solve at a grid configuration: ``(seconds, result)``; ``options``:
+    more solver options (``init``, ...)."""
     from skattn.data import WishartTarget
     from skattn.theory import solve_state_evolution
 
@@ -232,7 +233,8 @@ def solve_grid_point(config, n_nodes=8192):
     res = solve_state_evolution(config["alpha"], n_tokens=config["n_tokens"],
                                 reg_lambda=config["reg_lambda"], noise=config["noise"],
                                 beta=config["beta"], target_beta=config["beta"],
-                                target=WishartTarget(config["kappa"]), options={"n_nodes": n_nodes})
+                                target=WishartTarget(config["kappa"]),
+                                options={"n_nodes": n_nodes, **options})
     return time.perf_counter() - t, res
 
 

@@ -38,14 +38,14 @@ from _common import add_common_arguments, write_result
 
 from skattn import AttentionIndexedModel, TiedAttentionRegressor, WishartTarget
 from skattn.metrics import attention_error
-from skattn.theory import StateEvolutionProblem, solve_state_evolution
+from skattn.theory import StateEvolutionProblem
 from skattn.theory.channels import GaussianNodes
 from skattn.theory.core.fixed_point_map import (COARSE_CALLS, COARSE_TOL, FixedPointMap,
                                                 iterate, starts)
 from skattn.theory.denoisers import SampledDenoiser
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from run_benchmarks import grid_configurations  # noqa: E402
+from run_benchmarks import grid_configurations, solve_grid_point  # noqa: E402
 
 CONTINUATION_CALLS = 40
 
@@ -116,18 +116,13 @@ def solve_rows(config, n_nodes):
     """The reported fixed point, and the solve started there."""
     rows, init = [], None
     for label in ("reported (cold start)", "started at the reported point"):
-        options = {"n_nodes": n_nodes} if init is None else {"n_nodes": n_nodes, "init": init}
-        start = time.perf_counter()
-        res = solve_state_evolution(config["alpha"], n_tokens=config["n_tokens"],
-                                    reg_lambda=config["reg_lambda"], noise=config["noise"],
-                                    beta=config["beta"], target_beta=config["beta"],
-                                    target=WishartTarget(config["kappa"]), options=options)
+        seconds, res = solve_grid_point(config, n_nodes, init=init)
         rows.append(dict(kind=label, state=[res.m, res.q, res.sigma],
                          residual=float(res.residual), converged=bool(res.converged),
                          evaluations=int(res.n_iter), test_error=float(res.test_error),
                          objective=float(res.train_objective),
                          certified_fraction=float(res.certified_fraction),
-                         seconds=time.perf_counter() - start))
+                         seconds=seconds))
         init = (res.m, res.q, res.sigma)
     return rows
 

@@ -12,8 +12,8 @@ A row per point (JSON lines, ``solver_trace.jsonl``; a run that stops keeps its 
 ``--append`` goes on where it stopped): the result (seconds, evaluations, converged, the
 stall floor, certified fraction, test error), the stages, and the residuals of every
 stage, so that a stopping rule (the stall window) can be replayed on them offline
-(:func:`replay_stall`). ``ghost`` flags a solve whose coarse stage ended (unconverged) far
-from the reported fixed point: ``q`` at the reported point over ``q`` at the coarse end.
+(:func:`replay_stall`). ``q_over_coarse_end`` (``q`` at the reported point over ``q`` at the
+coarse stage's end) flags a ghost: a coarse stage that ended far from the fixed point.
 
 Usage: ``python benchmarks/research/solver_trace.py [--quick] [--tokens 2,3,4,5]
 [--seeds 0,1] [--points 0,1,2,3,4,5] [--append] [--results-dir DIR]``. The times are
@@ -39,7 +39,7 @@ from skattn.theory.core import iteration
 from skattn.theory.core.fixed_point_map import FixedPointMap
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from run_benchmarks import grid_configurations  # noqa: E402
+from run_benchmarks import grid_configurations, solve_grid_point  # noqa: E402
 
 NAME = "solver_trace.jsonl"
 
@@ -122,13 +122,7 @@ def trace_point(config, n_nodes):
     recorder = _Recorder()
     first, second = recorder.patches()
     with first, second:
-        start = time.perf_counter()
-        res = solve_state_evolution(config["alpha"], n_tokens=config["n_tokens"],
-                                    reg_lambda=config["reg_lambda"], noise=config["noise"],
-                                    beta=config["beta"], target_beta=config["beta"],
-                                    target=WishartTarget(config["kappa"]),
-                                    options={"n_nodes": n_nodes})
-        seconds = time.perf_counter() - start
+        seconds, res = solve_grid_point(config, n_nodes)
     runs = stages(recorder.log, n_nodes)
     coarse = [s for s in runs if s["stage"].startswith("coarse")]
     ghost = None
