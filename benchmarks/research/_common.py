@@ -37,6 +37,24 @@ def add_common_arguments(parser):
     return parser
 
 
+def add_grid_arguments(parser, *, tokens, seeds):
+    """Add ``--tokens``, ``--seeds``, ``--points`` (the points of the speed grid to run,
+    comma-separated, with these defaults) and ``--append`` to a script's parser; read them
+    with :func:`int_list`."""
+    parser.add_argument("--tokens", default=tokens, help=f"values of T (default {tokens})")
+    parser.add_argument("--seeds", default=seeds, help=f"grid seeds (default {seeds})")
+    parser.add_argument("--points", default="0,1,2,3,4,5",
+                        help="indices into each grid of 6 points (default all)")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the rows of an earlier run and skip what they did")
+    return parser
+
+
+def int_list(text):
+    """The integers of a comma-separated option (``"0,1,2"``)."""
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
 def results_dir(args):
     """The folder a run writes into (created)."""
     if args.results_dir is not None:

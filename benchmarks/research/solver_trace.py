@@ -31,7 +31,8 @@ import time
 from unittest import mock
 
 import numpy as np
-from _common import add_common_arguments, open_jsonl, results_dir
+from _common import (add_common_arguments, add_grid_arguments, int_list, open_jsonl,
+                     results_dir)
 
 from skattn.data import WishartTarget
 from skattn.theory import solve_state_evolution
@@ -136,22 +137,13 @@ def trace_point(config, n_nodes):
                 q_over_coarse_end=ghost, stages=runs)
 
 
-def _ints(text):
-    return [int(v) for v in text.split(",") if v.strip()]
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", default="2,3,4,5", help="values of T (default 2,3,4,5)")
-    parser.add_argument("--seeds", default="0,1", help="grid seeds (default 0,1)")
-    parser.add_argument("--points", default="0,1,2,3,4,5",
-                        help="indices into each grid of 6 points (default all)")
-    parser.add_argument("--append", action="store_true",
-                        help="keep the rows of an earlier run and skip their points")
+    add_grid_arguments(parser, tokens="2,3,4,5", seeds="0,1")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    tokens, seeds, points, n_nodes = (_ints(args.tokens), _ints(args.seeds),
-                                      _ints(args.points), 8192)
+    tokens, seeds, points, n_nodes = (int_list(args.tokens), int_list(args.seeds),
+                                      int_list(args.points), 8192)
     if args.quick:
         tokens, seeds, points, n_nodes = [2], [0], [0, 1], 256
     done = set()

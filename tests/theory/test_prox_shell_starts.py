@@ -6,14 +6,14 @@ import pytest
 
 from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels
 from skattn.theory.channels._kernels import _newtonT
-from skattn.theory.channels._proxT import _SHELL_STARTS, _weyl_direction
+from skattn.theory.channels._proxT import SHELL_STARTS, _weyl_direction
 from skattn.theory.channels.output import _gaussian_pair
 
 pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="needs numba")
 
 
 def test_weyl_directions_are_unit_distinct_and_reproducible():
-    dirs = np.array([_weyl_direction(k, 9) for k in range(1, 4 * _SHELL_STARTS + 1)])
+    dirs = np.array([_weyl_direction(k, 9) for k in range(1, 4 * SHELL_STARTS + 1)])
     np.testing.assert_allclose(np.linalg.norm(dirs, axis=1), 1.0, rtol=1e-12)
     gram = dirs @ dirs.T - np.eye(len(dirs))
     assert np.max(np.abs(gram)) < 0.999              # no two directions coincide
@@ -58,3 +58,19 @@ def test_few_uncertified_minimisers_are_beaten_by_a_wide_search_at_large_sigma(n
     beaten = sum(_lower_minimum_found(channel, y, omega, sigma, z, f, i, 100, rng)
                  for i in uncertified)
     assert beaten / len(uncertified) < 0.16
+
+
+def test_shell_starts_is_the_number_of_starts_around_the_found_minimiser():
+    # the class default is the kernel's; with none of them the second round keeps only the
+    # axes, so at no node can it end lower, and in this regime it ends higher at some
+    assert SoftmaxChannel.shell_starts == SHELL_STARTS > 0
+    channel = SoftmaxChannel(3, beta=4.0, target_beta=4.0)
+    nodes = GaussianNodes(2 * channel.K, n_points=120, seed=0)
+    omega, w, _, _ = _gaussian_pair(10.0, 99.0, 3.8, nodes, channel.K)
+    y, sigma = channel.labels(w), np.full(120, 45.0)
+    start = w * (channel.target_beta_ / channel.beta_)
+    _, f_shell, _ = channel._prox(y, omega, sigma, start)
+    channel.shell_starts = 0
+    _, f_axes, _ = channel._prox(y, omega, sigma, start)
+    assert np.all(f_shell <= f_axes + 1e-12)
+    assert np.sum(f_shell < f_axes - 1e-9) >= 3

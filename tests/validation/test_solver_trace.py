@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
 from skattn.theory.core import iteration
 
-RESEARCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "research"
-
 
 @pytest.fixture(scope="module")
-def trace():
-    sys.path.insert(0, str(RESEARCH))
-    try:
-        import solver_trace
-        yield solver_trace
-    finally:
-        sys.path.remove(str(RESEARCH))
+def trace(research):
+    return research("solver_trace")
 
 
 class _Sequence:

@@ -121,3 +121,34 @@ def test_the_ghost_table_shows_each_route_and_the_trained_models(tmp_path):
     assert "10.3, 99.4, 44.9" in text and "1.845" in text
     assert "trained, d = 90, teacher 1" in text and "7.95, 55.9, —" in text
     assert "619 L-BFGS iterations" in text
+
+
+def _rule_row(arm, point, n_iter, test, certified=1.0, T=3, capped=False, applied=None):
+    config = {"n_tokens": T, "noise": 0.1, "kappa": 0.5, "alpha": 0.3, "reg_lambda": 0.01,
+              "beta": 2.0}
+    return {"n_tokens": T, "seed": 4, "point": point, "arm": arm, "config": config,
+            "capped": capped, "seconds": None if capped else 0.1 * n_iter, "n_iter": n_iter,
+            "converged": n_iter < 50, "residual": 1e-9 if n_iter < 50 else 3e-4,
+            "stall_floor": None if n_iter < 50 else 3e-4, "certified_fraction": certified,
+            "test_error": test, "train_error": 0.5 * test, "applied": applied}
+
+
+def test_the_solver_rules_table_compares_each_rule_where_it_applied(tmp_path):
+    rows = [{"reference_seconds": 0.07},
+            _rule_row("landed", 0, 20, 0.4, applied={"polish_stall_window": 0}),
+            _rule_row("shell_starts", 0, 20, 0.4),                      # the same: not listed
+            _rule_row("landed", 1, 60, 0.5, certified=0.97,
+                      applied={"polish_stall_window": 1, "handover_orthogonal": 0}),
+            _rule_row("polish_stall_window", 1, 72, 0.5, certified=0.97),
+            _rule_row("shell_starts", 1, 60, 0.505, certified=0.96),   # moved: listed
+            _rule_row("landed", 2, 0, 0.0, capped=True)]
+    meta = {"command": "python benchmarks/research/solver_rules.py", "date": "2026-12-05"}
+    (tmp_path / "solver_rules.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in [meta, *rows]) + "\n")
+    text = report.render("solver_rules.jsonl", tmp_path)
+    assert "applied at 0 of 2 points" in text                   # the handover rule
+    assert "applied at 1 of 2 points" in text and "6 s (60)" in text and "7.2 s (72)" in text
+    assert "floor 3.0e-04" in text
+    assert "run at 2 T = 3–5 points, 1 differ" in text
+    assert "1.0e-02" in text and "0.9700 / 0.9600" in text
+    assert text.count("seed 4 point 0") == 0 and "1 capped" in text

@@ -34,8 +34,9 @@ _RETRY_SCALE = 0.5
 _RETRY_DIRECTIONS = 4
 # up to T = 5, after the axes: x* ± (radius/2) along this many quasi-random directions
 # (where Σ is large they find most of the lower minima the axes miss; the measurements:
-# docs: Changelog, "Uncertified T ≤ 5 nodes")
-_SHELL_STARTS = 8
+# docs: Changelog, "Uncertified T ≤ 5 nodes"); the default of
+# ``SoftmaxChannel.shell_starts``, which the drivers take as ``n_shell``
+SHELL_STARTS = 8
 # √p of the first primes: the Weyl sequence of the directions (K − 1 ≤ 14 up to T = 5)
 _WEYL_ROOTS = np.sqrt(np.array([2.0, 3.0, 5.0, 7.0, 11.0, 13.0, 17.0, 19.0, 23.0, 29.0,
                                 31.0, 37.0, 41.0, 43.0]))
@@ -68,8 +69,8 @@ def _certify_point(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, b
 
 @_jit
 def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
-                  trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, stack,
-                  xb, fb, cert):
+                  trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, n_shell,
+                  stack, xb, fb, cert):
     """One sample of :func:`proxT`, written to ``xb[n], fb[n], cert[n]``."""
     Ke = B.shape[1]
     s = sigma[n]
@@ -123,11 +124,11 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
             if f < fb[n]:
                 xb[n], fb[n] = x, f
     if y.shape[1] <= _AXIS_RETRY_MAX_T:
-        # then x* ± radius/2 along _SHELL_STARTS quasi-random directions: where Σ is large
-        # the lower minima lie around x*, and the axes from ω miss most of them
+        # then x* ± radius/2 along n_shell quasi-random directions: where Σ is large the
+        # lower minima lie around x*, and the axes from ω miss most of them
         x_star = xb[n].copy()
-        for j in range(_SHELL_STARTS):
-            u = _weyl_direction(n * _SHELL_STARTS + j + 1, Ke)
+        for j in range(n_shell):
+            u = _weyl_direction(n * n_shell + j + 1, Ke)
             x, f = _newtonT(x_star + _RETRY_SCALE * rad * u, omega[n], y[n], s, B, index,
                             scale, beta, radius, max_iter)
             if f < fb[n]:
@@ -138,7 +139,8 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
 
 
 def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
-              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget):
+              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget,
+              n_shell=SHELL_STARTS):
     """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
 
     Provably convex samples (the crude bound of :meth:`.prox._SoftmaxProblem.convex`): one
@@ -148,7 +150,8 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
     (:func:`._certify_rows.certify_convex`, then :func:`._certify_dual.certify_dual`);
     where that fails (or without a warm start), the multi-start on the segment ω → fit of
     :meth:`.softmax.SoftmaxChannel._prox`, the certificate if ``budget > 0``, and a second
-    round of starts where it fails.
+    round of starts where it fails (up to T = 5 its last ``n_shell`` starts lie around the
+    found minimiser).
     """
     N, Ke = omega.shape[0], B.shape[1]
     T = y.shape[1]
@@ -161,7 +164,7 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
         for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
             _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm,
                           use_warm, trust_warm, n_starts, radius, max_iter, Q, gain, c3,
-                          tol, budget, stack, xb, fb, cert)
+                          tol, budget, n_shell, stack, xb, fb, cert)
     return xb, fb, cert
 
 

@@ -54,7 +54,18 @@ class SoftmaxChannel(_Channel):
         Unit shift direction, ``s_k ∝ 1/√(1 + δ_ab)``.
     basis : ndarray of shape (K, K − 1)
         Orthonormal basis of the complement of ``shift``.
+    certify_budget : int
+        Cube (T = 2) or box (T ≥ 3) splits the certificate of one sample may make before it
+        gives up; 0 skips the certificate (default 2000).
+    shell_starts : int
+        T = 3–5: Newton starts around the found minimiser in the second round of a sample
+        whose first certificate failed (default 8, a class attribute; 0 leaves only the
+        starts along the axes). Where Σ is large the lower minima that the multi-start
+        misses lie there (the measurements: docs: Validation report, "Solver rules, on
+        and off").
     """
+
+    shell_starts = _proxT.SHELL_STARTS
 
     def __init__(self, n_tokens, beta=1.0, target_beta=1.0, n_starts=None, max_iter=100):
         if not isinstance(n_tokens, (int, np.integer)) or isinstance(n_tokens, bool) \
@@ -291,5 +302,5 @@ class SoftmaxChannel(_Channel):
                                  self.basis, self._index, self._scale, beta, x_fit, convex,
                                  x_warm, use_warm, trust_warm, self.n_starts, radius,
                                  self.max_iter, self._row_basis, self._row_gain, c3,
-                                 _CERT_TOL, self.certify_budget)
+                                 _CERT_TOL, self.certify_budget, int(self.shell_starts))
         return omega + xb @ self.basis.T, fb, cert

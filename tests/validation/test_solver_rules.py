@@ -1,0 +1,54 @@
+"""benchmarks/research/solver_rules.py switches each rule off through the library's public
+names, and reruns a point only where a rule applied (elsewhere the path is the same)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skattn.theory.channels import SoftmaxChannel
+from skattn.theory.core import fixed_point_map, solve
+from skattn.theory.core.iteration import STALL_EVALS
+
+
+@pytest.fixture(scope="module")
+def rules(research):
+    return research("solver_rules")
+
+
+class _Map:
+    """The part of a fixed-point map the two iteration rules read: plain (m, q)."""
+
+    orthogonal, n_calls, Q0 = False, 70, 1.0
+
+    def from_x(self, x):
+        return tuple(x)
+
+
+def test_each_switch_turns_its_rule_off_and_restores_it(rules):
+    near_clip = np.array([np.sqrt(0.99 * 2.0), 2.0])       # m² = 0.99 q Q0
+    assert fixed_point_map.polish_stall_window(_Map(), near_clip, True) < STALL_EVALS
+    with rules._switched_off("polish_stall_window"):
+        assert fixed_point_map.polish_stall_window(_Map(), near_clip, True) == STALL_EVALS
+    with rules._switched_off("handover_orthogonal"):
+        x = near_clip.copy()
+        out = solve._handover_orthogonal(_Map(), x, 1e-6, tol=1e-8, max_iter=100, damping=1)
+        assert out[0] is x and out[2] is False               # not taken, however close
+    with rules._switched_off("shell_starts"):
+        assert SoftmaxChannel(3).shell_starts == 0
+    assert SoftmaxChannel(3).shell_starts > 0
+    assert solve.HANDOVER_ORTHOGONAL_RESIDUAL > 0
+    with pytest.raises(ValueError, match="rule must be one of"):
+        rules._switched_off("warm_start")
+
+
+@pytest.mark.parametrize("n_tokens, applied, expected", [
+    (2, {"handover_orthogonal": 0, "polish_stall_window": 0}, []),
+    (2, {"handover_orthogonal": 0, "polish_stall_window": 1}, ["polish_stall_window"]),
+    (4, {"handover_orthogonal": 0, "polish_stall_window": 0}, ["shell_starts"]),
+    (6, {"handover_orthogonal": 1, "polish_stall_window": 0}, ["handover_orthogonal"]),
+])
+def test_a_point_is_rerun_only_for_the_rules_that_applied(rules, n_tokens, applied,
+                                                          expected):
+    assert rules.arms_to_run(n_tokens, {"applied": applied}) == expected
+    assert rules.arms_to_run(n_tokens, {"applied": applied}, forced=True) == list(rules.RULES)
