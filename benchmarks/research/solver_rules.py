@@ -1,39 +1,47 @@
-"""Three solver rules fitted on measurements, each switched off on grid points it was not fitted on.
+"""Solver rules fitted on measurements, each switched off on points it was not fitted on.
 
-The rules (each was chosen on grid seeds 0–3 or on replays of their points):
+The rules:
 
 * ``handover_orthogonal``: after a failed handover from the coarse stage within
-  ``HANDOVER_ORTHOGONAL_RESIDUAL`` of a fixed point near the clip of m, the orthogonal
-  variables first (``skattn.theory.core.solve``). Off: that threshold set to 0.
+  ``handover_orthogonal_threshold`` of a fixed point near the clip of m, the orthogonal
+  variables first (``skattn.theory.core.solve``; chosen on grid seeds 0–3). Off: the
+  threshold 0 at every overlap.
+* ``orthogonal_at_recovery``: the larger threshold of that rule nearer perfect recovery
+  (``HANDOVER_ORTHOGONAL_RESIDUAL_AT_RECOVERY`` at an overlap of at least
+  ``RECOVERY_OVERLAP``; chosen on grid seed 5, T = 6, point 0). Off: the clip's threshold
+  ``HANDOVER_ORTHOGONAL_RESIDUAL`` there too.
 * ``polish_stall_window``: the polish from the warm fixed point stops at a stall over
   ``POLISH_STALL_EVALS`` (8) evaluations rather than ``STALL_EVALS`` (20)
-  (``skattn.theory.core.fixed_point_map.polish_stall_window``). Off: both 20.
+  (``skattn.theory.core.fixed_point_map.polish_stall_window``; chosen on seeds 0–1). Off:
+  both 20.
 * ``shell_starts``: at T = 3–5, a node whose first certificate fails gets
   ``SoftmaxChannel.shell_starts`` (8) Newton starts around its found minimiser in the
-  second round. Off: 0.
+  second round (chosen on replays of two points of seed 0). Off: 0.
 
-Each point of ``grid_configurations(T, 6, seed)`` (``benchmarks/run_benchmarks.py``) for
-the held-out seeds (default 4 and 5) is solved at 8192 nodes with every rule on (the
-``landed`` arm), instrumented to record whether each rule applied: the orthogonal
-variables were taken after a handover, or a polish run with the short window ended by a
-stall. It is then solved again with each rule that applied switched off. Where a rule did
-not apply the path is the same by construction: the handover rule was not entered, and a
-stall over 20 evaluations implies one over 8 (the best residual never rises), so a polish
-that the short window did not stop runs the same with the long one. Whether a node ran
-the shell starts cannot be seen from outside the compiled prox, so the ``shell_starts``
-arm runs at every T = 3–5 point.
+The points: ``--set grid`` (default), the points of ``grid_configurations(T, 6, seed)``
+(``benchmarks/run_benchmarks.py``) for the seeds given (default 4 and 5); ``--set
+recovery``, noiseless configurations near perfect recovery (:data:`RECOVERY_CONFIGS`),
+where the handover rules apply. Each point is solved at 8192 nodes with every rule on (the
+``landed`` arm), instrumented to record whether each rule applied: the orthogonal variables
+were taken after a handover (from beyond the clip's threshold: the recovery level), or a
+polish run with the short window ended by a stall. It is then solved again with each rule
+that applied switched off. Where a rule did not apply the path is the same by
+construction: the handover rule was not entered, and a stall over 20 evaluations implies
+one over 8 (the best residual never rises), so a polish that the short window did not stop
+runs the same with the long one. Whether a node ran the shell starts cannot be seen from
+outside the compiled prox, so the ``shell_starts`` arm runs at every T = 3–5 point.
 
 Each solve runs in a child process with a wall-clock cap (``--cap-seconds``; a capped
 solve is recorded as such) and the evaluation cap ``--max-iter``, alternating arms point
-by point. A row per (point, arm), JSON lines (``solver_rules.jsonl``; ``--append`` goes on
-after a stop): seconds, evaluations, converged, residual, the stall floor, certified
-fraction, test and train error, the uncertified bound on the test error, and (landed arm)
-the rules that applied.
+by point. A row per (point, arm), JSON lines (``solver_rules.jsonl``,
+``solver_rules_recovery.jsonl``; ``--append`` goes on after a stop): seconds, evaluations,
+converged, residual, the stall floor, certified fraction, test and train error, the
+uncertified bound on the test error, and (landed arm) the rules that applied.
 
-Usage: ``python benchmarks/research/solver_rules.py [--quick] [--tokens 2,3,4,5,6]
-[--seeds 4,5] [--max-iter 150] [--cap-seconds 240] [--append] [--results-dir DIR]``. The
-times are wall-clock: run it alone on the machine. ``--quick``: T = 3, seed 4, point 0,
-256 nodes, every arm forced.
+Usage: ``python benchmarks/research/solver_rules.py [--quick] [--set grid|recovery]
+[--tokens 2,3,4,5,6] [--seeds 4,5] [--rules ...] [--max-iter 150] [--cap-seconds 240]
+[--append] [--results-dir DIR]``. The times are wall-clock: run it alone on the machine.
+``--quick``: T = 3, seed 4, point 0, 256 nodes, every arm forced.
 """
 
 from __future__ import annotations
@@ -58,14 +66,34 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from run_benchmarks import grid_configurations, solve_grid_point  # noqa: E402
 
-NAME = "solver_rules.jsonl"
-RULES = ("handover_orthogonal", "polish_stall_window", "shell_starts")
+NAMES = {"grid": "solver_rules.jsonl", "recovery": "solver_rules_recovery.jsonl"}
+RULES = ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
+         "shell_starts")
+#: Noiseless configurations near perfect recovery (overlap m²/(q Q0) > 0.99): variations
+#: of grid seed 5's T = 6 point 0 (the one the recovery level was chosen on, first here)
+#: in T, κ0, α, λ and β
+RECOVERY_CONFIGS = [
+    dict(n_tokens=6, noise=0.0, kappa=0.4869445734112373, alpha=0.4695880035713068,
+         reg_lambda=0.0028358290827047218, beta=2.092028849072964),
+    dict(n_tokens=6, noise=0.0, kappa=0.6, alpha=0.5, reg_lambda=0.002, beta=2.5),
+    dict(n_tokens=6, noise=0.0, kappa=0.4, alpha=0.45, reg_lambda=0.004, beta=1.8),
+    dict(n_tokens=6, noise=0.0, kappa=0.49, alpha=0.4, reg_lambda=0.0028, beta=2.6),
+    dict(n_tokens=6, noise=0.0, kappa=0.8, alpha=0.55, reg_lambda=0.0012, beta=2.0),
+    dict(n_tokens=5, noise=0.0, kappa=0.49, alpha=0.47, reg_lambda=0.0028, beta=2.09),
+    dict(n_tokens=5, noise=0.0, kappa=0.6, alpha=0.55, reg_lambda=0.0015, beta=2.3),
+    dict(n_tokens=4, noise=0.0, kappa=0.49, alpha=0.47, reg_lambda=0.0028, beta=2.09),
+    dict(n_tokens=3, noise=0.0, kappa=0.49, alpha=0.47, reg_lambda=0.0028, beta=2.09),
+]
 
 
 def _switched_off(rule):
     """The patch that switches ``rule`` off."""
     if rule == "handover_orthogonal":
-        return mock.patch.object(solve_module, "HANDOVER_ORTHOGONAL_RESIDUAL", 0.0)
+        return mock.patch.object(solve_module, "handover_orthogonal_threshold",
+                                 lambda fixed_point_map, x: 0.0)
+    if rule == "orthogonal_at_recovery":
+        return mock.patch.object(fixed_point_map, "HANDOVER_ORTHOGONAL_RESIDUAL_AT_RECOVERY",
+                                 fixed_point_map.HANDOVER_ORTHOGONAL_RESIDUAL)
     if rule == "polish_stall_window":
         return mock.patch.object(fixed_point_map, "POLISH_STALL_EVALS", STALL_EVALS)
     if rule == "shell_starts":
@@ -76,12 +104,15 @@ def _switched_off(rule):
 def solve_arm(config, arm, n_nodes, max_iter):
     """One solve with ``arm`` (``"landed"`` or a rule switched off): a result row, with the
     rules that applied in it."""
-    applied = {"handover_orthogonal": 0, "polish_stall_window": 0}
+    applied = {"handover_orthogonal": 0, "orthogonal_at_recovery": 0,
+               "polish_stall_window": 0}
     orthogonal, run = solve_module.iterate_orthogonal, fixed_point_map.iterate_starts
 
-    def counted_orthogonal(*args, **kwargs):
+    def counted_orthogonal(fp_map, x, res_norm, **kwargs):
         applied["handover_orthogonal"] += 1
-        return orthogonal(*args, **kwargs)
+        if res_norm >= fixed_point_map.HANDOVER_ORTHOGONAL_RESIDUAL:
+            applied["orthogonal_at_recovery"] += 1
+        return orthogonal(fp_map, x, res_norm, **kwargs)
 
     def counted_run(fp_map, starts, *, stall_evals=STALL_EVALS, **kwargs):
         before = fp_map.stall_floor
@@ -133,16 +164,27 @@ def run_in_child(config, arm, n_nodes, max_iter, cap_seconds):
     return dict(capped=False, **json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def arms_to_run(n_tokens, landed, forced=False):
-    """The rules to switch off at a point, given its landed row."""
+def arms_to_run(n_tokens, landed, forced=False, rules=RULES):
+    """The rules (of ``rules``) to switch off at a point, given its landed row."""
     if forced:
-        return list(RULES)
+        return list(rules)
     applied = landed.get("applied") or {}
-    arms = [rule for rule in ("handover_orthogonal", "polish_stall_window")
-            if applied.get(rule)]
-    if 3 <= n_tokens <= 5:
+    arms = [rule for rule in rules if rule != "shell_starts" and applied.get(rule)]
+    if 3 <= n_tokens <= 5 and "shell_starts" in rules:
         arms.append("shell_starts")
     return arms
+
+
+def _points(args):
+    """``(n_tokens, seed, point, config)`` of the chosen set (seed None: the recovery set)."""
+    if args.set == "recovery":
+        points = [(c["n_tokens"], None, k, c) for k, c in enumerate(RECOVERY_CONFIGS)]
+        return points[-1:] if args.quick else points
+    tokens, seeds, points = int_list(args.tokens), int_list(args.seeds), int_list(args.points)
+    if args.quick:
+        tokens, seeds, points = [3], [4], [0]
+    return [(n_tokens, seed, point, grid_configurations(n_tokens, 6, seed)[point])
+            for n_tokens in tokens for seed in seeds for point in points]
 
 
 def main(argv=None):
@@ -152,49 +194,49 @@ def main(argv=None):
                         help="evaluation cap of each solve (default 150)")
     parser.add_argument("--cap-seconds", type=float, default=240.0,
                         help="wall-clock cap of each solve's process (default 240)")
+    parser.add_argument("--set", choices=sorted(NAMES), default="grid",
+                        help="the points: the speed grid's (default) or the noiseless ones "
+                             "near perfect recovery (RECOVERY_CONFIGS)")
+    parser.add_argument("--rules", default=",".join(RULES),
+                        help="the rules to switch off (default all)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     if args.child is not None:
         _child(json.loads(args.child))
         return 0
-    tokens, seeds, points, n_nodes = (int_list(args.tokens), int_list(args.seeds),
-                                      int_list(args.points), 8192)
-    if args.quick:
-        tokens, seeds, points, n_nodes = [3], [4], [0], 256
+    rules = [r for r in args.rules.split(",") if r]
+    for rule in rules:
+        _switched_off(rule)                          # unknown names fail before any solve
+    n_nodes, name = (256 if args.quick else 8192), NAMES[args.set]
     done = {}
-    path = results_dir(args) / NAME
+    path = results_dir(args) / name
     if args.append and path.exists():
         for line in path.read_text(encoding="utf-8").splitlines()[1:]:
             row = json.loads(line)
-            done[(row["n_tokens"], row["seed"], row["point"], row["arm"])] = row
-    path, write_row = open_jsonl(args, NAME, script=__file__, argv=argv, append=args.append)
+            if "arm" in row:
+                done[(row["n_tokens"], row["seed"], row["point"], row["arm"])] = row
+    path, write_row = open_jsonl(args, name, script=__file__, argv=argv, append=args.append)
     if not done:
         write_row(dict(reference_seconds=reference_seconds(args.quick)))
-    for n_tokens in tokens:
-        for seed in seeds:
-            configs = grid_configurations(n_tokens, 6, seed)
-            for point in points:
-                key = (n_tokens, seed, point)
-                landed = done.get(key + ("landed",))
-                if landed is None:
-                    landed = dict(n_tokens=n_tokens, seed=seed, point=point, arm="landed",
-                                  config=configs[point],
-                                  **run_in_child(configs[point], "landed", n_nodes,
-                                                 args.max_iter, args.cap_seconds))
-                    write_row(landed)
-                    _report(landed)
-                if landed["capped"]:
-                    continue
-                for arm in arms_to_run(n_tokens, landed, forced=args.quick):
-                    if key + (arm,) in done:
-                        continue
-                    row = dict(n_tokens=n_tokens, seed=seed, point=point, arm=arm,
-                               config=configs[point],
-                               **run_in_child(configs[point], arm, n_nodes, args.max_iter,
-                                              args.cap_seconds))
-                    write_row(row)
-                    _report(row)
+    for n_tokens, seed, point, config in _points(args):
+        key = (n_tokens, seed, point)
+        landed = done.get(key + ("landed",))
+        if landed is None:
+            landed = dict(n_tokens=n_tokens, seed=seed, point=point, arm="landed",
+                          config=config, **run_in_child(config, "landed", n_nodes,
+                                                        args.max_iter, args.cap_seconds))
+            write_row(landed)
+            _report(landed)
+        if landed["capped"]:
+            continue
+        for arm in arms_to_run(n_tokens, landed, forced=args.quick, rules=rules):
+            if key + (arm,) in done:
+                continue
+            row = dict(n_tokens=n_tokens, seed=seed, point=point, arm=arm, config=config,
+                       **run_in_child(config, arm, n_nodes, args.max_iter, args.cap_seconds))
+            write_row(row)
+            _report(row)
     print(f"wrote {path}")
     return 0
 

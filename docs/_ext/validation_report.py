@@ -433,10 +433,13 @@ def _solver_rules(data):
     landed = {(r["n_tokens"], r["seed"], r["point"]): r for r in rows if r["arm"] == "landed"}
     solved = [r for r in landed.values() if not r["capped"]]
     body = []
-    for rule in ("handover_orthogonal", "polish_stall_window", "shell_starts"):
+    for rule in ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
+                 "shell_starts"):
         pairs = [(landed[(r["n_tokens"], r["seed"], r["point"])], r) for r in rows
                  if r["arm"] == rule]
         pairs = [(on, off) for on, off in pairs if not off["capped"]]
+        if not pairs and not any(rule in (r.get("applied") or {}) for r in solved):
+            continue                     # a rule this run did not know, or did not switch
         differ = [(on, off) for on, off in pairs if _rules_differ(on, off)]
         if rule == "shell_starts":
             where = f"run at {len(pairs)} T = 3–5 points, {len(differ)} differ"
@@ -449,20 +452,25 @@ def _solver_rules(data):
                      f"({sum(off['n_iter'] for _, off in pairs)})", "", ""])
         for on, off in (pairs if rule != "shell_starts" else differ):
             c = on["config"]
-            body.append([f"  T = {on['n_tokens']} seed {on['seed']} point {on['point']}",
+            where = f"point {on['point']}" if on["seed"] is None else \
+                f"seed {on['seed']} point {on['point']}"
+            body.append([f"  T = {on['n_tokens']} {where}",
                          f"β {c['beta']:.2f}, λ {c['reg_lambda']:.2g}, Δ {c['noise']:.2g}",
                          _rule_outcome(on), _rule_outcome(off),
                          f"{off['test_error'] / on['test_error'] - 1:.1e}",
                          f"{on['certified_fraction']:.4f} / {off['certified_fraction']:.4f}"])
-    seeds = sorted({r["seed"] for r in rows})
+    seeds = sorted({r["seed"] for r in rows if r["seed"] is not None})
     capped = len(landed) - len(solved)
     note = ("Each rule switched off alone, at the points where it applied (the shell starts "
             "at every T = 3–5 point, listed where the result moved); elsewhere the path is "
             "the same by construction. Seconds (evaluations), summed per rule and per point, "
             "with the floor where a solve stalled; the test error with the rule off over "
-            f"that with it on, minus 1. Grid seeds {', '.join(map(str, seeds))}, "
-            f"{len(landed)} points, {capped} capped with every rule on (not compared).")
-    return ("Solver rules, on and off, on grid points they were not fitted on",
+            "that with it on, minus 1. "
+            + (f"Grid seeds {', '.join(map(str, seeds))}, " if seeds else
+               "Noiseless configurations near perfect recovery (``RECOVERY_CONFIGS``), ")
+            + f"{len(landed)} points, {capped} capped with every rule on (not compared).")
+    return ("Solver rules, on and off, on " + ("grid points they were not fitted on" if seeds
+                                                else "points near perfect recovery"),
             ["rule / point", "configuration", "on", "off", "test error off / on − 1",
              "certified on / off"], body, note)
 
@@ -472,6 +480,7 @@ RENDERERS = {
     "ghost_point.json": _ghost_point,
     "solver_trace.jsonl": _solver_trace,
     "solver_rules.jsonl": _solver_rules,
+    "solver_rules_recovery.jsonl": _solver_rules,
     "warm_start_rule.json": _warm_start_rule,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,

@@ -34,10 +34,16 @@ def test_each_switch_turns_its_rule_off_and_restores_it(rules):
         x = near_clip.copy()
         out = solve._handover_orthogonal(_Map(), x, 1e-6, tol=1e-8, max_iter=100, damping=1)
         assert out[0] is x and out[2] is False               # not taken, however close
+    recovery = np.array([np.sqrt(0.995 * 2.0), 2.0])
+    at_recovery = fixed_point_map.handover_orthogonal_threshold(_Map(), recovery)
+    assert at_recovery > fixed_point_map.HANDOVER_ORTHOGONAL_RESIDUAL
+    with rules._switched_off("orthogonal_at_recovery"):
+        assert fixed_point_map.handover_orthogonal_threshold(_Map(), recovery) == \
+            fixed_point_map.HANDOVER_ORTHOGONAL_RESIDUAL
     with rules._switched_off("shell_starts"):
         assert SoftmaxChannel(3).shell_starts == 0
     assert SoftmaxChannel(3).shell_starts > 0
-    assert solve.HANDOVER_ORTHOGONAL_RESIDUAL > 0
+    assert solve.handover_orthogonal_threshold(_Map(), near_clip) > 0
     with pytest.raises(ValueError, match="rule must be one of"):
         rules._switched_off("warm_start")
 
@@ -47,8 +53,12 @@ def test_each_switch_turns_its_rule_off_and_restores_it(rules):
     (2, {"handover_orthogonal": 0, "polish_stall_window": 1}, ["polish_stall_window"]),
     (4, {"handover_orthogonal": 0, "polish_stall_window": 0}, ["shell_starts"]),
     (6, {"handover_orthogonal": 1, "polish_stall_window": 0}, ["handover_orthogonal"]),
+    (3, {"handover_orthogonal": 1, "orthogonal_at_recovery": 1},
+     ["handover_orthogonal", "orthogonal_at_recovery", "shell_starts"]),
 ])
 def test_a_point_is_rerun_only_for_the_rules_that_applied(rules, n_tokens, applied,
                                                           expected):
     assert rules.arms_to_run(n_tokens, {"applied": applied}) == expected
     assert rules.arms_to_run(n_tokens, {"applied": applied}, forced=True) == list(rules.RULES)
+    assert "shell_starts" not in rules.arms_to_run(n_tokens, {"applied": applied},
+                                                   rules=("handover_orthogonal",))

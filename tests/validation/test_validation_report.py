@@ -152,3 +152,18 @@ def test_the_solver_rules_table_compares_each_rule_where_it_applied(tmp_path):
     assert "run at 2 T = 3–5 points, 1 differ" in text
     assert "1.0e-02" in text and "0.9700 / 0.9600" in text
     assert text.count("seed 4 point 0") == 0 and "1 capped" in text
+
+
+def test_the_recovery_table_labels_points_without_a_seed(tmp_path):
+    on = _rule_row("landed", 7, 60, 2.6e-5, T=4,
+                   applied={"handover_orthogonal": 1, "orthogonal_at_recovery": 1})
+    off = _rule_row("orthogonal_at_recovery", 7, 70, 2.6e-5 * (1 + 6.4e-8), T=4)
+    rows = [dict(r, seed=None) for r in (on, off)]
+    meta = {"command": "python benchmarks/research/solver_rules.py --set recovery",
+            "date": "2026-12-05"}
+    (tmp_path / "solver_rules_recovery.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in [meta, *rows]) + "\n")
+    text = report.render("solver_rules_recovery.jsonl", tmp_path)
+    assert "points near perfect recovery" in text and "T = 4 point 7" in text
+    assert "orthogonal_at_recovery" in text and "6.4e-08" in text
+    assert "shell_starts" not in text and "seed" not in text.split("*Produced")[0]

@@ -15,7 +15,8 @@ from ..result import StateEvolutionResult
 from .iteration import STALL_EVALS, forward_differences, powell_hybrid, robust_fixed_point
 
 __all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate",
-           "iterate_orthogonal", "iterates_warm", "near_the_clip",
+           "handover_orthogonal_threshold", "iterate_orthogonal", "iterates_warm",
+           "near_the_clip",
            "polish_stall_window", "polishes_certified"]
 
 
@@ -446,6 +447,25 @@ CLIP_OVERLAP = 0.9
 # A failed handover this close to a fixed point, near the clip, goes on in the orthogonal
 # variables before the original starts (:func:`skattn.theory.core.solve._solve`).
 HANDOVER_ORTHOGONAL_RESIDUAL = 1e-3
+# Nearer perfect recovery (an overlap of at least RECOVERY_OVERLAP) it does so from this
+# far: there the plain variables cannot get the handover below ~1e-2, and the orthogonal
+# ones converge in fewer evaluations than the original starts; at the ghosts (overlap
+# 0.89-0.97, the fixed point far away) a threshold this large cost evaluations (the
+# measurements, both ways: docs: Validation report, "Solver rules, on and off")
+RECOVERY_OVERLAP = 0.99
+HANDOVER_ORTHOGONAL_RESIDUAL_AT_RECOVERY = 2e-2
+
+
+def handover_orthogonal_threshold(fixed_point_map, x):
+    """The residual below which a failed handover ending at ``x`` goes on in the orthogonal
+    variables: :data:`HANDOVER_ORTHOGONAL_RESIDUAL` near the clip (:func:`near_the_clip`),
+    :data:`HANDOVER_ORTHOGONAL_RESIDUAL_AT_RECOVERY` at an overlap ``m²/(q Q0)`` of at
+    least :data:`RECOVERY_OVERLAP`, else 0 (never)."""
+    m, q = fixed_point_map.from_x(x)[:2]
+    overlap = m * m / (q * fixed_point_map.Q0)
+    if overlap >= RECOVERY_OVERLAP:
+        return HANDOVER_ORTHOGONAL_RESIDUAL_AT_RECOVERY
+    return HANDOVER_ORTHOGONAL_RESIDUAL if overlap >= CLIP_OVERLAP else 0.0
 
 
 def near_the_clip(fixed_point_map, x):

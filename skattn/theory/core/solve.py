@@ -22,8 +22,8 @@ from ..problem import StateEvolutionProblem
 from ..result import StateEvolutionResult
 from .fixed_point_map import (COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
                               SECANT_MIN_STEP, FixedPointMap, coarse_calls, coarse_size,
-                              HANDOVER_ORTHOGONAL_RESIDUAL, get_field, iterate,
-                              iterate_orthogonal, iterates_warm, near_the_clip, starts)
+                              get_field, handover_orthogonal_threshold, iterate,
+                              iterate_orthogonal, iterates_warm, starts)
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
 
@@ -335,11 +335,12 @@ def _handover_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping
     Near ``m² = q Q0`` the plain variables are jagged at the clip of m, and the original
     starts (a fresh map from far away) take the longest path back (docs: Changelog, "Why
     the noiseless grid points are slow"). Taken where the handover got within
-    :data:`HANDOVER_ORTHOGONAL_RESIDUAL` near the clip
-    (:func:`~skattn.theory.core.fixed_point_map.near_the_clip`), with a handover's budget; otherwise ``x`` is returned as it is.
+    :func:`~skattn.theory.core.fixed_point_map.handover_orthogonal_threshold` of a fixed
+    point (1e-3 near the clip of m, 2e-2 nearer perfect recovery), with a handover's
+    budget; otherwise ``x`` is returned as it is.
     """
-    if fixed_point_map.orthogonal or not res_norm < HANDOVER_ORTHOGONAL_RESIDUAL \
-            or not near_the_clip(fixed_point_map, x):
+    if fixed_point_map.orthogonal \
+            or not res_norm < handover_orthogonal_threshold(fixed_point_map, x):
         return x, res_norm, False
     return iterate_orthogonal(fixed_point_map, x, res_norm, tol=tol,
                               max_iter=min(max_iter, fixed_point_map.n_calls + HANDOVER_CALLS),
