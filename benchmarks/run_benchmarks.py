@@ -223,6 +223,19 @@ def grid_configurations(n_tokens, n_points=6, seed=0):
     return out
 
 
+def load_kernels(n_tokens, beta=1.0, max_iter=10):
+    """A short solve at ``n_tokens`` and ``beta`` on 64 nodes: loads (or compiles) the
+    compiled prox kernels of that T before a timed solve. Not the configuration itself on
+    few nodes, whose map can be rough enough to stall there (a T = 3 solve of the T = 2
+    point 2 on 64 nodes ran 600 evaluations, 311 s)."""
+    from skattn.data import WishartTarget
+    from skattn.theory import solve_state_evolution
+
+    solve_state_evolution(0.3, n_tokens=n_tokens, reg_lambda=0.01, noise=0.1, beta=beta,
+                          target_beta=beta, target=WishartTarget(0.5),
+                          options={"n_nodes": 64, "max_iter": max_iter})
+
+
 def solve_grid_point(config, n_nodes=8192, **options):
     """One continuum solve at a grid configuration: ``(seconds, result)``; ``options``:
     more solver options (``init``, ...)."""
@@ -244,16 +257,10 @@ def solve_grid_point(config, n_nodes=8192, **options):
 _GRID_CHILD = r"""
 import json, sys
 sys.path.insert(0, {bench_dir!r})
-from run_benchmarks import solve_grid_point
-from skattn.data import WishartTarget
-from skattn.theory import solve_state_evolution
+from run_benchmarks import load_kernels, solve_grid_point
 config = json.loads({config!r})
-# load the kernels (compiled into numba's cache by the parent) with a short solve of this
-# T and β; not the configuration itself on few nodes, whose map can be rough enough to
-# stall there (a T = 3 solve of the T = 2 point 2 on 64 nodes ran 600 evaluations, 311 s)
-solve_state_evolution(0.3, n_tokens=config["n_tokens"], reg_lambda=0.01, noise=0.1,
-                      beta=config["beta"], target_beta=config["beta"],
-                      target=WishartTarget(0.5), options={{"n_nodes": 64, "max_iter": 10}})
+# the kernels, compiled into numba's cache by the parent
+load_kernels(config["n_tokens"], config["beta"])
 seconds, res = solve_grid_point(config)
 print(json.dumps({{"seconds": seconds, "certified_fraction": res.certified_fraction,
                   "converged": bool(res.converged), "n_iter": int(res.n_iter),

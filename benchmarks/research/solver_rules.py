@@ -64,7 +64,7 @@ from skattn.theory.core.iteration import STALL_EVALS
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from run_benchmarks import grid_configurations, solve_grid_point  # noqa: E402
+from run_benchmarks import grid_configurations, load_kernels, solve_grid_point  # noqa: E402
 
 NAMES = {"grid": "solver_rules.jsonl", "recovery": "solver_rules_recovery.jsonl"}
 RULES = ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
@@ -140,12 +140,8 @@ def solve_arm(config, arm, n_nodes, max_iter):
 
 def _child(spec):
     """Entry of a child process: load the kernels of this T, solve, print the row."""
-    from skattn.data import WishartTarget
-    from skattn.theory import solve_state_evolution
     config = spec["config"]
-    solve_state_evolution(0.3, n_tokens=config["n_tokens"], reg_lambda=0.01, noise=0.1,
-                          beta=config["beta"], target_beta=config["beta"],
-                          target=WishartTarget(0.5), options={"n_nodes": 64, "max_iter": 5})
+    load_kernels(config["n_tokens"], config["beta"])
     row = solve_arm(config, spec["arm"], spec["n_nodes"], spec["max_iter"])
     print(json.dumps(row, default=float))
 

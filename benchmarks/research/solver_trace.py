@@ -34,13 +34,11 @@ import numpy as np
 from _common import (add_common_arguments, add_grid_arguments, int_list, open_jsonl,
                      results_dir)
 
-from skattn.data import WishartTarget
-from skattn.theory import solve_state_evolution
 from skattn.theory.core import iteration
 from skattn.theory.core.fixed_point_map import FixedPointMap
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from run_benchmarks import grid_configurations, solve_grid_point  # noqa: E402
+from run_benchmarks import grid_configurations, load_kernels, solve_grid_point  # noqa: E402
 
 NAME = "solver_trace.jsonl"
 
@@ -154,9 +152,7 @@ def main(argv=None):
             done.add((row["config"]["n_tokens"], row["seed"], row["point"]))
     path, write_row = open_jsonl(args, NAME, script=__file__, argv=argv, append=args.append)
     for n_tokens in tokens:
-        # load this T's compiled kernels before timing
-        solve_state_evolution(0.3, n_tokens=n_tokens, reg_lambda=0.01, noise=0.1,
-                              target=WishartTarget(0.5), options={"n_nodes": 64, "max_iter": 5})
+        load_kernels(n_tokens)                       # before timing
         for seed in seeds:
             configs = grid_configurations(n_tokens, 6, seed)
             for point in points:

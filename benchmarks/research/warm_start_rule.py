@@ -22,6 +22,8 @@ times are wall-clock); a full run takes about 10 minutes on the 2-core machine.
 from __future__ import annotations
 
 import argparse
+import pathlib
+import sys
 import time
 from unittest import mock
 
@@ -31,6 +33,9 @@ from skattn.data import WishartTarget
 from skattn.theory import solve_state_evolution
 from skattn.theory.channels.softmax import SoftmaxChannel
 from skattn.theory.core import fixed_point_map
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from run_benchmarks import load_kernels  # noqa: E402
 
 POINTS = {"A": dict(alpha=0.3, reg_lambda=0.05, noise=0.1, kappa=0.5),
           "B": dict(alpha=0.5, reg_lambda=0.01, noise=0.3, kappa=0.8)}
@@ -66,9 +71,7 @@ def main(argv=None):
     print(f"{'T':>2} {'pt':>3} {'beta':>5} {'warm s':>8} {'evals':>6} {'cold s':>8} "
           f"{'evals':>6}  rule", flush=True)
     for n_tokens in tokens:
-        # load the kernels of this T before timing
-        solve_state_evolution(0.3, n_tokens=n_tokens, reg_lambda=0.01, noise=0.1,
-                              target=WishartTarget(0.5), options={"n_nodes": 64, "max_iter": 5})
+        load_kernels(n_tokens)                       # before timing
         for name, point in points.items():
             for beta in betas:
                 row = dict(n_tokens=n_tokens, point=name, beta=beta, n_nodes=n_nodes, **point)

@@ -302,5 +302,7 @@ class SoftmaxChannel(_Channel):
                                  self.basis, self._index, self._scale, beta, x_fit, convex,
                                  x_warm, use_warm, trust_warm, self.n_starts, radius,
                                  self.max_iter, self._row_basis, self._row_gain, c3,
-                                 _CERT_TOL, self.certify_budget, int(self.shell_starts))
+                                 _CERT_TOL, self.certify_budget,
+                                 check_scalar_range(self.shell_starts, "shell_starts", low=0,
+                                                    integer=True))
         return omega + xb @ self.basis.T, fb, cert

@@ -448,10 +448,10 @@ CLIP_OVERLAP = 0.9
 # variables before the original starts (:func:`skattn.theory.core.solve._solve`).
 HANDOVER_ORTHOGONAL_RESIDUAL = 1e-3
 # Nearer perfect recovery (an overlap of at least RECOVERY_OVERLAP) it does so from this
-# far: there the plain variables cannot get the handover below ~1e-2, and the orthogonal
-# ones converge in fewer evaluations than the original starts; at the ghosts (overlap
-# 0.89-0.97, the fixed point far away) a threshold this large cost evaluations (the
-# measurements, both ways: docs: Validation report, "Solver rules, on and off")
+# far: there the plain variables stall the handover short of it, and the orthogonal ones
+# converge in fewer evaluations than the original starts; at the ghosts (a lower overlap,
+# the fixed point far away) a threshold this large cost evaluations (the measurements,
+# both ways: docs: Validation report, "Solver rules, on and off", and docs: Changelog)
 RECOVERY_OVERLAP = 0.99
 HANDOVER_ORTHOGONAL_RESIDUAL_AT_RECOVERY = 2e-2
 
@@ -461,18 +461,21 @@ def handover_orthogonal_threshold(fixed_point_map, x):
     variables: :data:`HANDOVER_ORTHOGONAL_RESIDUAL` near the clip (:func:`near_the_clip`),
     :data:`HANDOVER_ORTHOGONAL_RESIDUAL_AT_RECOVERY` at an overlap ``m²/(q Q0)`` of at
     least :data:`RECOVERY_OVERLAP`, else 0 (never)."""
-    m, q = fixed_point_map.from_x(x)[:2]
-    overlap = m * m / (q * fixed_point_map.Q0)
-    if overlap >= RECOVERY_OVERLAP:
+    if overlap(fixed_point_map, x) >= RECOVERY_OVERLAP:
         return HANDOVER_ORTHOGONAL_RESIDUAL_AT_RECOVERY
-    return HANDOVER_ORTHOGONAL_RESIDUAL if overlap >= CLIP_OVERLAP else 0.0
+    return HANDOVER_ORTHOGONAL_RESIDUAL if near_the_clip(fixed_point_map, x) else 0.0
+
+
+def overlap(fixed_point_map, x):
+    """``m²/(q Q0)`` at the point ``x``: 1 at perfect recovery (q > 0 in both sets of variables)."""
+    m, q = fixed_point_map.from_x(x)[:2]
+    return m * m / (q * fixed_point_map.Q0)
 
 
 def near_the_clip(fixed_point_map, x):
     """Whether the point ``x`` has an overlap ``m²/(q Q0)`` of at least
     :data:`CLIP_OVERLAP`, where the orthogonal variables help."""
-    m, q = fixed_point_map.from_x(x)[:2]
-    return m * m >= CLIP_OVERLAP * q * fixed_point_map.Q0
+    return overlap(fixed_point_map, x) >= CLIP_OVERLAP
 
 
 def _stalled_off_the_clip(fixed_point_map, x):

@@ -336,8 +336,8 @@ def _handover_orthogonal(fixed_point_map, x, res_norm, *, tol, max_iter, damping
     starts (a fresh map from far away) take the longest path back (docs: Changelog, "Why
     the noiseless grid points are slow"). Taken where the handover got within
     :func:`~skattn.theory.core.fixed_point_map.handover_orthogonal_threshold` of a fixed
-    point (1e-3 near the clip of m, 2e-2 nearer perfect recovery), with a handover's
-    budget; otherwise ``x`` is returned as it is.
+    point (a larger threshold nearer perfect recovery), with a handover's budget;
+    otherwise ``x`` is returned as it is.
     """
     if fixed_point_map.orthogonal \
             or not res_norm < handover_orthogonal_threshold(fixed_point_map, x):
