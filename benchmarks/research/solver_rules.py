@@ -17,6 +17,12 @@ The rules:
 * ``shell_starts``: at T = 3–5, a node whose first certificate fails gets
   ``SoftmaxChannel.shell_starts`` (8) Newton starts around its found minimiser in the
   second round (chosen on replays of two points of seed 0). Off: 0.
+* ``split_rounds``: at T ≥ 3, a node whose row-wise dual bound fails under the equal split
+  of the quadratic tries up to ``SoftmaxChannel.split_rounds`` (4) unequal splits
+  (``skattn.theory.channels``, the certificate; its rounds and trust region chosen on
+  seed 0 point 3 at T = 3, seed 0 point 2 and seed 5 point 1 at T = 4, seed 4 point 5 at
+  T = 5). Off: 0. It changes which nodes are certified, never the minimisers, so the two
+  arms differ in the certified fraction, the bound and the time only.
 
 The points: ``--set grid`` (default), the points of ``grid_configurations(T, 6, seed)``
 (``benchmarks/run_benchmarks.py``) for the seeds given (default 4 and 5); ``--set
@@ -29,18 +35,22 @@ that applied switched off. Where a rule did not apply the path is the same by
 construction: the handover rule was not entered, and a stall over 20 evaluations implies
 one over 8 (the best residual never rises), so a polish that the short window did not stop
 runs the same with the long one. Whether a node ran the shell starts cannot be seen from
-outside the compiled prox, so the ``shell_starts`` arm runs at every T = 3–5 point.
+outside the compiled prox, so the ``shell_starts`` arm runs at every T = 3–5 point, and
+the ``split_rounds`` arm at every T ≥ 3 point.
 
 Each solve runs in a child process with a wall-clock cap (``--cap-seconds``; a capped
 solve is recorded as such) and the evaluation cap ``--max-iter``, alternating arms point
 by point. A row per (point, arm), JSON lines (``solver_rules.jsonl``,
-``solver_rules_recovery.jsonl``; ``--append`` goes on after a stop): seconds, evaluations,
-converged, residual, the stall floor, certified fraction, test and train error, the
-uncertified bound on the test error, and (landed arm) the rules that applied.
+``solver_rules_recovery.jsonl``, or ``--output``; ``--append`` goes on after a
+stop): seconds, evaluations, converged, residual, the stall floor, certified fraction,
+test and train error, the bound on how far the uncertified nodes can move the conjugates
+(``uncertified_bound``; rows before 2026-12-05 20:30 UTC carry ``test_error_bound``, a key
+the bound never had, so always null), and (landed arm) the rules that applied.
 
 Usage: ``python benchmarks/research/solver_rules.py [--quick] [--set grid|recovery]
 [--tokens 2,3,4,5,6] [--seeds 4,5] [--rules ...] [--max-iter 150] [--cap-seconds 240]
-[--append] [--results-dir DIR]``. The times are wall-clock: run it alone on the machine.
+[--append] [--output NAME] [--results-dir DIR]``. The times are wall-clock: run it
+alone on the machine.
 ``--quick``: T = 3, seed 4, point 0, 256 nodes, every arm forced.
 """
 
@@ -67,8 +77,11 @@ sys.path.insert(0, str(HERE.parent))
 from run_benchmarks import grid_configurations, load_kernels, solve_grid_point  # noqa: E402
 
 NAMES = {"grid": "solver_rules.jsonl", "recovery": "solver_rules_recovery.jsonl"}
+#: the rules whose use cannot be seen from outside the compiled prox: switched off at every
+#: point of their T
+EVERY_POINT = ("shell_starts", "split_rounds")
 RULES = ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
-         "shell_starts")
+         "shell_starts", "split_rounds")
 #: Noiseless configurations near perfect recovery (overlap m²/(q Q0) > 0.99): variations
 #: of grid seed 5's T = 6 point 0 (the one the recovery level was chosen on, first here)
 #: in T, κ0, α, λ and β
@@ -98,6 +111,8 @@ def _switched_off(rule):
         return mock.patch.object(fixed_point_map, "POLISH_STALL_EVALS", STALL_EVALS)
     if rule == "shell_starts":
         return mock.patch.object(SoftmaxChannel, "shell_starts", 0)
+    if rule == "split_rounds":
+        return mock.patch.object(SoftmaxChannel, "split_rounds", 0)
     raise ValueError(f"rule must be one of {RULES} or 'landed', got {rule!r}.")
 
 
@@ -134,7 +149,7 @@ def solve_arm(config, arm, n_nodes, max_iter):
                 residual=float(res.residual), stall_floor=res.extras.get("stall_floor"),
                 certified_fraction=float(res.certified_fraction),
                 test_error=float(res.test_error), train_error=float(res.train_error),
-                test_error_bound=bound.get("test_error"), state=[res.m, res.q, res.sigma],
+                uncertified_bound=bound or None, state=[res.m, res.q, res.sigma],
                 applied=applied if arm == "landed" else None)
 
 
@@ -165,9 +180,11 @@ def arms_to_run(n_tokens, landed, forced=False, rules=RULES):
     if forced:
         return list(rules)
     applied = landed.get("applied") or {}
-    arms = [rule for rule in rules if rule != "shell_starts" and applied.get(rule)]
+    arms = [rule for rule in rules if rule not in EVERY_POINT and applied.get(rule)]
     if 3 <= n_tokens <= 5 and "shell_starts" in rules:
         arms.append("shell_starts")
+    if n_tokens >= 3 and "split_rounds" in rules:
+        arms.append("split_rounds")
     return arms
 
 
@@ -195,6 +212,9 @@ def main(argv=None):
                              "near perfect recovery (RECOVERY_CONFIGS)")
     parser.add_argument("--rules", default=",".join(RULES),
                         help="the rules to switch off (default all)")
+    parser.add_argument("--output", default=None,
+                        help="the results file's name (default by --set: "
+                             + ", ".join(f"{k}: {v}" for k, v in NAMES.items()) + ")")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     add_common_arguments(parser)
     args = parser.parse_args(argv)
@@ -204,7 +224,7 @@ def main(argv=None):
     rules = [r for r in args.rules.split(",") if r]
     for rule in rules:
         _switched_off(rule)                          # unknown names fail before any solve
-    n_nodes, name = (256 if args.quick else 8192), NAMES[args.set]
+    n_nodes, name = (256 if args.quick else 8192), args.output or NAMES[args.set]
     done = {}
     path = results_dir(args) / name
     if args.append and path.exists():

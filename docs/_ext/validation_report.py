@@ -433,16 +433,21 @@ def _solver_rules(data):
     landed = {(r["n_tokens"], r["seed"], r["point"]): r for r in rows if r["arm"] == "landed"}
     solved = [r for r in landed.values() if not r["capped"]]
     body = []
+    every_point = {"shell_starts": "T = 3–5", "split_rounds": "T ≥ 3"}
+    # a run of the split search alone (``--rules split_rounds``) lists that rule only
+    split_only = {r["arm"] for r in rows} <= {"landed", "split_rounds"}
     for rule in ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
-                 "shell_starts"):
+                 "shell_starts", "split_rounds"):
+        if split_only and rule != "split_rounds":
+            continue
         pairs = [(landed[(r["n_tokens"], r["seed"], r["point"])], r) for r in rows
                  if r["arm"] == rule]
         pairs = [(on, off) for on, off in pairs if not off["capped"]]
         if not pairs and not any(rule in (r.get("applied") or {}) for r in solved):
             continue                     # a rule this run did not know, or did not switch
         differ = [(on, off) for on, off in pairs if _rules_differ(on, off)]
-        if rule == "shell_starts":
-            where = f"run at {len(pairs)} T = 3–5 points, {len(differ)} differ"
+        if rule in every_point:
+            where = f"run at {len(pairs)} {every_point[rule]} points, {len(differ)} differ"
         else:
             where = f"applied at {len(pairs)} of {len(solved)} points"
         body.append([rule, where,
@@ -450,7 +455,7 @@ def _solver_rules(data):
                      f"({sum(on['n_iter'] for on, _ in pairs)})",
                      f"{sum(off['seconds'] for _, off in pairs):.3g} s "
                      f"({sum(off['n_iter'] for _, off in pairs)})", "", ""])
-        for on, off in (pairs if rule != "shell_starts" else differ):
+        for on, off in (differ if rule in every_point else pairs):
             c = on["config"]
             where = f"point {on['point']}" if on["seed"] is None else \
                 f"seed {on['seed']} point {on['point']}"
@@ -462,15 +467,21 @@ def _solver_rules(data):
     seeds = sorted({r["seed"] for r in rows if r["seed"] is not None})
     capped = len(landed) - len(solved)
     note = ("Each rule switched off alone, at the points where it applied (the shell starts "
-            "at every T = 3–5 point, listed where the result moved); elsewhere the path is "
+            "at every T = 3–5 point and the split search at every T ≥ 3 point, listed where "
+            "the result moved); elsewhere the path is "
             "the same by construction. Seconds (evaluations), summed per rule and per point, "
             "with the floor where a solve stalled; the test error with the rule off over "
             "that with it on, minus 1. "
             + (f"Grid seeds {', '.join(map(str, seeds))}, " if seeds else
                "Noiseless configurations near perfect recovery (``RECOVERY_CONFIGS``), ")
             + f"{len(landed)} points, {capped} capped with every rule on (not compared).")
-    return ("Solver rules, on and off, on " + ("grid points they were not fitted on" if seeds
-                                                else "points near perfect recovery"),
+    if split_only:
+        title = "The certificate's split search, on and off, on grid points it was not " \
+            "fitted on"
+    else:
+        title = "Solver rules, on and off, on " + ("grid points they were not fitted on"
+                                                   if seeds else "points near perfect recovery")
+    return (title,
             ["rule / point", "configuration", "on", "off", "test error off / on − 1",
              "certified on / off"], body, note)
 
@@ -481,6 +492,7 @@ RENDERERS = {
     "solver_trace.jsonl": _solver_trace,
     "solver_rules.jsonl": _solver_rules,
     "solver_rules_recovery.jsonl": _solver_rules,
+    "solver_rules_split.jsonl": _solver_rules,
     "warm_start_rule.json": _warm_start_rule,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,

@@ -11,6 +11,8 @@ from skattn.theory.channels import GaussianNodes, SoftmaxChannel, output_side
 from skattn.theory.channels import _certify_dual, _certify_rows, _kernels
 from skattn.theory.channels.output import _gaussian_pair
 
+from certify_samples import newton_ends, two_basin_samples
+
 pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="certificate needs numba")
 
 # converged (m, q, Σ, Q0) of solve_state_evolution(α, n_tokens=T, reg_lambda=λ,
@@ -56,28 +58,15 @@ def test_certified_fraction_of_full_solve(T, alpha, reg_lambda, width, beta):
     assert res.certified_fraction >= 0.9999
 
 
-def _two_basin_samples(T, beta=4.0, sigma=0.5, n=400):
-    ch = SoftmaxChannel(T, beta=beta, target_beta=beta)
-    nodes = GaussianNodes(2 * ch.K, n_points=n, seed=0)
-    omega, w, _, _ = _gaussian_pair(0.6, 0.8, 1.0, nodes, ch.K)
-    return ch, omega, ch.labels(w), w
-
-
 @pytest.mark.parametrize("T", [3, 4, 6])
 def test_certificate_rejects_a_local_minimum(T):
-    ch, omega, y, w = _two_basin_samples(T)
+    ch, omega, y, w = two_basin_samples(T)
     sigma, beta = 0.5, ch.beta_
-    radius = ch._radius / beta
     rng = np.random.default_rng(0)
     found = 0
     for n in range(omega.shape[0]):
         # Newton from scattered starts: two end points with clearly different objectives
-        ends = []
-        for x0 in rng.standard_normal((12, ch.K_eff)) * 0.5:
-            x, f = _kernels._newtonT(x0, omega[n], y[n], sigma, ch.basis, ch._index,
-                                     ch._scale, beta, radius, 100)
-            ends.append((f, x))
-        ends.sort(key=lambda e: e[0])
+        ends = newton_ends(ch, omega[n], y[n], sigma, rng)
         f_low, _ = ends[0]
         f_high, x_high = ends[-1]
         if f_high < f_low + 1e-3:

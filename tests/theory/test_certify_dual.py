@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.optimize import minimize
 
 from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels
+
+from certify_samples import local_minima
 
 pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="certificate needs numba")
 
@@ -33,21 +34,6 @@ def _row_problem(seed, T, beta, sigma):
     return rng, Q, y, t0, nu, phi
 
 
-def _local_minima(rng, phi, centre, n_starts=30):
-    """Distinct local minima (value, point) of φ from BFGS runs, lowest first; only the
-    runs that end stationary to 1e-10."""
-    found = []
-    for _ in range(n_starts):
-        x0 = centre + rng.normal(size=centre.shape) * rng.uniform(0.1, 3)
-        res = minimize(phi, x0, jac=True, method="BFGS", options={"gtol": 1e-13,
-                                                                    "maxiter": 2000})
-        if np.linalg.norm(phi(res.x)[1]) > 1e-10:
-            continue
-        if all(np.linalg.norm(res.x - x) > 1e-4 for _, x in found):
-            found.append((float(res.fun), res.x))
-    return sorted(found, key=lambda m: m[0])
-
-
 @settings(max_examples=40, deadline=None)
 @given(T=st.sampled_from([3, 4, 6]), beta=st.floats(1.0, 4.0),
        log_sigma=st.floats(-1.5, 0.5), seed=st.integers(0, 2 ** 31))
@@ -59,7 +45,7 @@ def test_stationary_points_are_set_by_two_scalars(T, beta, log_sigma, seed):
     cb = t0 - 2 * sigma * nu
     kappa = 4 * sigma * beta ** 2
     b = beta * (Q @ cb)
-    for value, t in _local_minima(rng, phi, cb, n_starts=5):
+    for value, t in local_minima(rng, phi, cb, n_starts=5):
         h = beta * (Q @ t)
         s = np.exp(h - h.max())
         s /= s.sum()
@@ -103,12 +89,13 @@ def test_coordinate_set_holds_every_solution(log_kappa, yc, g_lo, log_g_width, m
 
 
 def _zero(rng, T):
-    """A zero (v, μ, g) of the stationarity system with its κ, y and b."""
+    """A zero (v, μ, g) of the stationarity system with its κ (one per coordinate, as in
+    the weighted rows of the split), y and b."""
     y = rng.dirichlet(np.ones(T) * rng.uniform(0.2, 2))
     s = rng.dirichlet(np.ones(T) * rng.uniform(0.2, 2))
     s = np.maximum(s, 1e-9)
     s /= s.sum()
-    kappa = 10 ** rng.uniform(-1, 2)
+    kappa = 10 ** rng.uniform(-1, 2) * 10 ** rng.uniform(-0.5, 0.5, T)
     g = s @ (s - y)
     mu = rng.normal() * 3
     v = np.log(s)
@@ -141,7 +128,7 @@ def test_value_floor_is_below_the_value(T, log_radius, seed):
     xc = x + rng.uniform(-1, 1, n) * r
     s, g = np.exp(x[:T]), x[T + 1]
     const = rng.normal()
-    V = kappa * np.sum((s * (s - y - g)) ** 2) + (s - y) @ (s - y) + const
+    V = kappa @ (s * (s - y - g)) ** 2 + (s - y) @ (s - y) + const
     assert _certify_dual._value_floor(xc, r, kappa, y, const) <= V
 
 
@@ -153,7 +140,7 @@ def test_row_bound_never_certifies_a_worse_local_minimum(T, beta, log_sigma, see
     # the lowest one found is never certified
     sigma = 10 ** log_sigma
     rng, Q, y, t0, nu, phi = _row_problem(seed, T, beta, sigma)
-    minima = _local_minima(rng, phi, t0 - 2 * sigma * nu)
+    minima = local_minima(rng, phi, t0 - 2 * sigma * nu)
     if not minima:
         return
     cap = _certify_rows.third_derivative_bounds(y[None, None])[0, 0]
@@ -173,7 +160,7 @@ def test_row_bound_certifies_global_minima(T):
         rng = np.random.default_rng(seed)
         beta, sigma = rng.uniform(2, 4), 10 ** rng.uniform(-0.7, 0.7)
         rng, Q, y, t0, nu, phi = _row_problem(seed, T, beta, sigma)
-        minima = _local_minima(rng, phi, t0 - 2 * sigma * nu, n_starts=20)
+        minima = local_minima(rng, phi, t0 - 2 * sigma * nu, n_starts=20)
         if not minima:
             continue
         cap = _certify_rows.third_derivative_bounds(y[None, None])[0, 0]

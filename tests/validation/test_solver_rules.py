@@ -43,6 +43,9 @@ def test_each_switch_turns_its_rule_off_and_restores_it(rules):
     with rules._switched_off("shell_starts"):
         assert SoftmaxChannel(3).shell_starts == 0
     assert SoftmaxChannel(3).shell_starts > 0
+    with rules._switched_off("split_rounds"):
+        assert SoftmaxChannel(4).split_rounds == 0
+    assert SoftmaxChannel(4).split_rounds > 0
     assert solve.handover_orthogonal_threshold(_Map(), near_clip) > 0
     with pytest.raises(ValueError, match="rule must be one of"):
         rules._switched_off("warm_start")
@@ -51,10 +54,11 @@ def test_each_switch_turns_its_rule_off_and_restores_it(rules):
 @pytest.mark.parametrize("n_tokens, applied, expected", [
     (2, {"handover_orthogonal": 0, "polish_stall_window": 0}, []),
     (2, {"handover_orthogonal": 0, "polish_stall_window": 1}, ["polish_stall_window"]),
-    (4, {"handover_orthogonal": 0, "polish_stall_window": 0}, ["shell_starts"]),
-    (6, {"handover_orthogonal": 1, "polish_stall_window": 0}, ["handover_orthogonal"]),
+    (4, {"handover_orthogonal": 0, "polish_stall_window": 0}, ["shell_starts", "split_rounds"]),
+    (6, {"handover_orthogonal": 1, "polish_stall_window": 0},
+     ["handover_orthogonal", "split_rounds"]),
     (3, {"handover_orthogonal": 1, "orthogonal_at_recovery": 1},
-     ["handover_orthogonal", "orthogonal_at_recovery", "shell_starts"]),
+     ["handover_orthogonal", "orthogonal_at_recovery", "shell_starts", "split_rounds"]),
 ])
 def test_a_point_is_rerun_only_for_the_rules_that_applied(rules, n_tokens, applied,
                                                           expected):

@@ -167,3 +167,20 @@ def test_the_recovery_table_labels_points_without_a_seed(tmp_path):
     assert "points near perfect recovery" in text and "T = 4 point 7" in text
     assert "orthogonal_at_recovery" in text and "6.4e-08" in text
     assert "shell_starts" not in text and "seed" not in text.split("*Produced")[0]
+
+
+def test_the_split_table_lists_the_points_whose_certified_fraction_moved(tmp_path):
+    rows = [{"reference_seconds": 0.07},
+            _rule_row("landed", 0, 20, 0.4, T=4, certified=0.999, applied={}),
+            _rule_row("split_rounds", 0, 20, 0.4, T=4, certified=0.98),   # moved: listed
+            _rule_row("landed", 1, 30, 0.3, T=5, applied={}),
+            _rule_row("split_rounds", 1, 30, 0.3, T=5)]                    # the same
+    meta = {"command": "python benchmarks/research/solver_rules.py --rules split_rounds "
+                       "--output solver_rules_split.jsonl", "date": "2026-12-05"}
+    (tmp_path / "solver_rules_split.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in [meta, *rows]) + "\n")
+    text = report.render("solver_rules_split.jsonl", tmp_path)
+    assert "The certificate's split search, on and off" in text
+    assert "run at 2 T ≥ 3 points, 1 differ" in text
+    assert "0.9990 / 0.9800" in text and "seed 4 point 1" not in text
+    assert "polish_stall_window" not in text               # not switched in this run

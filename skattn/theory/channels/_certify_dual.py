@@ -39,8 +39,10 @@ dimensions whatever T is.
    μ is minus a log-partition over the ball.
 
 Before the search, φ convex on the box around the ball and t* certifies at once. Where
-the search fails the sample gets more Newton starts (:func:`._proxT.proxT`); the
-soundness tests: tests/test_certify_T3.py.
+the search fails the sample gets more Newton starts (:func:`._proxT.proxT`), then unequal
+splits of the quadratic between the rows (:mod:`._certify_split`, which shares the search,
+:func:`_search`, with a κ per coordinate); the soundness tests:
+tests/theory/test_certify_T3.py, test_certify_dual.py, test_certify_split.py.
 """
 
 from __future__ import annotations
@@ -183,7 +185,8 @@ def _distance_to_zero(lo, hi):
 
 @_jit
 def _value_floor(xc, r, kappa, yrow, const):
-    """A lower bound on V (docstring 2) over the box ``xc ± r`` of (v, μ, g)."""
+    """A lower bound on V (docstring 2) over the box ``xc ± r`` of (v, μ, g); ``kappa``:
+    κ_c per coordinate (all equal in this module's row bound)."""
     T = yrow.shape[0]
     g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
     val = const
@@ -191,7 +194,7 @@ def _value_floor(xc, r, kappa, yrow, const):
         ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
         dr = _distance_to_zero(ul - yrow[c] - g_hi, uh - yrow[c] - g_lo)
         dy = _distance_to_zero(ul - yrow[c], uh - yrow[c])
-        val += kappa * ul * ul * dr * dr + dy * dy
+        val += kappa[c] * ul * ul * dr * dr + dy * dy
     # less a relative margin for the rounding of these sums
     return val * (1 - 1e-12) - 1e-15 if val > 0 else val * (1 + 1e-12) - 1e-15
 
@@ -235,21 +238,21 @@ def _invert(J, Y, work):
 @_jit
 def _jacobian_point(xc, kappa, yrow, f, ferr, J):
     """The stationarity system at the point xc of (v, μ, g): its residual ``f`` (with the
-    bound ``ferr`` of its rounding) and Jacobian ``J``."""
+    bound ``ferr`` of its rounding) and Jacobian ``J`` (``kappa``: κ_c per coordinate)."""
     T = yrow.shape[0]
     mu, g = xc[T], xc[T + 1]
     J[:, :] = 0.0
     total, q, q_abs = 0.0, 0.0, 0.0
     for c in range(T):
         u = math.exp(xc[c])
-        f[c] = xc[c] + kappa * u * (u - yrow[c] - g) - mu
-        ferr[c] = 1e-14 * (abs(xc[c]) + kappa * u * (u + abs(yrow[c] + g)) + abs(mu) + 1)
+        f[c] = xc[c] + kappa[c] * u * (u - yrow[c] - g) - mu
+        ferr[c] = 1e-14 * (abs(xc[c]) + kappa[c] * u * (u + abs(yrow[c] + g)) + abs(mu) + 1)
         total += u
         q += u * (u - yrow[c])
         q_abs += u * (u + yrow[c])
-        J[c, c] = 1 + kappa * u * (2 * u - yrow[c] - g)
+        J[c, c] = 1 + kappa[c] * u * (2 * u - yrow[c] - g)
         J[c, T] = -1.0
-        J[c, T + 1] = -kappa * u
+        J[c, T + 1] = -kappa[c] * u
         J[T, c] = u
         J[T + 1, c] = u * (2 * u - yrow[c])
     J[T + 1, T + 1] = -1.0
@@ -262,11 +265,11 @@ def _jacobian_point(xc, kappa, yrow, f, ferr, J):
 @_jit
 def _krawczyk(xc, r, kappa, yrow, b, Kc, Kr, work):
     """The Krawczyk image ``K ⊂ Kc ± Kr`` of the box ``xc ± r`` of (v, μ, g) for the
-    stationarity system ``F_c(v_c, g) − b_c − μ = 0``, ``Σ e^v = 1``, ``Σ e^v(e^v − y) =
-    g``: ``K = x̃ − Y f(x̃) + (I − Y J(X))(X − x̃)``, ``Y`` the inverse Jacobian at the
-    centre x̃ and J(X) the Jacobian's interval hull on the box. Every zero in X lies in K;
-    ``K ⊂ int X`` proves exactly one. ``work`` (≥ 7 scratch matrices of (T + 2)²); False
-    where the centre's Jacobian is singular."""
+    stationarity system ``F_c(v_c, g) − b_c − μ = 0`` (κ_c = ``kappa[c]``), ``Σ e^v =
+    1``, ``Σ e^v(e^v − y) = g``: ``K = x̃ − Y f(x̃) + (I − Y J(X))(X − x̃)``, ``Y`` the
+    inverse Jacobian at the centre x̃ and J(X) the Jacobian's interval hull on the box.
+    Every zero in X lies in K; ``K ⊂ int X`` proves exactly one. ``work`` (≥ 7 scratch
+    matrices of (T + 2)²); False where the centre's Jacobian is singular."""
     T = yrow.shape[0]
     n = T + 2
     f, ferr = work[0, 0], work[0, 1]
@@ -289,9 +292,10 @@ def _krawczyk(xc, r, kappa, yrow, b, Kc, Kr, work):
         ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
         lo = min(ul * (2 * ul - yrow[c] - g_hi), uh * (2 * ul - yrow[c] - g_hi))
         hi = max(ul * (2 * uh - yrow[c] - g_lo), uh * (2 * uh - yrow[c] - g_lo))
-        Jc[c, c] = 1 + kappa * 0.5 * (lo + hi) - J[c, c]
-        Jr[c, c] = kappa * 0.5 * (hi - lo)
-        Jc[c, T + 1], Jr[c, T + 1] = -kappa * 0.5 * (ul + uh) - J[c, T + 1], kappa * 0.5 * (uh - ul)
+        Jc[c, c] = 1 + kappa[c] * 0.5 * (lo + hi) - J[c, c]
+        Jr[c, c] = kappa[c] * 0.5 * (hi - lo)
+        Jc[c, T + 1] = -kappa[c] * 0.5 * (ul + uh) - J[c, T + 1]
+        Jr[c, T + 1] = kappa[c] * 0.5 * (uh - ul)
         Jc[T, c], Jr[T, c] = 0.5 * (ul + uh) - J[T, c], 0.5 * (uh - ul)
         lo = min(ul * (2 * ul - yrow[c]), uh * (2 * ul - yrow[c]))
         hi = max(ul * (2 * uh - yrow[c]), uh * (2 * uh - yrow[c]))
@@ -358,6 +362,32 @@ def _log_sum_exp(values):
     for v in values:
         total += math.exp(v - top)
     return top + math.log(total)
+
+
+@_jit
+def _domain(stack, mu_lo, mu_hi, b, spread, yrow, A):
+    """The first box of the search, to ``stack[0]`` (docstring 4): μ in ``[mu_lo, mu_hi]``,
+    each ``v_c = −log Σ_a exp(β(h_a − h_c))`` from the bounds ``b_a − b_c ± √(spread_a² +
+    spread_c²)`` of ``β(h_a − h_c)`` over the domain, g from those probabilities; all
+    outward by a relative 1e-12 for rounding (``A``: scratch of T)."""
+    T = yrow.shape[0]
+    stack[0, 0] = mu_lo - 1e-12 * (1 + abs(mu_lo))
+    stack[0, 1] = mu_hi + 1e-12 * (1 + abs(mu_hi))
+    g_lo, g_hi = 0.0, 0.0
+    for c in range(T):
+        for sign in (1.0, -1.0):
+            for a in range(T):
+                k = math.sqrt(spread[a] ** 2 + spread[c] ** 2)
+                A[a] = 0.0 if a == c else b[a] - b[c] + sign * k
+            v = -_log_sum_exp(A)
+            v += -1e-12 * (1 + abs(v)) if sign > 0 else 1e-12 * (1 + abs(v))
+            stack[0, (4 if sign > 0 else 5) + 2 * c] = min(v, 0.0)
+        ul, uh = math.exp(stack[0, 4 + 2 * c]), math.exp(stack[0, 5 + 2 * c])
+        um = min(max(0.5 * yrow[c], ul), uh)
+        g_lo += um * (um - yrow[c])
+        g_hi += max(ul * (ul - yrow[c]), uh * (uh - yrow[c]))
+    stack[0, 2] = g_lo - 1e-12 * (1 + abs(g_lo))
+    stack[0, 3] = g_hi + 1e-12 * (1 + abs(g_hi))
 
 
 @_jit
@@ -444,6 +474,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
         if 1 / (2 * s) + _interval_lambda(lo, hi, yrow, beta) >= 0:
             return CERTIFIED, slack, 0
     kappa = 4 * s * beta * beta
+    kap = np.full(T, kappa)          # κ_c of the shared helpers, all equal here
     hb = Q @ cb                      # h of the ball's centre
     b = beta * hb
     # the domain (docstring 4): μ minus a log-partition over the ball, each v_c from the
@@ -451,29 +482,13 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
     ncol = 4 + 2 * T
     stack = np.empty((256, ncol))
     row_norm = math.sqrt(1 - 1 / T)
-    k = math.sqrt(2.0) * beta * R
     for c in range(T):
         A[c] = b[c] + beta * R * row_norm
     mu_lo = -_log_sum_exp(A)
     for c in range(T):
         A[c] = b[c] - beta * R * row_norm
     mu_hi = -_log_sum_exp(A)
-    stack[0, 0] = mu_lo - 1e-12 * (1 + abs(mu_lo))
-    stack[0, 1] = mu_hi + 1e-12 * (1 + abs(mu_hi))
-    g_lo, g_hi = 0.0, 0.0
-    for c in range(T):
-        for sign in (1.0, -1.0):
-            for a in range(T):
-                A[a] = 0.0 if a == c else b[a] - b[c] + sign * k
-            v = -_log_sum_exp(A)
-            v += -1e-12 * (1 + abs(v)) if sign > 0 else 1e-12 * (1 + abs(v))
-            stack[0, (4 if sign > 0 else 5) + 2 * c] = min(v, 0.0)
-        ul, uh = math.exp(stack[0, 4 + 2 * c]), math.exp(stack[0, 5 + 2 * c])
-        um = min(max(0.5 * yrow[c], ul), uh)
-        g_lo += um * (um - yrow[c])
-        g_hi += max(ul * (ul - yrow[c]), uh * (uh - yrow[c]))
-    stack[0, 2] = g_lo - 1e-12 * (1 + abs(g_lo))
-    stack[0, 3] = g_hi + 1e-12 * (1 + abs(g_hi))
+    _domain(stack, mu_lo, mu_hi, b, np.full(T, beta * R), yrow, A)
     # the found point's Krawczyk box X* (docstring 3), where it is well defined
     work = np.empty((7, n, n))
     xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
@@ -489,7 +504,7 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
             mu_star += (xk[c] + kappa * A[c] * (A[c] - yrow[c] - g_star) - b[c]) / T
         xk[T], xk[T + 1] = mu_star, g_star
         dist = 2 * math.sqrt(g2) / curv0       # the exact minimiser in the convex cube
-        if dist < e and _found_point_box(xk.copy(), kappa, yrow, b, Xlo, Xhi, rk, Kc, Kr,
+        if dist < e and _found_point_box(xk.copy(), kap, yrow, b, Xlo, Xhi, rk, Kc, Kr,
                                          work) > 0:
             # its image in (v, μ, g) lies within these moves of x* (softmax Lipschitz)
             move_v, move_g = 2 * beta * dist, 4 * T * beta * dist
@@ -502,20 +517,147 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
     top = 1
     if has_box:
         top = _split_around(stack, Xlo[T], Xhi[T], Xlo[T + 1], Xhi[T + 1])
+    code, f, n_split, _ = _search(stack, top, kap, yrow, beta, b, const, target, has_box, Xlo,
+                                  Xhi, budget, False, t0, nu, Q, np.full(T, 1 / sig4))
+    if code == NONCONVEX:
+        return NONCONVEX, f_star - f, n_split
+    return code, slack, n_split
+
+
+@_jit
+def found_rows(x, omega, y, s, B, index, scale, beta):
+    """The found point's rows: H, H0 (those of ω) and the loss gradients ``L_ac =
+    ∂_c ℓ_a(H_a)``."""
+    T = y.shape[0]
+    z = omega + B @ x
+    H, H0, L = np.empty((T, T)), np.empty((T, T)), np.empty((T, T))
+    A = np.empty(T)
+    for a in range(T):
+        for c in range(T):
+            H[a, c] = z[index[a, c]] * scale[a, c]
+            H0[a, c] = omega[index[a, c]] * scale[a, c]
+    for a in range(T):
+        for c in range(T):
+            A[c] = beta * H[a, c]
+        softmax_inplace(A)
+        sbar = 0.0
+        for c in range(T):
+            sbar += (A[c] - y[a, c]) * A[c]
+        for c in range(T):
+            L[a, c] = 2 * beta * A[c] * (A[c] - y[a, c] - sbar)
+    return H, H0, L
+
+
+@_jit
+def certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol, budget):
+    """Certify ``x`` global for one T ≥ 3 sample through the row-wise dual bound.
+
+    Returns ``(code, n_split)`` (module docstring): the symmetric pre-activation is
+    relaxed to independent rows, with the antisymmetric multipliers ``ν = −(G − Gᵀ)/2``
+    of the found stationary point, and each row's problem is proved minimal at the
+    found row by :func:`_row_dual`; ``budget`` caps the box splits of all rows together.
+    """
+    T = y.shape[0]
+    d = T - 1
+    H, H0, L = found_rows(x, omega, y, s, B, index, scale, beta)
+    G = (H - H0) / (2 * s) + L
+    t_star, t0, nuQ = np.empty(d), np.empty(d), np.empty(d)
+    total, n_total = 0.0, 0
+    sqT = math.sqrt(T)
+    for a in range(T):
+        # the part along the ones: a convex quadratic, its excess at the found point exact
+        cs, c0, nc = 0.0, 0.0, 0.0
+        for c in range(T):
+            nu_c = -0.5 * (G[a, c] - G[c, a])
+            cs += H[a, c] / sqT
+            c0 += H0[a, c] / sqT
+            nc += nu_c / sqT
+        total += (cs - c0 + 2 * s * nc) ** 2 / (4 * s)
+        for i in range(d):
+            v1, v0, vn = 0.0, 0.0, 0.0
+            for c in range(T):
+                v1 += Q[c, i] * H[a, c]
+                v0 += Q[c, i] * H0[a, c]
+                vn += Q[c, i] * (-0.5 * (G[a, c] - G[c, a]))
+            t_star[i], t0[i], nuQ[i] = v1, v0, vn
+        code, slack, n_split = _row_dual(t_star, t0, nuQ, s, Q, y[a], beta, c3[a],
+                                         tol / (2 * T), budget - n_total)
+        n_total += n_split
+        if code != CERTIFIED:
+            return code, n_total
+        total += slack + tol / (2 * T)
+    if total > tol:
+        return BUDGET, n_total
+    return CERTIFIED, n_total
+
+
+@_jit
+def _weighted_value(h, centre, offset, weights, yrow, beta, A):
+    """``φ(h) = Σ_c w_c (h_c − c_c)² + offset + ‖softmax(βh) − y‖²``: the row problem in
+    all T coordinates with a weight per coordinate (:mod:`._certify_split`; A: scratch)."""
+    T = yrow.shape[0]
+    val = offset
+    for c in range(T):
+        val += weights[c] * (h[c] - centre[c]) ** 2
+        A[c] = beta * h[c]
+    softmax_inplace(A)
+    for c in range(T):
+        val += (A[c] - yrow[c]) ** 2
+    return val
+
+
+@_jit
+def _candidate_value(x, weighted, t0, nu, Q, weights, yrow, beta, point, A, grad):
+    """φ at a point of row space read off the (v, μ, g) box centre ``x``, written to
+    ``point``: the point with logits v (``weighted`` False: ``t = Qᵀv/β`` of this module's
+    row, ``weights`` all ``1/(4Σ)``), or the stationary-point map ``h_c = c_c − β r_c/w_c``
+    of the weighted row (``t0``: its centre c, ``nu[0]``: its offset; :func:`_weighted_value`).
+    ``A``, ``grad``: scratch of T and of the point's length."""
+    T = yrow.shape[0]
+    if weighted:
+        g = x[T + 1]
+        for c in range(T):
+            u = math.exp(x[c])
+            point[c] = t0[c] - beta * u * (u - yrow[c] - g) / weights[c]
+        return _weighted_value(point, t0, nu[0], weights, yrow, beta, A)
+    d = Q.shape[1]
+    for i in range(d):
+        v = 0.0
+        for c in range(T):
+            v += Q[c, i] * x[c]
+        point[i] = v / beta
+    return _phi_row(point, t0, nu, 1.0 / weights[0], Q, yrow, beta, A, grad)
+
+
+@_jit
+def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, budget,
+            weighted, t0, nu, Q, weights):
+    """The branch and bound over (μ, g) boxes of the docstring (3), from the boxes
+    ``stack[:top]`` (μ, g, then each v_c's bracket): every stationary point with V below
+    ``target`` outside the found point's box ``[Xlo, Xhi]`` (``has_box``) is ruled out.
+    Returns ``(code, f, n_split, point)``: CERTIFIED, BUDGET (more than ``budget``
+    splits), or NONCONVEX with ``point`` a point of row space below the target and ``f``
+    its value (:func:`_candidate_value`, whose arguments from ``weighted`` on these
+    are)."""
+    T = yrow.shape[0]
+    n = T + 2
+    kappa_max = np.max(kappa)
+    work = np.empty((7, n, n))
+    xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    point, A, grad = np.empty(t0.shape[0]), np.empty(T), np.empty(t0.shape[0])
     cuts = np.empty(8)
     ivs = np.empty((T, 5, 2))
     nc = np.empty(T, np.int64)
-    tc = np.empty(d)
     n_split = 0
     while top > 0:
         top -= 1
         m_lo, m_hi, g_lo, g_hi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
         n_comb = 1
-        prec_f = _ROOT_PRECISION * ((m_hi - m_lo) + kappa * (g_hi - g_lo))
+        prec_f = _ROOT_PRECISION * ((m_hi - m_lo) + kappa_max * (g_hi - g_lo))
         for c in range(T):
             a_, b_ = stack[top, 4 + 2 * c], stack[top, 5 + 2 * c]
-            eps = 1e-12 * (1 + abs(b[c] + m_lo) + abs(b[c] + m_hi) + kappa)
-            nc[c] = _coordinate_set(a_, b_, kappa, yrow[c], g_lo, g_hi, b[c] + m_lo - eps,
+            eps = 1e-12 * (1 + abs(b[c] + m_lo) + abs(b[c] + m_hi) + kappa[c])
+            nc[c] = _coordinate_set(a_, b_, kappa[c], yrow[c], g_lo, g_hi, b[c] + m_lo - eps,
                                     b[c] + m_hi + eps, prec_f + 1e-13 * (1 + abs(a_) + abs(b_)),
                                     cuts, ivs[c])
             n_comb *= nc[c]
@@ -571,14 +713,9 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
                         continue    # the found stationary point
             settled = False
             # the combination's candidate point: below the target, the certificate fails
-            for i in range(d):
-                v = 0.0
-                for c in range(T):
-                    v += Q[c, i] * xk[c]
-                tc[i] = v / beta
-            f = _phi_row(tc, t0, nu, sig4, Q, yrow, beta, A, grad)
+            f = _candidate_value(xk, weighted, t0, nu, Q, weights, yrow, beta, point, A, grad)
             if f < target:
-                return NONCONVEX, f_star - f, n_split
+                return NONCONVEX, f, n_split, point
             keep_m_lo, keep_m_hi = min(keep_m_lo, xk[T] - rk[T]), max(keep_m_hi, xk[T] + rk[T])
             keep_g_lo = min(keep_g_lo, xk[T + 1] - rk[T + 1])
             keep_g_hi = max(keep_g_hi, xk[T + 1] + rk[T + 1])
@@ -593,15 +730,15 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
         if n_split > budget or top + 2 > stack.shape[0] or (
                 m_hi - m_lo <= _MIN_WIDTH * (1 + abs(m_lo))
                 and g_hi - g_lo <= _MIN_WIDTH * (1 + abs(g_lo))):
-            return BUDGET, slack, n_split
+            return BUDGET, 0.0, n_split, point
         shrunk = m_hi - m_lo < _SHRINK * w_m or g_hi - g_lo < _SHRINK * w_g
         # F_c moves by κu_c per unit of g and by 1 per unit of μ: the dimension that moves
         # the probabilities more is halved, g weighted by κ Σu²/Σu at the brackets' middles
         u1, u2 = 0.0, 0.0
         for c in range(T):
             u = math.exp(0.5 * (ivs[c, 0, 0] + ivs[c, nc[c] - 1, 1]))
-            u1, u2 = u1 + u, u2 + u * u
-        split_mu = m_hi - m_lo >= kappa * u2 / u1 * (g_hi - g_lo)
+            u1, u2 = u1 + u, u2 + kappa[c] * u * u
+        split_mu = m_hi - m_lo >= u2 / u1 * (g_hi - g_lo)
         for child in range(1 if shrunk else 2):
             stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = m_lo, m_hi, g_lo, g_hi
             if shrunk:
@@ -614,64 +751,4 @@ def _row_dual(t_star, t0, nu, s, Q, yrow, beta, cap, tol, budget):
                 stack[top, 4 + 2 * c] = ivs[c, 0, 0]
                 stack[top, 5 + 2 * c] = ivs[c, nc[c] - 1, 1]
             top += 1
-    return CERTIFIED, slack, n_split
-
-
-@_jit
-def certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol, budget):
-    """Certify ``x`` global for one T ≥ 3 sample through the row-wise dual bound.
-
-    Returns ``(code, n_split)`` (module docstring): the symmetric pre-activation is
-    relaxed to independent rows, with the antisymmetric multipliers ``ν = −(G − Gᵀ)/2``
-    of the found stationary point, and each row's problem is proved minimal at the
-    found row by :func:`_row_dual`; ``budget`` caps the box splits of all rows together.
-    """
-    T = y.shape[0]
-    d = T - 1
-    z = omega + B @ x
-    H = np.empty((T, T))
-    H0 = np.empty((T, T))
-    G = np.empty((T, T))
-    A = np.empty(T)
-    for a in range(T):
-        for c in range(T):
-            H[a, c] = z[index[a, c]] * scale[a, c]
-            H0[a, c] = omega[index[a, c]] * scale[a, c]
-    for a in range(T):
-        for c in range(T):
-            A[c] = beta * H[a, c]
-        softmax_inplace(A)
-        sbar = 0.0
-        for c in range(T):
-            sbar += (A[c] - y[a, c]) * A[c]
-        for c in range(T):
-            G[a, c] = (H[a, c] - H0[a, c]) / (2 * s) \
-                + 2 * beta * A[c] * (A[c] - y[a, c] - sbar)
-    t_star, t0, nuQ = np.empty(d), np.empty(d), np.empty(d)
-    total, n_total = 0.0, 0
-    sqT = math.sqrt(T)
-    for a in range(T):
-        # the part along the ones: a convex quadratic, its excess at the found point exact
-        cs, c0, nc = 0.0, 0.0, 0.0
-        for c in range(T):
-            nu_c = -0.5 * (G[a, c] - G[c, a])
-            cs += H[a, c] / sqT
-            c0 += H0[a, c] / sqT
-            nc += nu_c / sqT
-        total += (cs - c0 + 2 * s * nc) ** 2 / (4 * s)
-        for i in range(d):
-            v1, v0, vn = 0.0, 0.0, 0.0
-            for c in range(T):
-                v1 += Q[c, i] * H[a, c]
-                v0 += Q[c, i] * H0[a, c]
-                vn += Q[c, i] * (-0.5 * (G[a, c] - G[c, a]))
-            t_star[i], t0[i], nuQ[i] = v1, v0, vn
-        code, slack, n_split = _row_dual(t_star, t0, nuQ, s, Q, y[a], beta, c3[a],
-                                         tol / (2 * T), budget - n_total)
-        n_total += n_split
-        if code != CERTIFIED:
-            return code, n_total
-        total += slack + tol / (2 * T)
-    if total > tol:
-        return BUDGET, n_total
-    return CERTIFIED, n_total
+    return CERTIFIED, 0.0, n_split, point

@@ -63,7 +63,7 @@ hence global.
 Where it fails, the sample gets more Newton starts (:func:`proxT`) and a second try;
 whatever remains is counted uncertified. Soundness: every step is a proved inequality;
 a non-global local minimum in the ball contradicts the strong convexity, so such a point
-is never certified (tests/test_certify_T3.py).
+is never certified (tests/theory/test_certify_T3.py).
 
 Cost (final evaluation of :func:`~skattn.theory.solve_state_evolution`, 8192 nodes):
 with the local constant of 3 the T = 5 point α = 0.3, λ = 0.05, Δ = 0.1,

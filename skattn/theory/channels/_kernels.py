@@ -60,6 +60,12 @@ def use_parallel():
     return HAVE_NUMBA and numba.get_num_threads() > 1
 
 
+def thread_count():
+    """numba's thread count here (1 without numba): the threads of the loops over samples
+    that run outside numba's own (:mod:`._certify_split`)."""
+    return numba.get_num_threads() if HAVE_NUMBA else 1
+
+
 @_jit
 def _expit(x):
     if x >= 0:

@@ -5,7 +5,9 @@ row-wise dual bound) where that fails.
 Per node: provably convex samples get one Newton run; in the fixed-point iterations
 (``trust_warm``) the others one run from the warm minimiser, uncertified; otherwise the
 warm minimiser first where it is certified global, else the multi-start on the segment
-ω → fit, its certificate, and a second round of starts where that fails.
+ω → fit, its certificate, and a second round of starts where that fails. The samples
+still uncertified then get the split search of :mod:`._certify_split` (from
+:meth:`.softmax.SoftmaxChannel._prox_compiled`: it runs a linear programme per round).
 """
 
 import math
@@ -20,8 +22,8 @@ from ._kernels import _gradhessT, _jit, _newtonT, _prange, parallel_twin
 # per-sample arithmetic as in serial (as in ._certify)
 _CHUNK = 64
 # the row-wise dual certificate runs where the convexity one fails, with at most
-# _DUAL_BUDGET box splits per sample (the timings: docs: Changelog)
-_DUAL_BUDGET = 2000
+# DUAL_BUDGET box splits per sample (the timings: docs: Changelog)
+DUAL_BUDGET = 2000
 # where the dual bound follows, the convexity certificate gets fewer splits (the rest go to
 # the dual bound, which is cheaper on them; the measurements: docs: Changelog)
 _CONVEX_BUDGET_BEFORE_DUAL = 30
@@ -63,7 +65,7 @@ def _certify_point(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, b
                              min(budget, _CONVEX_BUDGET_BEFORE_DUAL), stack)
     if code != CERTIFIED:
         code, _ = certify_dual(x, omega, y, s, B, index, scale, beta, Q, c3, tol,
-                               min(budget, _DUAL_BUDGET))
+                               min(budget, DUAL_BUDGET))
     return code
 
 

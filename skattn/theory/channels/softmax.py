@@ -6,7 +6,7 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from ..coords import _maps
-from . import _certify, _certify_rows, _kernels, _proxT
+from . import _certify, _certify_rows, _certify_split, _kernels, _proxT
 from .base import _as_sigma, _Channel
 from .prox import _newton, _Softmax2Problem, _SoftmaxProblem
 
@@ -63,9 +63,14 @@ class SoftmaxChannel(_Channel):
         starts along the axes). Where Σ is large the lower minima that the multi-start
         misses lie there (the measurements: docs: Validation report, "Solver rules, on
         and off").
+    split_rounds : int
+        T ≥ 3: the splits of the quadratic between rows that the certificate tries on a
+        sample whose equal-split bound fails (default 6, a class attribute; 0 switches
+        the split search off; :mod:`._certify_split`).
     """
 
     shell_starts = _proxT.SHELL_STARTS
+    split_rounds = _certify_split.MAX_ROUNDS
 
     def __init__(self, n_tokens, beta=1.0, target_beta=1.0, n_starts=None, max_iter=100):
         if not isinstance(n_tokens, (int, np.integer)) or isinstance(n_tokens, bool) \
@@ -305,4 +310,12 @@ class SoftmaxChannel(_Channel):
                                  _CERT_TOL, self.certify_budget,
                                  check_scalar_range(self.shell_starts, "shell_starts", low=0,
                                                     integer=True))
+            rounds = check_scalar_range(self.split_rounds, "split_rounds", low=0, integer=True)
+            todo = np.flatnonzero(~cert)
+            if self.certify_budget > 0 and rounds > 0 and todo.size:
+                # where the equal split of the row-wise bound fails, unequal ones
+                cert[todo] = _certify_split.certify_nodes(
+                    xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
+                    _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
+                    _kernels.thread_count() if threaded else 1)
         return omega + xb @ self.basis.T, fb, cert

@@ -1,0 +1,44 @@
+"""Samples shared by the tests of the T ≥ 3 certificates: local minima of a row problem by
+BFGS, quadrature nodes whose prox has two basins, and Newton end points of a node's prox."""
+
+import numpy as np
+from scipy.optimize import minimize
+
+from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels
+from skattn.theory.channels.output import _gaussian_pair
+
+
+def local_minima(rng, phi, centre, n_starts=30):
+    """Distinct local minima (value, point) of φ (value and gradient) from BFGS runs around
+    ``centre``, lowest first; only the runs that end stationary to 1e-10."""
+    found = []
+    for _ in range(n_starts):
+        x0 = centre + rng.normal(size=centre.shape) * rng.uniform(0.1, 3)
+        res = minimize(phi, x0, jac=True, method="BFGS", options={"gtol": 1e-13,
+                                                                    "maxiter": 2000})
+        if np.linalg.norm(phi(res.x)[1]) > 1e-10:
+            continue
+        if all(np.linalg.norm(res.x - x) > 1e-4 for _, x in found):
+            found.append((float(res.fun), res.x))
+    return sorted(found, key=lambda m: m[0])
+
+
+def two_basin_samples(T, beta=4.0, n=400):
+    """``(channel, omega, y, w)`` at n nodes of (m, q, Q0) = (0.6, 0.8, 1.0), β = 4: many
+    of their prox problems at Σ = 0.5 have two local minima."""
+    ch = SoftmaxChannel(T, beta=beta, target_beta=beta)
+    nodes = GaussianNodes(2 * ch.K, n_points=n, seed=0)
+    omega, w, _, _ = _gaussian_pair(0.6, 0.8, 1.0, nodes, ch.K)
+    return ch, omega, ch.labels(w), w
+
+
+def newton_ends(channel, omega, y, sigma, rng, n_starts=12):
+    """``(objective, x)`` of Newton runs on one node's prox from scattered starts, lowest
+    first."""
+    beta = channel.beta_
+    ends = []
+    for x0 in rng.standard_normal((n_starts, channel.K_eff)) * 0.5:
+        x, f = _kernels._newtonT(x0, omega, y, sigma, channel.basis, channel._index,
+                                 channel._scale, beta, channel._radius / beta, 100)
+        ends.append((f, x))
+    return sorted(ends, key=lambda e: e[0])
