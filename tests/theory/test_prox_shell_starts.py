@@ -86,11 +86,12 @@ def test_shell_starts_is_the_number_of_starts_around_the_found_minimiser():
     assert np.sum(f_shell < f_axes - 1e-9) >= 3
 
 
+@pytest.mark.parametrize("name", ["shell_starts", "split_rounds"])
 @pytest.mark.parametrize("bad, error", [(-1, ValueError), (2.5, TypeError)])
-def test_a_bad_shell_start_count_is_refused_by_name(bad, error):
+def test_a_bad_start_or_round_count_is_refused_by_name(name, bad, error):
     channel = SoftmaxChannel(3, beta=4.0, target_beta=4.0)
     nodes = GaussianNodes(2 * channel.K, n_points=8, seed=0)
     omega, w, _, _ = _gaussian_pair(1.0, 2.0, 1.0, nodes, channel.K)
-    channel.shell_starts = bad
-    with pytest.raises(error, match="shell_starts"):
+    setattr(channel, name, bad)
+    with pytest.raises(error, match=name):
         channel._prox(channel.labels(w), omega, np.full(8, 5.0), w)

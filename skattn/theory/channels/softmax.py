@@ -311,9 +311,10 @@ class SoftmaxChannel(_Channel):
                                  check_scalar_range(self.shell_starts, "shell_starts", low=0,
                                                     integer=True))
             rounds = check_scalar_range(self.split_rounds, "split_rounds", low=0, integer=True)
-            todo = np.flatnonzero(~cert)
-            if self.certify_budget > 0 and rounds > 0 and todo.size:
-                # where the equal split of the row-wise bound fails, unequal ones
+            # where the equal split of the row-wise bound fails, unequal ones (not in the
+            # uncertified evaluations of the fixed-point iterations: budget 0)
+            todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
+            if len(todo):
                 cert[todo] = _certify_split.certify_nodes(
                     xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
                     _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
