@@ -43,18 +43,29 @@ def test_certified_fraction_at_fixed_points(beta, m, q, sigma):
         assert warm[key] == pytest.approx(cold[key], rel=1e-9)
 
 
+def _unit_disc(n_side):
+    """The points of an ``n_side²`` grid over [−1, 1]² that lie in the unit disc."""
+    g = np.linspace(-1.0, 1.0, n_side)
+    unit = np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2)
+    return unit[np.sum(unit ** 2, axis=1) <= 1]
+
+
 def _objective(prob, n, x):
     return prob.value(np.full(x.shape[0], n), x)
 
 
+def _solved(beta, m, q, sigma, n, seed=0):
+    """The certified prox of ``n`` samples at Σ = sigma: ``(channel, problem, x, F,
+    certified)``, x in the coordinates of the problem."""
+    ch, _, omega, y, w = _samples(beta, m, q, n=n, seed=seed)
+    sig = np.full(omega.shape[0], sigma)
+    z, f, cert = ch._prox(y, omega, sig, w)
+    return ch, _Softmax2Problem(ch, y, omega, sig), (z - omega) @ ch.basis, f, cert
+
+
 def test_certificate_rejects_a_local_minimum():
     beta, sigma = 4.0, 0.3      # a small m: ω far from the label's well, several minima
-    ch, _, omega, y, w = _samples(beta, 0.1, 1.0, n=512)
-    N = omega.shape[0]
-    sig = np.full(N, sigma)
-    prob = _Softmax2Problem(ch, y, omega, sig)
-    z, f, cert = ch._prox(y, omega, sig, w)
-    x_best = (z - omega) @ ch.basis
+    ch, prob, x_best, f, cert = _solved(beta, 0.1, 1.0, sigma, 512)
     stack = np.empty((4096, 3))
     radius = ch._radius / beta
     found = 0
@@ -73,8 +84,8 @@ def test_certificate_rejects_a_local_minimum():
                 assert _objective(prob, n, np.array([[c0, c1]]))[0] < fl
                 # Newton from the better points it returns reaches the global minimum
                 ok, _, _, f2 = _certify._certify2(x0, x1, fl, prob.a0[n], prob.p[n],
-                                                  prob.r[n], sigma, prob.D, beta, radius, 100,
-                                                  1e-9, 2000, stack)
+                                                  prob.r[n], sigma, prob.D, prob.P, beta,
+                                                  radius, 100, 1e-9, 2000, stack)
                 assert ok and f2 <= f[n] + 1e-9
                 found += 1
                 break
@@ -96,14 +107,8 @@ def test_certificate_rejects_a_local_minimum():
 def test_certified_minimiser_beats_a_dense_grid(beta, log_sigma, seed):
     """Certified samples: no point of a dense grid over the ball is lower than F(z*)."""
     sigma = float(np.exp(log_sigma))
-    ch, _, omega, y, w = _samples(beta, 0.5, 0.7, n=32, seed=seed)
-    N = omega.shape[0]
-    sig = np.full(N, sigma)
-    z, f, cert = ch._prox(y, omega, sig, w)
-    prob = _Softmax2Problem(ch, y, omega, sig)
-    g = np.linspace(-1.0, 1.0, 161)
-    unit = np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2)
-    unit = unit[np.sum(unit ** 2, axis=1) <= 1]
+    ch, prob, _, f, cert = _solved(beta, 0.5, 0.7, sigma, 32, seed=seed)
+    unit = _unit_disc(161)
     for n in np.flatnonzero(cert):
         pts = unit * np.sqrt(2 * sigma * f[n])
         assert np.min(_objective(prob, n, pts)) >= f[n] - 1e-9
@@ -158,3 +163,60 @@ def test_cube_curvature_bound_holds_inside_the_cube(beta, log_sigma, seed, log_w
                                + 2 * (2 * sg - cc) * sg * (1 - sg) * (1 - 2 * sg))
             H = np.eye(2) / sigma + prob.D.T @ np.diag(lpp) @ prob.D
             assert np.linalg.eigvalsh(H)[0] >= bound - 1e-9
+
+
+def _local_minima2(prob, n, sigma, f_best, beta, radius, n_starts=16):
+    """Newton end points of sample n from starts on circles inside the ball of the global
+    minimisers: ``(x0, x1, F)`` rows."""
+    rad = np.sqrt(2 * sigma * f_best)
+    out = []
+    for scale in (0.3, 0.7, 1.0):
+        for th in np.linspace(0.0, 2 * np.pi, n_starts, endpoint=False):
+            out.append(_kernels._newton2(scale * rad * np.cos(th), scale * rad * np.sin(th),
+                                         prob.a0[n], prob.p[n], prob.r[n], sigma, prob.D,
+                                         beta, radius, 100))
+    return np.array(out)
+
+
+@settings(max_examples=12, deadline=None)
+@given(beta=st.floats(1.0, 4.0), log_sigma=st.floats(-1.5, 2.5), seed=st.integers(0, 99))
+def test_separable_bound_certifies_no_worse_minimum(beta, log_sigma, seed):
+    """The separable bound never certifies a local minimum that another Newton run beats,
+    and where it certifies the global one no point of a dense grid is lower."""
+    sigma = float(np.exp(log_sigma))
+    ch, prob, _, f, _ = _solved(beta, 0.1, 1.0, sigma, 24, seed=seed)
+    N = f.shape[0]
+    radius = ch._radius / beta
+    stack = np.empty((4096, 3))
+    unit = _unit_disc(121)
+    for n in range(N):
+        ends = _local_minima2(prob, n, sigma, f[n], beta, radius)
+        lowest = ends[:, 2].min()
+        for x0, x1, fl in ends:
+            ok = _certify.certify_separable(x0, x1, prob.a0[n], prob.p[n], prob.r[n], sigma,
+                                            prob.D, prob.P, beta, 1e-9, 64, stack)
+            if fl > lowest + 1e-6:
+                assert not ok
+            elif ok:
+                pts = unit * np.sqrt(2 * sigma * fl)
+                assert np.min(_objective(prob, n, pts)) >= fl - 1e-9
+
+
+def test_separable_bound_takes_most_samples():
+    """At a fixed point with a large Σ (no sample provably convex) the separable bound
+    certifies most minimisers by itself, the ball's branch and bound certifies each of them
+    too, and the certified prox counts them all."""
+    beta, m, q, sigma = FIXED_POINTS[1]
+    ch, prob, x, f, cert = _solved(beta, m, q, sigma, 1024)
+    N = x.shape[0]
+    stack = np.empty((4096, 3))
+    sep = np.array([_certify.certify_separable(x[n, 0], x[n, 1], prob.a0[n], prob.p[n],
+                                               prob.r[n], sigma, prob.D, prob.P, beta, 1e-9,
+                                               64, stack) for n in range(N)])
+    assert not np.any(prob.convex())
+    assert sep.mean() > 0.9
+    codes = np.array([_certify.bnb2(x[n, 0], x[n, 1], f[n], prob.a0[n], prob.p[n], prob.r[n],
+                                    sigma, prob.D, beta, 1e-9, 2000, stack)[0]
+                      for n in np.flatnonzero(sep)])
+    assert np.all(codes == _certify.CERTIFIED)
+    assert np.array_equal(cert, sep | cert)

@@ -13,7 +13,9 @@ covering that ball proves ``F ≥ F_best − tol`` on all of it:
 * cubes outside the ball are dropped.
 
 A cube centre below ``F_best − tol`` is returned as a start for Newton (the minimiser was
-not global). Curvature bounds, in the row differences ``a_i = a0_i + D_i·x`` of
+not global). Before it, :func:`certify_separable` tries a cheaper proof that takes most
+samples: F bounded below by two 1-D functions of the row differences, equal to it at the
+found point, each proved minimal there by bisection (docs: Theory). Curvature bounds, in the row differences ``a_i = a0_i + D_i·x`` of
 :class:`.prox._Softmax2Problem`: on a cube of half-width w, ``a_i`` moves by at most
 ``‖D_i‖₁ w``, so ``σ = sigmoid(β a_i)`` stays in an interval, and ``ℓ_i''/β²`` is the
 quartic ``12σ⁴ − (20 + 4c)σ³ + (8 + 6c)σ² − 2cσ``, ``c = 1 + p_i − r_i``, whose minimum
@@ -202,10 +204,127 @@ def bnb2(x0, x1, f_best, a0, p, r, s, D, beta, tol, budget, stack):
     return CERTIFIED, x0, x1, n_split
 
 
+# --------------------------------------------------- T = 2: the separable (row) bound
+# interval splits of each row's 1-D search before the separable bound gives up (the
+# branch and bound over the ball, bnb2, then takes the sample)
+_SEPARABLE_BUDGET = 64
+
+
+@_jit
+def _row_value(u, A, Bc, a0, p, r, beta):
+    """``φ(u) = A u² + B u + ℓ(a0 + u)``, ℓ the T = 2 row loss."""
+    s1, s0 = _expit_pair(beta * (a0 + u))
+    return A * u * u + Bc * u + (s1 - p) ** 2 + (s0 - r) ** 2
+
+
+@_jit
+def _row_interval_floor(A, Bc, a0, p, r, beta, lo, hi):
+    """A lower bound on φ over ``[lo, hi]``: the exact least values of the quadratic and of
+    ℓ there (a convex quadratic in the monotone ``σ(β(a0 + u))``), less a rounding margin."""
+    um = min(max(-Bc / (2 * A), lo), hi)
+    quad = A * um * um + Bc * um
+    s_lo, s_hi = _expit(beta * (a0 + lo)), _expit(beta * (a0 + hi))
+    sg = min(max(0.5 * (1 + p - r), s_lo), s_hi)
+    loss = (sg - p) ** 2 + (1 - sg - r) ** 2
+    return quad + loss - 1e-13 * (abs(A * um * um) + abs(Bc * um) + loss + 1e-3)
+
+
+@_jit
+def _row_certify(ustar, A, Bc, a0, p, r, beta, tol, budget, stack):
+    """Prove ``φ(u) ≥ φ(u*) − tol`` for every real u (φ of :func:`_row_value`, A > 0).
+
+    φ < φ(u*) − tol needs ``A u² + B u`` below it (ℓ ≥ 0): a bounded interval. Around u*
+    the largest interval on which ``φ'' = 2A + ℓ''`` is provably positive (ℓ''/β² ≥
+    :func:`_hmin2` over the σ interval) holds ``φ ≥ φ(u*) − |φ'(u*)| e``, kept ≤ tol/2; the
+    rest is searched by bisection with :func:`_row_interval_floor`.
+    """
+    f_star = _row_value(ustar, A, Bc, a0, p, r, beta)
+    target = f_star - tol
+    disc = Bc * Bc + 4 * A * target
+    if disc <= 0:
+        return True
+    sq = math.sqrt(disc)
+    u_lo, u_hi = (-Bc - sq) / (2 * A), (-Bc + sq) / (2 * A)
+    pad = 1e-9 * (abs(u_lo) + abs(u_hi) + 1)
+    u_lo, u_hi = u_lo - pad, u_hi + pad
+    s1, s0 = _expit_pair(beta * (a0 + ustar))
+    grad = 2 * A * ustar + Bc + beta * s1 * s0 * (2 * (s1 - p) - 2 * (s0 - r))
+    c = 1 + p - r
+    reach = max(u_hi - ustar, ustar - u_lo, 0.0)
+    e = 0.0
+    if 2 * A + beta * beta * min(0.0, _hmin2(c, _expit(beta * (a0 + ustar - reach)),
+                                             _expit(beta * (a0 + ustar + reach)))) > 0:
+        e = reach
+    elif 2 * A + beta * beta * min(0.0, _hmin2(c, s1, s1)) > 0:
+        lo_e, hi_e = 0.0, reach
+        for _ in range(12):
+            mid = 0.5 * (lo_e + hi_e)
+            if 2 * A + beta * beta * min(0.0, _hmin2(c, _expit(beta * (a0 + ustar - mid)),
+                                                     _expit(beta * (a0 + ustar + mid)))) > 0:
+                lo_e = mid
+            else:
+                hi_e = mid
+        e = lo_e
+    # on the convex interval φ ≥ φ(u*) + φ'(u*)(u − u*) ≥ φ(u*) − |φ'(u*)| e
+    if abs(grad) * e > 0.5 * tol:
+        e = 0.5 * tol / abs(grad)
+    top = 0
+    if u_lo < ustar - e:
+        stack[top, 0], stack[top, 1] = u_lo, ustar - e
+        top += 1
+    if ustar + e < u_hi:
+        stack[top, 0], stack[top, 1] = ustar + e, u_hi
+        top += 1
+    n_split = 0
+    while top > 0:
+        top -= 1
+        lo, hi = stack[top, 0], stack[top, 1]
+        if _row_interval_floor(A, Bc, a0, p, r, beta, lo, hi) >= target:
+            continue
+        mid = 0.5 * (lo + hi)
+        if _row_value(mid, A, Bc, a0, p, r, beta) < target:
+            return False     # a lower point: the ball's branch and bound takes over
+        n_split += 1
+        if n_split > budget or top + 2 > stack.shape[0]:
+            return False
+        stack[top, 0], stack[top, 1] = lo, mid
+        stack[top + 1, 0], stack[top + 1, 1] = mid, hi
+        top += 2
+    return True
+
+
+@_jit
+def certify_separable(x0, x1, a0, p, r, s, D, P, beta, tol, budget, stack):
+    """Certify ``(x0, x1)`` global through a separable lower bound of F (True: proved).
+
+    In the row differences ``d = D x`` (``‖x‖² = dᵀPd``) the loss is separable. With
+    ``δ = λ_min(P)`` (less a relative 1e-9) and ``R = P − δI ⪰ 0``, convexity of ``dᵀRd``
+    gives ``dᵀPd ≥ δ‖d‖² + 2d*ᵀRd − d*ᵀRd*``, with equality at the found ``d*``, so
+    ``F(d) ≥ Σ_i φ_i(d_i) − d*ᵀRd*/(2Σ)``, ``φ_i(u) = δu²/(2Σ) + (Rd*)_i u/Σ +
+    ℓ_i(a0_i + u)``, equal to F at d*. Each φ_i proved minimal at ``d*_i`` to within
+    ``tol/2`` (:func:`_row_certify`, 1-D) proves ``F ≥ F(x) − tol`` on the plane.
+    """
+    p01 = 0.5 * (P[0, 1] + P[1, 0])
+    half_gap = math.sqrt(0.25 * (P[0, 0] - P[1, 1]) ** 2 + p01 * p01)
+    delta = (0.5 * (P[0, 0] + P[1, 1]) - half_gap) * (1 - 1e-9)
+    if not delta > 0:
+        return False
+    d0 = D[0, 0] * x0 + D[0, 1] * x1
+    d1 = D[1, 0] * x0 + D[1, 1] * x1
+    A = delta / (2 * s)
+    b0 = ((P[0, 0] - delta) * d0 + p01 * d1) / s
+    b1 = (p01 * d0 + (P[1, 1] - delta) * d1) / s
+    return (_row_certify(d0, A, b0, a0[0], p[0], r[0], beta, 0.5 * tol, budget, stack)
+            and _row_certify(d1, A, b1, a0[1], p[1], r[1], beta, 0.5 * tol, budget, stack))
+
+
 # ----------------------------------------------------------------------- the drivers
 @_jit
-def _certify2(x0, x1, f, a0, p, r, s, D, beta, radius, max_iter, tol, budget, stack):
-    """Certify ``(x0, x1)``; Newton from any better cube centre, up to 4 times."""
+def _certify2(x0, x1, f, a0, p, r, s, D, P, beta, radius, max_iter, tol, budget, stack):
+    """Certify ``(x0, x1)``: the separable bound first, then the branch and bound over the
+    ball, with Newton from any better cube centre, up to 4 times."""
+    if certify_separable(x0, x1, a0, p, r, s, D, P, beta, tol, _SEPARABLE_BUDGET, stack):
+        return True, x0, x1, f
     for _ in range(4):
         code, c0, c1, _n = bnb2(x0, x1, f, a0, p, r, s, D, beta, tol, budget,
                                 stack)
@@ -247,7 +366,7 @@ def _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use
     if has_warm and budget > 0:
         y0, y1, f = _newton2(warm[n, 0], warm[n, 1], a0[n], p[n], r[n], s, D, beta,
                              radius, max_iter)
-        ok, y0, y1, f = _certify2(y0, y1, f, a0[n], p[n], r[n], s, D, beta, radius,
+        ok, y0, y1, f = _certify2(y0, y1, f, a0[n], p[n], r[n], s, D, P, beta, radius,
                                   max_iter, tol, budget, stack)
         if ok:
             xb[n, 0], xb[n, 1], fb[n], cert[n] = y0, y1, f, True
@@ -269,8 +388,8 @@ def _prox2_sample(n, a0, p, r, sigma, D, Dinv, P, beta, x_fit, convex, warm, use
             best, b0, b1 = f, y0, y1
     ok = False
     if budget > 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
-        ok, b0, b1, best = _certify2(b0, b1, best, a0[n], p[n], r[n], s, D, beta, radius,
-                                     max_iter, tol, budget, stack)
+        ok, b0, b1, best = _certify2(b0, b1, best, a0[n], p[n], r[n], s, D, P, beta,
+                                     radius, max_iter, tol, budget, stack)
     xb[n, 0], xb[n, 1], fb[n], cert[n] = b0, b1, best, ok
 
 
