@@ -230,6 +230,14 @@ def _row_interval_floor(A, Bc, a0, p, r, beta, lo, hi):
 
 
 @_jit
+def _row_curvature(e, ustar, A, a0, p, r, beta):
+    """A lower bound on ``φ'' = 2A + ℓ''`` over ``[u* − e, u* + e]`` (ℓ''/β² ≥
+    :func:`_hmin2` over the σ interval)."""
+    lo, hi = _expit(beta * (a0 + ustar - e)), _expit(beta * (a0 + ustar + e))
+    return 2 * A + beta * beta * min(0.0, _hmin2(1 + p - r, lo, hi))
+
+
+@_jit
 def _row_certify(ustar, A, Bc, a0, p, r, beta, tol, budget, stack):
     """Prove ``φ(u) ≥ φ(u*) − tol`` for every real u (φ of :func:`_row_value`, A > 0).
 
@@ -238,7 +246,8 @@ def _row_certify(ustar, A, Bc, a0, p, r, beta, tol, budget, stack):
     :func:`_hmin2` over the σ interval) holds ``φ ≥ φ(u*) − |φ'(u*)| e``, kept ≤ tol/2; the
     rest is searched by bisection with :func:`_row_interval_floor`.
     """
-    f_star = _row_value(ustar, A, Bc, a0, p, r, beta)
+    s1, s0 = _expit_pair(beta * (a0 + ustar))     # φ(u*) and φ'(u*) from one exponential
+    f_star = A * ustar * ustar + Bc * ustar + (s1 - p) ** 2 + (s0 - r) ** 2
     target = f_star - tol
     disc = Bc * Bc + 4 * A * target
     if disc <= 0:
@@ -247,20 +256,16 @@ def _row_certify(ustar, A, Bc, a0, p, r, beta, tol, budget, stack):
     u_lo, u_hi = (-Bc - sq) / (2 * A), (-Bc + sq) / (2 * A)
     pad = 1e-9 * (abs(u_lo) + abs(u_hi) + 1)
     u_lo, u_hi = u_lo - pad, u_hi + pad
-    s1, s0 = _expit_pair(beta * (a0 + ustar))
     grad = 2 * A * ustar + Bc + beta * s1 * s0 * (2 * (s1 - p) - 2 * (s0 - r))
-    c = 1 + p - r
     reach = max(u_hi - ustar, ustar - u_lo, 0.0)
     e = 0.0
-    if 2 * A + beta * beta * min(0.0, _hmin2(c, _expit(beta * (a0 + ustar - reach)),
-                                             _expit(beta * (a0 + ustar + reach)))) > 0:
+    if _row_curvature(reach, ustar, A, a0, p, r, beta) > 0:
         e = reach
-    elif 2 * A + beta * beta * min(0.0, _hmin2(c, s1, s1)) > 0:
+    elif _row_curvature(0.0, ustar, A, a0, p, r, beta) > 0:
         lo_e, hi_e = 0.0, reach
         for _ in range(12):
             mid = 0.5 * (lo_e + hi_e)
-            if 2 * A + beta * beta * min(0.0, _hmin2(c, _expit(beta * (a0 + ustar - mid)),
-                                                     _expit(beta * (a0 + ustar + mid)))) > 0:
+            if _row_curvature(mid, ustar, A, a0, p, r, beta) > 0:
                 lo_e = mid
             else:
                 hi_e = mid
