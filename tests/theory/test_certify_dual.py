@@ -103,31 +103,65 @@ def _zero(rng, T):
     return np.concatenate([v, [mu, g]]), kappa, y, b
 
 
+def _box_around_zero(seed, T, log_radius):
+    """A zero of :func:`_zero` and a random box ``xc ± r`` that holds it."""
+    rng = np.random.default_rng(seed)
+    x, kappa, y, b = _zero(rng, T)
+    r = 10 ** log_radius * rng.uniform(0.1, 1, T + 2) * (1 + np.abs(x))
+    xc = x + rng.uniform(-1, 1, T + 2) * r
+    return x, kappa, y, b, xc, r
+
+
 @settings(max_examples=300, deadline=None)
 @given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0), seed=st.integers(0, 2 ** 31))
 def test_krawczyk_image_holds_the_zero(T, log_radius, seed):
     # every zero in the box lies in its Krawczyk image; so an image disjoint from the box
     # proves there is none
-    rng = np.random.default_rng(seed)
-    x, kappa, y, b = _zero(rng, T)
+    x, kappa, y, b, xc, r = _box_around_zero(seed, T, log_radius)
     n = T + 2
-    r = 10 ** log_radius * rng.uniform(0.1, 1, n) * (1 + np.abs(x))
-    xc = x + rng.uniform(-1, 1, n) * r
     Kc, Kr = np.empty(n), np.empty(n)
     if _certify_dual._krawczyk(xc, r, kappa, y, b, Kc, Kr, np.empty((7, n, n))):
         assert np.all(np.abs(x - Kc) <= Kr)
 
 
 @settings(max_examples=300, deadline=None)
+@given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0.5),
+       seed=st.integers(0, 2 ** 31))
+def test_contraction_keeps_the_zero_and_shrinks_the_box(T, log_radius, seed):
+    # hull consistency of Σ e^v = 1 and g = Σ e^v(e^v − y): a box holding a zero keeps
+    # it, and what comes back lies inside the box
+    x, _, y, _, xc, r = _box_around_zero(seed, T, log_radius)
+    xk, rk = xc.copy(), r.copy()
+    assert _certify_dual._contract(xk, rk, y, 1e-12 * T)
+    assert np.all(np.abs(x - xk) <= rk * (1 + 1e-12) + 1e-15)
+    assert np.all(xk - rk >= xc - r - 1e-12 * (1 + np.abs(xc)))
+    assert np.all(xk + rk <= xc + r + 1e-12 * (1 + np.abs(xc)))
+
+
+@pytest.mark.parametrize("T", [3, 4, 6])
+def test_contraction_empties_a_box_without_a_zero(T):
+    # probabilities that cannot sum to one, and a g range that misses every Σ u(u − y)
+    y = np.full(T, 1 / T)
+    n = T + 2
+    low = np.concatenate([np.full(T, math.log(0.5 / T)), [0.0, 0.0]])
+    assert not _certify_dual._contract(low, np.full(n, 1e-3), y, 1e-12 * T)
+    xk = np.concatenate([np.full(T, math.log(1 / T)), [0.0, 5.0]])
+    assert not _certify_dual._contract(xk, np.full(n, 1e-3), y, 1e-12 * T)
+    # one wide coordinate next to narrow ones that sum to 1/2: it shrinks around 1/2, and
+    # g to the range of Σ u(u − y) there
+    xk = np.concatenate([[math.log(0.1)], np.full(T - 1, math.log(0.5 / (T - 1))), [0, 0]])
+    rk = np.concatenate([[2.3], np.full(T - 1, 1e-3), [0, 1]])
+    assert _certify_dual._contract(xk, rk, y, 1e-12 * T)
+    assert abs(xk[0] - math.log(0.5)) <= rk[0] < 0.01
+    assert rk[T + 1] < 0.01
+
+
+@settings(max_examples=300, deadline=None)
 @given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0), seed=st.integers(0, 2 ** 31))
 def test_value_floor_is_below_the_value(T, log_radius, seed):
-    rng = np.random.default_rng(seed)
-    x, kappa, y, _ = _zero(rng, T)
-    n = T + 2
-    r = 10 ** log_radius * rng.uniform(0.1, 1, n) * (1 + np.abs(x))
-    xc = x + rng.uniform(-1, 1, n) * r
+    x, kappa, y, _, xc, r = _box_around_zero(seed, T, log_radius)
     s, g = np.exp(x[:T]), x[T + 1]
-    const = rng.normal()
+    const = np.random.default_rng(seed + 1).normal()
     V = kappa @ (s * (s - y - g)) ** 2 + (s - y) @ (s - y) + const
     assert _certify_dual._value_floor(xc, r, kappa, y, const) <= V
 

@@ -148,6 +148,35 @@ def test_warm_iterations_at_every_beta_certified_polish_up_to_the_edge(beta, pol
         assert n_certified == 1 and fine[-1][2]      # the last evaluation, once
 
 
+@pytest.mark.parametrize("n_tokens", [2, 3])
+def test_certified_evaluation_starts_from_the_remembered_minimisers(n_tokens, monkeypatch):
+    # above the edge the fixed point is certified once, in an evaluation of its own: it
+    # too starts each node from the remembered z* (kept where certified global), and its
+    # values are those of the cold multi-start evaluation at the same state
+    from skattn.theory.core import fixed_point_map as fpm
+    certified = []
+    output_side = fpm.output_side
+
+    def record(channel, **kwargs):
+        out = output_side(channel, **kwargs)
+        if channel.certify_budget > 0:
+            certified.append((channel, kwargs, out))
+        return out
+
+    monkeypatch.setattr(fpm, "output_side", record)
+    res = solve_state_evolution(0.3, n_tokens=n_tokens, reg_lambda=0.05, noise=0.1, beta=3.5,
+                                target_beta=3.5, target=WishartTarget(0.5),
+                                options={"n_nodes": 4096})
+    assert res.converged and res.certified_fraction >= 0.999
+    assert len(certified) == 1
+    channel, kwargs, out = certified[0]
+    assert kwargs["warm_start"] and not kwargs["trust_warm"]
+    cold = output_side(channel, **dict(kwargs, warm_start=False))
+    assert cold.certified_fraction == out.certified_fraction
+    for key in ("m_hat", "q_hat", "sigma_hat", "train_error"):
+        assert getattr(out, key) == pytest.approx(getattr(cold, key), rel=1e-9), key
+
+
 @pytest.mark.parametrize("n_tokens, beta, near, method, warm", [
     (2, 2.5, False, "anderson", True), (2, 3.5, False, "anderson", False),
     (2, 3.5, True, "anderson", True), (2, 3.5, False, "hybrid", True),

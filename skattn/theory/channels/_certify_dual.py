@@ -22,12 +22,13 @@ dimensions whatever T is.
    in ``S_c = {v : F_c(v, g_hi) ≤ b_c + μ_hi, F_c(v, g_lo) ≥ b_c + μ_lo}``. ``∂_v F_c = 1 +
    κu(2u − y_c − g)`` (``u = e^v``) has at most two zeros per g, so between the critical
    points of both ends F is monotone and S_c is a union of at most five intervals, each
-   enclosed outward by bisection (:func:`_coordinate_set`). For each combination of them:
-   dropped if ``Σ e^v`` cannot be 1, if the range of ``Σ u(u − y)`` misses the box's g, or
-   if the least V on it is above the target; otherwise the Krawczyk operator K of the
-   (T + 2)-dimensional system (unknowns v, μ, g) over the combination's box X
-   (:func:`_krawczyk`): ``K ∩ X = ∅`` drops it (no stationary point), ``K ⊂ int X`` proves
-   exactly one, and V is bounded on ``K ∩ X``. The found stationary point is covered by its
+   enclosed outward by bisection (:func:`_coordinate_set`). Each combination of them is
+   contracted by the two equations without μ (:func:`_contract`: each ``u_c`` within one
+   less the others' sums, then g within the range of ``Σ u(u − y)``), and dropped where
+   that empties it or where the least V on it is above the target; otherwise the Krawczyk
+   operator K of the (T + 2)-dimensional system (unknowns v, μ, g) over the combination's
+   box X (:func:`_krawczyk`): ``K ∩ X = ∅`` drops it (no stationary point), ``K ⊂ int X``
+   proves exactly one, and V is bounded on ``K ∩ X``. The found stationary point is covered by its
    own Krawczyk box X*, the largest around ``(log s*, μ*, g*)`` that proves one zero
    (:func:`_found_point_box`): the exact minimiser of φ in the strongly convex cube around
    t* (radius ``e`` of the convexity bound, within ``2|∇φ(t*)|/curv`` of t*) is that zero,
@@ -197,6 +198,54 @@ def _value_floor(xc, r, kappa, yrow, const):
         val += kappa[c] * ul * ul * dr * dr + dy * dy
     # less a relative margin for the rounding of these sums
     return val * (1 - 1e-12) - 1e-15 if val > 0 else val * (1 + 1e-12) - 1e-15
+
+
+@_jit
+def _contract(xk, rk, yrow, margin):
+    """Hull consistency of a combination's box ``xk ± rk`` of (v, μ, g), in place: each
+    ``u_c = e^{v_c}`` within one less the others' least and greatest sums (``Σ u = 1``),
+    then g within the range of ``Σ u(u − y)`` on what is left; False where the box empties
+    (no stationary point in it). ``margin``: the absolute slack of both equations."""
+    T = yrow.shape[0]
+    ul, uh = np.empty(T), np.empty(T)
+    total_lo = 0.0
+    for c in range(T):
+        ul[c], uh[c] = math.exp(xk[c] - rk[c]), math.exp(xk[c] + rk[c])
+        total_lo += ul[c]
+    if total_lo > 1 + margin:
+        return False
+    q_lo, q_hi = 0.0, 0.0
+    for c in range(T):
+        # the others' sums term by term (not the total less u_c: a huge u_c would cancel
+        # them), each off by at most T ulps of itself
+        others_lo, others_hi = 0.0, 0.0
+        for a in range(T):
+            if a != c:
+                others_lo += ul[a]
+                others_hi += uh[a]
+        cap_lo = 1 - others_hi * (1 + 1e-12) - margin
+        cap_hi = 1 - others_lo * (1 - 1e-12) + margin
+        lo_v, hi_v = xk[c] - rk[c], xk[c] + rk[c]
+        if cap_hi <= 0 or cap_hi < ul[c] or cap_lo > uh[c]:
+            return False
+        if cap_lo > ul[c]:
+            lo_v = max(lo_v, math.log(cap_lo) - 1e-13 * (1 + abs(lo_v)))
+        if cap_hi < uh[c]:
+            hi_v = min(hi_v, math.log(cap_hi) + 1e-13 * (1 + abs(hi_v)))
+        if lo_v > hi_v:
+            return False
+        xk[c], rk[c] = 0.5 * (lo_v + hi_v), 0.5 * (hi_v - lo_v)
+        u_lo, u_hi = math.exp(lo_v), math.exp(hi_v)
+        um = min(max(0.5 * yrow[c], u_lo), u_hi)
+        q_lo += um * (um - yrow[c])
+        q_hi += max(u_lo * (u_lo - yrow[c]), u_hi * (u_hi - yrow[c]))
+    # every u is at most 1 + margin here, so each term of q is O(1)
+    g_lo = max(xk[T + 1] - rk[T + 1], q_lo - margin)
+    g_hi = min(xk[T + 1] + rk[T + 1], q_hi + margin)
+    if g_lo > g_hi:
+        return False
+    xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
+    return True
 
 
 # ------------------------------------------------------ Krawczyk test of the stationarity
@@ -672,24 +721,14 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
         for comb in range(n_comb if settled else 0):
             # the combination's box: v from its intervals, μ and g from the box
             r = comb
-            total_lo, total_hi, q_lo, q_hi = 0.0, 0.0, 0.0, 0.0
             for c in range(T):
                 j = r % nc[c]
                 r //= nc[c]
                 xk[c] = 0.5 * (ivs[c, j, 0] + ivs[c, j, 1])
                 rk[c] = 0.5 * (ivs[c, j, 1] - ivs[c, j, 0])
-                ul, uh = math.exp(ivs[c, j, 0]), math.exp(ivs[c, j, 1])
-                total_lo += ul
-                total_hi += uh
-                um = min(max(0.5 * yrow[c], ul), uh)
-                q_lo += um * (um - yrow[c])
-                q_hi += max(ul * (ul - yrow[c]), uh * (uh - yrow[c]))
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
-            margin = 1e-12 * T
-            if total_lo > 1 + margin or total_hi < 1 - margin:
-                continue
-            if q_lo > g_hi + margin or q_hi < g_lo - margin:
+            if not _contract(xk, rk, yrow, 1e-12 * T):
                 continue
             if _value_floor(xk, rk, kappa, yrow, const) >= target:
                 continue

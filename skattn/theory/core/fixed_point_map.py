@@ -64,18 +64,19 @@ class FixedPointMap:
         if budget is not None:
             self.channel.certify_budget = budget if certify else 0
         try:
-            return self._hats(m, q, sigma, t)
+            return self._hats(m, q, sigma, t, certify)
         finally:
             if budget is not None:
                 self.channel.certify_budget = budget
 
-    def _hats(self, m, q, sigma, t=None):
+    def _hats(self, m, q, sigma, t=None, certify=False):
         out = output_side(self.channel, m=m, q=q, Q0=self.Q0, noise=self.noise, sigma=sigma,
                           alpha=self.alpha, nodes=self.nodes,
                           sigma_hat_form=self.sigma_hat_form,
-                          # the certified polish also starts from the remembered z*: where
-                          # the certificate proves it global it is kept (no multi-start)
-                          warm_start=self.warm or self.certify,
+                          # a certified evaluation (the polish, or the one at the fixed
+                          # point) also starts from the remembered z*: where the certificate
+                          # proves it global it is kept (no multi-start)
+                          warm_start=self.warm or self.certify or certify,
                           trust_warm=self.warm, **self._kurtosis_keywords(t))
         return out
 
