@@ -327,6 +327,38 @@ def _warm_start_rule(data):
             ["T", "point", "β", "warm", "cold", "rule", "rule / faster"], body, note)
 
 
+def _split_share(data):
+    rows = data["rows"]
+    shares = sorted({a["share"] for r in rows for a in r["arms"]})
+    body, totals = [], {share: [0.0, 1.0, 0] for share in shares}
+    for r in rows:
+        arms = {a["share"]: a for a in r["arms"]}
+        cells = []
+        for share in shares:
+            arm = arms.get(share)
+            cells.append("–" if arm is None else
+                         f"{arm['certified_fraction']:.4f} ({arm['seconds']:.1f} s)"
+                         + ("" if arm["converged"] else " unconverged"))
+            if arm is not None and r["role"] != "fitted":
+                totals[share][0] += arm["seconds"]
+                totals[share][1] = min(totals[share][1], arm["certified_fraction"])
+                totals[share][2] += 1
+        body.append([f"T = {r['n_tokens']}, seed {r['seed']} point {r['point']}", r["role"],
+                     *cells])
+    moved = [f"T = {r['n_tokens']} seed {r['seed']} point {r['point']}" for r in rows
+             if len({tuple(a["state"]) for a in r["arms"]}) > 1]
+    note = ("Certified fraction of one solve (its seconds), 8192 nodes unless the run was "
+            "quick; the least share of a pair's weight in the certificate's unequal "
+            f"splits, as a fraction of 1/(2Σ), landed at {data['landed_share']:g}. "
+            + ("The states (m, q, Σ) differ between shares at " + ", ".join(moved) + ". "
+               if moved else "Each point's states (m, q, Σ) are the same at every share. ")
+            + "Held-out points, summed seconds and least certified fraction: "
+            + "; ".join(f"{share:g}: {sec:.1f} s, {low:.4f}"
+                        for share, (sec, low, n) in totals.items() if n) + ".")
+    return ("The certificate's unequal splits: the least share, on points it was not fitted "
+            "on", ["point", "role", *[f"share {share:g}" for share in shares]], body, note)
+
+
 #: a traced solve is listed one by one when it took this long, stalled, or left a ghost
 _TRACE_SLOW_S = 10.0
 _GHOST_RATIO = 2.0
@@ -494,6 +526,7 @@ RENDERERS = {
     "solver_rules_recovery.jsonl": _solver_rules,
     "solver_rules_split.jsonl": _solver_rules,
     "warm_start_rule.json": _warm_start_rule,
+    "split_share.json": _split_share,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,
     "linear_exact_gram.json": _linear_exact_gram,

@@ -95,3 +95,14 @@ def test_a_bad_start_or_round_count_is_refused_by_name(name, bad, error):
     setattr(channel, name, bad)
     with pytest.raises(error, match=name):
         channel._prox(channel.labels(w), omega, np.full(8, 5.0), w)
+
+
+@pytest.mark.parametrize("bad, error", [(0.0, ValueError), (0.6, ValueError),
+                                        (float("nan"), ValueError), ("0.1", TypeError)])
+def test_a_bad_least_share_of_the_splits_is_refused_by_name(bad, error):
+    channel = SoftmaxChannel(3, beta=4.0, target_beta=4.0)
+    nodes = GaussianNodes(2 * channel.K, n_points=8, seed=0)
+    omega, w, _, _ = _gaussian_pair(1.0, 2.0, 1.0, nodes, channel.K)
+    channel.split_min_share = bad
+    with pytest.raises(error, match="split_min_share"):
+        channel._prox(channel.labels(w), omega, np.full(8, 5.0), w)

@@ -184,3 +184,26 @@ def test_the_split_table_lists_the_points_whose_certified_fraction_moved(tmp_pat
     assert "run at 2 T ≥ 3 points, 1 differ" in text
     assert "0.9990 / 0.9800" in text and "seed 4 point 1" not in text
     assert "polish_stall_window" not in text               # not switched in this run
+
+
+def test_the_split_share_table_sums_the_held_out_points(tmp_path):
+    def row(T, role, arms):
+        return {"n_tokens": T, "seed": 2, "point": 1, "role": role,
+                "arms": [{"share": s, "certified_fraction": c, "seconds": sec,
+                          "converged": True, "state": [1.0, 2.0, 0.5]}
+                         for s, c, sec in arms]}
+    data = {"command": "python benchmarks/research/split_share.py", "date": "2026-12-05",
+            "landed_share": 0.1,
+            "rows": [row(6, "fitted", [(0.001, 0.93, 30.0), (0.1, 0.96, 17.0)]),
+                     row(3, "held out", [(0.001, 0.97, 7.0), (0.1, 0.98, 5.0)]),
+                     row(4, "held out", [(0.001, 0.91, 20.0), (0.1, 0.95, 12.5)])]}
+    (tmp_path / "split_share.json").write_text(json.dumps(data))
+    text = report.render("split_share.json", tmp_path)
+    assert "landed at 0.1" in text
+    assert "0.001: 27.0 s, 0.9100" in text and "0.1: 17.5 s, 0.9500" in text
+    assert "0.9600 (17.0 s)" in text                       # the fitted point, listed
+    assert "are the same at every share" in text
+    data["rows"][1]["arms"][0]["state"] = [1.0, 2.0, 0.6]
+    (tmp_path / "split_share.json").write_text(json.dumps(data))
+    assert "differ between shares at T = 3 seed 2 point 1" in \
+        report.render("split_share.json", tmp_path)

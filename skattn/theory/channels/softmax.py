@@ -65,12 +65,18 @@ class SoftmaxChannel(_Channel):
         and off").
     split_rounds : int
         T ≥ 3: the splits of the quadratic between rows that the certificate tries on a
-        sample whose equal-split bound fails (default 6, a class attribute; 0 switches
+        sample whose equal-split bound fails (default 4, a class attribute; 0 switches
         the split search off; :mod:`._certify_split`).
+    split_min_share : float
+        T ≥ 3: in those splits each pair's weight stays within this fraction of
+        ``1/(2Σ)`` from both ends (default 0.1, a class attribute; in (0, 0.5]). Near the
+        ends a row's search runs out of budget (the measurements: docs: Validation
+        report, "The certificate's unequal splits").
     """
 
     shell_starts = _proxT.SHELL_STARTS
     split_rounds = _certify_split.MAX_ROUNDS
+    split_min_share = _certify_split.MIN_SHARE
 
     def __init__(self, n_tokens, beta=1.0, target_beta=1.0, n_starts=None, max_iter=100):
         if not isinstance(n_tokens, (int, np.integer)) or isinstance(n_tokens, bool) \
@@ -311,6 +317,8 @@ class SoftmaxChannel(_Channel):
                                  check_scalar_range(self.shell_starts, "shell_starts", low=0,
                                                     integer=True))
             rounds = check_scalar_range(self.split_rounds, "split_rounds", low=0, integer=True)
+            min_share = check_scalar_range(self.split_min_share, "split_min_share", low=0,
+                                           high=0.5, low_inclusive=False)
             # where the equal split of the row-wise bound fails, unequal ones (not in the
             # uncertified evaluations of the fixed-point iterations: budget 0)
             todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
@@ -318,5 +326,5 @@ class SoftmaxChannel(_Channel):
                 cert[todo] = _certify_split.certify_nodes(
                     xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
                     _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
-                    _kernels.thread_count() if threaded else 1)
+                    _kernels.thread_count() if threaded else 1, min_share)
         return omega + xb @ self.basis.T, fb, cert
