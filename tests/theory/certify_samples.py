@@ -2,6 +2,7 @@
 BFGS, quadrature nodes whose prox has two basins, and Newton end points of a node's prox."""
 
 import numpy as np
+import pytest
 from scipy.optimize import minimize
 
 from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels
@@ -21,6 +22,26 @@ def local_minima(rng, phi, centre, n_starts=30):
         if all(np.linalg.norm(res.x - x) > 1e-4 for _, x in found):
             found.append((float(res.fun), res.x))
     return sorted(found, key=lambda m: m[0])
+
+
+def assert_set_by_two_scalars(logits, y, kappa, b, offset, value):
+    """At a stationary point with these logits (βh) and value φ: each ``v_c = log s_c``
+    solves ``v_c + κ_c e^{v_c}(e^{v_c} − y_c − g) = b_c + μ`` with one μ, ``Σ r_c = 0``
+    and ``φ = Σ κ_c r_c² + ‖s − y‖² + offset``. False (nothing checked) where a
+    probability is below 1e-12 (its log too inexact)."""
+    s = np.exp(logits - np.max(logits))
+    s /= s.sum()
+    if s.min() < 1e-12:
+        return False
+    g = s @ (s - y)
+    r = s * (s - y - g)
+    mu = np.log(s) + kappa * r - b
+    assert np.ptp(mu) <= 1e-7 * (1 + np.abs(mu).max())
+    assert abs(r.sum()) <= 1e-12
+    V = np.sum(kappa * r ** 2) + (s - y) @ (s - y) + offset
+    # (the point is stationary to 1e-10: the identity holds to about that, times the scale)
+    assert V == pytest.approx(value, rel=1e-9, abs=1e-8 * (1 + abs(offset)))
+    return True
 
 
 def two_basin_samples(T, beta=4.0, n=400):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels
 
-from certify_samples import local_minima
+from certify_samples import assert_set_by_two_scalars, local_minima
 
 pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="certificate needs numba")
 
@@ -45,21 +45,9 @@ def test_stationary_points_are_set_by_two_scalars(T, beta, log_sigma, seed):
     cb = t0 - 2 * sigma * nu
     kappa = 4 * sigma * beta ** 2
     b = beta * (Q @ cb)
+    const = nu @ t0 - sigma * nu @ nu
     for value, t in local_minima(rng, phi, cb, n_starts=5):
-        h = beta * (Q @ t)
-        s = np.exp(h - h.max())
-        s /= s.sum()
-        if s.min() < 1e-12:
-            continue
-        g = s @ (s - y)
-        r = s * (s - y - g)
-        mu = np.log(s) + kappa * r - b
-        assert np.ptp(mu) <= 1e-7 * (1 + np.abs(mu).max())
-        assert abs(r.sum()) <= 1e-12
-        const = nu @ t0 - sigma * nu @ nu
-        V = kappa * r @ r + (s - y) @ (s - y) + const
-        # (t is stationary to 1e-10: the identity holds to about that, times the scale)
-        assert V == pytest.approx(value, rel=1e-9, abs=1e-8 * (1 + abs(const)))
+        assert_set_by_two_scalars(beta * (Q @ t), y, kappa, b, const, value)
 
 
 @settings(max_examples=200, deadline=None)

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels
 from skattn.theory.channels import _certify_split as split
 
-from certify_samples import local_minima, newton_ends, two_basin_samples
+from certify_samples import (assert_set_by_two_scalars, local_minima, newton_ends,
+                             two_basin_samples)
 
 pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="certificate needs numba")
 
@@ -56,16 +57,7 @@ def test_weighted_stationary_points_are_set_by_two_scalars(T, beta, seed):
     rng, y, centre, w, offset, phi = _weighted_row(seed, T, beta)
     kappa, b = beta ** 2 / w, beta * centre
     for value, h in local_minima(rng, phi, centre, n_starts=5):
-        s = np.exp(beta * h - np.max(beta * h))
-        s /= s.sum()
-        if s.min() < 1e-12:
-            continue
-        g = s @ (s - y)
-        r = s * (s - y - g)
-        mu = np.log(s) + kappa * r - b
-        assert np.ptp(mu) <= 1e-7 * (1 + np.abs(mu).max())
-        V = kappa @ r ** 2 + (s - y) @ (s - y) + offset
-        assert V == pytest.approx(value, rel=1e-9, abs=1e-8 * (1 + abs(offset)))
+        assert_set_by_two_scalars(beta * h, y, kappa, b, offset, value)
 
 
 @settings(max_examples=60, deadline=None)

@@ -74,9 +74,10 @@ class FixedPointMap:
                           alpha=self.alpha, nodes=self.nodes,
                           sigma_hat_form=self.sigma_hat_form,
                           # a certified evaluation (the polish, or the one at the fixed
-                          # point) also starts from the remembered z*: where the certificate
-                          # proves it global it is kept (no multi-start)
-                          warm_start=self.warm or self.certify or certify,
+                          # point; ``certify`` also sets the budget in hats) also starts from
+                          # the remembered z*: where the certificate proves it global it is
+                          # kept (no multi-start)
+                          warm_start=self.warm or certify,
                           trust_warm=self.warm, **self._kurtosis_keywords(t))
         return out
 
