@@ -195,6 +195,39 @@ def test_row_bound_certifies_global_minima(T):
     assert certified >= 0.95 * total
 
 
+@settings(max_examples=60, deadline=None)
+@given(T=st.sampled_from([3, 4, 6]), beta=st.floats(1.0, 4.0),
+       log_sigma=st.floats(-1.5, 0.5), log_offset=st.floats(-6, 0),
+       seed=st.integers(0, 2 ** 31))
+def test_convex_cube_is_convex_and_holds_the_minimiser(T, beta, log_sigma, log_offset, seed):
+    # the cube of half-width e around a point near a row minimum (up to 1 away): φ's Hessian (central
+    # differences of its gradient) at random points of it is at least half the curvature
+    # at the centre, and e exceeds the distance 2|∇φ|/curv0 to the cube's minimiser
+    sigma = 10 ** log_sigma
+    rng, Q, y, t0, nu, phi = _row_problem(seed, T, beta, sigma)
+    minima = local_minima(rng, phi, t0 - 2 * sigma * nu, n_starts=4)
+    if not minima:
+        return
+    d = T - 1
+    t_star = minima[0][1] + rng.normal(size=d) * 10 ** log_offset
+    _, grad = phi(t_star)
+    cap = _certify_rows.third_derivative_bounds(y[None, None])[0, 0]
+    A, lo, hi, widths = np.empty(T), np.empty(T), np.empty(T), np.empty(d)
+    e, slack, curv0 = _certify_dual._convex_cube(t_star, sigma, Q, y, beta, cap,
+                                                 float(grad @ grad), A, lo, hi,
+                                                 np.empty((d, d)), widths)
+    if e == 0:
+        return
+    assert e > 2 * np.linalg.norm(grad) / curv0
+    assert slack == pytest.approx(float(grad @ grad) / curv0)
+    h = 1e-5
+    for _ in range(10):
+        t = t_star + rng.uniform(-e, e, size=d)
+        H = np.array([(phi(t + h * unit)[1] - phi(t - h * unit)[1]) / (2 * h)
+                      for unit in np.eye(d)])
+        assert np.linalg.eigvalsh(0.5 * (H + H.T))[0] >= 0.5 * curv0 - 1e-4 * (1 + curv0)
+
+
 def test_found_point_box_proves_one_zero():
     # around a zero, the box found has the zero inside and its Krawczyk image strictly
     # inside it
