@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels
+from skattn.theory.channels import (SoftmaxChannel, _certify_dual, _certify_rows, _kernels,
+                                    _stationarity)
 
 from certify_samples import assert_set_by_two_scalars, local_minima
 
@@ -62,7 +63,7 @@ def test_coordinate_set_holds_every_solution(log_kappa, yc, g_lo, log_g_width, m
     a = m_lo - kappa * max(0.0, 1 - yc - g_lo) - 1.0
     out = np.empty((5, 2))
     k = _certify_dual._coordinate_set(a, 0.0, kappa, yc, g_lo, g_hi, m_lo, m_hi, 1e-6,
-                                      np.empty(8), out)
+                                      np.empty(18), out)
     assert 0 <= k <= 5
     assert np.all(out[:k, 0] <= out[:k, 1])
     assert np.all(out[1:k, 0] > out[:max(k - 1, 0), 1])
@@ -108,7 +109,7 @@ def test_krawczyk_image_holds_the_zero(T, log_radius, seed):
     x, kappa, y, b, xc, r = _box_around_zero(seed, T, log_radius)
     n = T + 2
     Kc, Kr = np.empty(n), np.empty(n)
-    if _certify_dual._krawczyk(xc, r, kappa, y, b, Kc, Kr, np.empty((7, n, n))):
+    if _stationarity._krawczyk(xc, r, kappa, y, b, Kc, Kr, np.empty((7, n, n))):
         assert np.all(np.abs(x - Kc) <= Kr)
 
 
@@ -200,9 +201,10 @@ def test_row_bound_certifies_global_minima(T):
        log_sigma=st.floats(-1.5, 0.5), log_offset=st.floats(-6, 0),
        seed=st.integers(0, 2 ** 31))
 def test_convex_cube_is_convex_and_holds_the_minimiser(T, beta, log_sigma, log_offset, seed):
-    # the cube of half-width e around a point near a row minimum (up to 1 away): φ's Hessian (central
-    # differences of its gradient) at random points of it is at least half the curvature
-    # at the centre, and e exceeds the distance 2|∇φ|/curv0 to the cube's minimiser
+    # the cube of half-width e around a point near a row minimum (up to 1 away): φ's
+    # Hessian (central differences of its gradient) at random points of it is at least
+    # half the curvature at the centre, and e exceeds the distance 2|∇φ|/curv0 to the
+    # cube's minimiser
     sigma = 10 ** log_sigma
     rng, Q, y, t0, nu, phi = _row_problem(seed, T, beta, sigma)
     minima = local_minima(rng, phi, t0 - 2 * sigma * nu, n_starts=4)
@@ -237,7 +239,7 @@ def test_found_point_box_proves_one_zero():
         x, kappa, y, b = _zero(rng, T)
         n = T + 2
         lo, hi, r, Kc, Kr = (np.empty(n) for _ in range(5))
-        rho = _certify_dual._found_point_box(x.copy(), kappa, y, b, lo, hi, r, Kc, Kr,
+        rho = _stationarity._found_point_box(x.copy(), kappa, y, b, lo, hi, r, Kc, Kr,
                                              np.empty((7, n, n)))
         if rho == 0:
             continue

@@ -27,11 +27,12 @@ dimensions whatever T is.
    less the others' sums, then g within the range of ``Σ u(u − y)``), and dropped where
    that empties it or where the least V on it is above the target; otherwise the Krawczyk
    operator K of the (T + 2)-dimensional system (unknowns v, μ, g) over the combination's
-   box X (:func:`_krawczyk`): ``K ∩ X = ∅`` drops it (no stationary point), ``K ⊂ int X``
-   proves exactly one, and V is bounded on ``K ∩ X``. The found stationary point is covered by its
-   own Krawczyk box X*, the largest around ``(log s*, μ*, g*)`` that proves one zero
-   (:func:`_found_point_box`): the exact minimiser of φ in the strongly convex cube around
-   t* (radius ``e`` of the convexity bound, within ``2|∇φ(t*)|/curv`` of t*) is that zero,
+   box X (:func:`._stationarity._krawczyk`): ``K ∩ X = ∅`` drops it (no stationary
+   point), ``K ⊂ int X`` proves exactly one, and V is bounded on ``K ∩ X``. The found
+   stationary point is covered by its own Krawczyk box X*, the largest around ``(log s*,
+   μ*, g*)`` that proves one zero (:func:`._stationarity._found_point_box`): the exact
+   minimiser of φ in the strongly convex cube around t* (:func:`_convex_cube`: within
+   ``2|∇φ(t*)|/curv`` of t*, the cube twice that) is that zero,
    with ``φ ≥ φ(t*) − |∇φ(t*)|²/(2μ)``. A surviving combination's candidate point t below
    the target ends the certificate (the relaxation has a gap there, or x is not global).
 4. *Domain.* Every t with ``φ(t) < φ(t*)`` lies in the ball ``‖t − c_b‖ < R`` (ℓ ≥ 0, the
@@ -56,6 +57,7 @@ from ._certify_rows import (BUDGET, CERTIFIED, NONCONVEX, _box_intervals,
                             _interval_lambda, _local_c3, _row_lambda,
                             _row_logits)
 from ._kernels import _jit, softmax_inplace
+from ._stationarity import _found_point_box, _krawczyk
 
 # relative precision of the bisections of S_c's ends, against the box's scale in F
 _ROOT_PRECISION = 1e-3
@@ -117,13 +119,13 @@ def _add_critical_points(kappa, w, a, b, out, n):
 
 
 @_jit
-def _monotone_set(lo, hi, kappa, w, m, below, prec):
+def _monotone_set(lo, hi, f_lo, f_hi, kappa, w, m, below, prec):
     """``{v ∈ [lo, hi] : F(v) ≤ m}`` (below) or ``{F(v) ≥ m}`` for F monotone on
-    [lo, hi], enclosed outward to within ``prec``; an empty set comes back with its lower
-    end above its upper one."""
+    [lo, hi] (``f_lo, f_hi``: F at the ends), enclosed outward to within ``prec``; an
+    empty set comes back with its lower end above its upper one."""
     sign = 1.0 if below else -1.0
-    g_lo = sign * (_level(lo, kappa, w) - m)
-    g_hi = sign * (_level(hi, kappa, w) - m)
+    g_lo = sign * (f_lo - m)
+    g_hi = sign * (f_hi - m)
     if g_lo <= 0 and g_hi <= 0:
         return lo, hi
     if g_lo > 0 and g_hi > 0:
@@ -154,19 +156,33 @@ def _monotone_set(lo, hi, kappa, w, m, below, prec):
 @_jit
 def _coordinate_set(a, b, kappa, yc, g_lo, g_hi, m_lo, m_hi, prec, cuts, out):
     """S_c of the docstring (3) within the bracket [a, b] of v: its intervals are written
-    to ``out`` (rows lo, hi; ≤ 5) and their number returned (``cuts``: scratch of ≥ 6)."""
+    to ``out`` (rows lo, hi; ≤ 5) and their number returned (``cuts``: scratch of ≥ 18,
+    the cuts, then F at them for both ends of g)."""
     cuts[0] = a
     n = _add_critical_points(kappa, yc + g_hi, a, b, cuts, 1)
     n = _add_critical_points(kappa, yc + g_lo, a, b, cuts, n)
     cuts[n] = b
     n += 1
-    cuts[:n].sort()
+    for i in range(1, n):            # the ≤ 6 cuts in order: insertion sort
+        v, j = cuts[i], i
+        while j > 0 and cuts[j - 1] > v:
+            cuts[j] = cuts[j - 1]
+            j -= 1
+        cuts[j] = v
+    # F at each cut for g_hi and g_lo (_level's arithmetic, one exponential per cut)
+    w_hi, w_lo = yc + g_hi, yc + g_lo
+    for i in range(n):
+        u = math.exp(cuts[i])
+        cuts[6 + i] = cuts[i] + kappa * u * (u - w_hi)
+        cuts[12 + i] = cuts[i] + kappa * u * (u - w_lo)
     k = 0
     for i in range(n - 1):
-        lo1, hi1 = _monotone_set(cuts[i], cuts[i + 1], kappa, yc + g_hi, m_hi, True, prec)
+        lo1, hi1 = _monotone_set(cuts[i], cuts[i + 1], cuts[6 + i], cuts[7 + i], kappa, w_hi,
+                                 m_hi, True, prec)
         if lo1 > hi1:
             continue
-        lo2, hi2 = _monotone_set(cuts[i], cuts[i + 1], kappa, yc + g_lo, m_lo, False, prec)
+        lo2, hi2 = _monotone_set(cuts[i], cuts[i + 1], cuts[12 + i], cuts[13 + i], kappa,
+                                 w_lo, m_lo, False, prec)
         lo, hi = max(lo1, lo2), min(hi1, hi2)
         if lo > hi:
             continue
@@ -246,159 +262,6 @@ def _contract(xk, rk, yrow, margin):
         return False
     xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
     return True
-
-
-# ------------------------------------------------------ Krawczyk test of the stationarity
-@_jit
-def _invert(J, Y, work):
-    """``Y = J⁻¹`` by Gauss–Jordan with partial pivoting (n ≤ 8: no LAPACK call); False
-    where a pivot is negligible (``work``: scratch of J's shape)."""
-    n = J.shape[0]
-    scale = 0.0
-    for i in range(n):
-        for j in range(n):
-            work[i, j] = J[i, j]
-            Y[i, j] = 1.0 if i == j else 0.0
-            scale = max(scale, abs(J[i, j]))
-    for j in range(n):
-        p = j
-        for i in range(j + 1, n):
-            if abs(work[i, j]) > abs(work[p, j]):
-                p = i
-        if not abs(work[p, j]) > 1e-13 * scale:
-            return False
-        if p != j:
-            for k in range(n):
-                work[j, k], work[p, k] = work[p, k], work[j, k]
-                Y[j, k], Y[p, k] = Y[p, k], Y[j, k]
-        inv = 1.0 / work[j, j]
-        for k in range(n):
-            work[j, k] *= inv
-            Y[j, k] *= inv
-        for i in range(n):
-            if i != j and work[i, j] != 0.0:
-                fac = work[i, j]
-                for k in range(n):
-                    work[i, k] -= fac * work[j, k]
-                    Y[i, k] -= fac * Y[j, k]
-    return True
-
-
-@_jit
-def _jacobian_point(xc, kappa, yrow, f, ferr, J):
-    """The stationarity system at the point xc of (v, μ, g): its residual ``f`` (with the
-    bound ``ferr`` of its rounding) and Jacobian ``J`` (``kappa``: κ_c per coordinate)."""
-    T = yrow.shape[0]
-    mu, g = xc[T], xc[T + 1]
-    J[:, :] = 0.0
-    total, q, q_abs = 0.0, 0.0, 0.0
-    for c in range(T):
-        u = math.exp(xc[c])
-        f[c] = xc[c] + kappa[c] * u * (u - yrow[c] - g) - mu
-        ferr[c] = 1e-14 * (abs(xc[c]) + kappa[c] * u * (u + abs(yrow[c] + g)) + abs(mu) + 1)
-        total += u
-        q += u * (u - yrow[c])
-        q_abs += u * (u + yrow[c])
-        J[c, c] = 1 + kappa[c] * u * (2 * u - yrow[c] - g)
-        J[c, T] = -1.0
-        J[c, T + 1] = -kappa[c] * u
-        J[T, c] = u
-        J[T + 1, c] = u * (2 * u - yrow[c])
-    J[T + 1, T + 1] = -1.0
-    f[T] = total - 1.0
-    ferr[T] = 1e-14 * (total + 1)
-    f[T + 1] = q - g
-    ferr[T + 1] = 1e-14 * (q_abs + abs(g))
-
-
-@_jit
-def _krawczyk(xc, r, kappa, yrow, b, Kc, Kr, work):
-    """The Krawczyk image ``K ⊂ Kc ± Kr`` of the box ``xc ± r`` of (v, μ, g) for the
-    stationarity system ``F_c(v_c, g) − b_c − μ = 0`` (κ_c = ``kappa[c]``), ``Σ e^v =
-    1``, ``Σ e^v(e^v − y) = g``: ``K = x̃ − Y f(x̃) + (I − Y J(X))(X − x̃)``, ``Y`` the
-    inverse Jacobian at the centre x̃ and J(X) the Jacobian's interval hull on the box.
-    Every zero in X lies in K; ``K ⊂ int X`` proves exactly one. ``work`` (≥ 7 scratch
-    matrices of (T + 2)²); False where the centre's Jacobian is singular."""
-    T = yrow.shape[0]
-    n = T + 2
-    f, ferr = work[0, 0], work[0, 1]
-    J, Y, Jc, Jr, C, tmp = work[1], work[2], work[3], work[4], work[5], work[6]
-    _jacobian_point(xc, kappa, yrow, f, ferr, J)
-    for c in range(T):
-        f[c] -= b[c]
-        ferr[c] += 1e-14 * abs(b[c])
-    for i in range(n):
-        for j in range(n):
-            if not math.isfinite(J[i, j]):
-                return False
-    if not _invert(J, Y, tmp):
-        return False
-    # the interval hull of J on the box: centre offset from J(x̃) (Jc) and radius (Jr)
-    Jc[:, :] = 0.0
-    Jr[:, :] = 0.0
-    g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
-    for c in range(T):
-        ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
-        lo = min(ul * (2 * ul - yrow[c] - g_hi), uh * (2 * ul - yrow[c] - g_hi))
-        hi = max(ul * (2 * uh - yrow[c] - g_lo), uh * (2 * uh - yrow[c] - g_lo))
-        Jc[c, c] = 1 + kappa[c] * 0.5 * (lo + hi) - J[c, c]
-        Jr[c, c] = kappa[c] * 0.5 * (hi - lo)
-        Jc[c, T + 1] = -kappa[c] * 0.5 * (ul + uh) - J[c, T + 1]
-        Jr[c, T + 1] = kappa[c] * 0.5 * (uh - ul)
-        Jc[T, c], Jr[T, c] = 0.5 * (ul + uh) - J[T, c], 0.5 * (uh - ul)
-        lo = min(ul * (2 * ul - yrow[c]), uh * (2 * ul - yrow[c]))
-        hi = max(ul * (2 * uh - yrow[c]), uh * (2 * uh - yrow[c]))
-        Jc[T + 1, c], Jr[T + 1, c] = 0.5 * (lo + hi) - J[T + 1, c], 0.5 * (hi - lo)
-    # |I − Y J(X)| ≤ |I − Y J(x̃) − Y Jc| + |Y| Jr, entrywise
-    for i in range(n):
-        for j in range(n):
-            cij = 1.0 if i == j else 0.0
-            rij = 0.0
-            for k in range(n):
-                cij -= Y[i, k] * (J[k, j] + Jc[k, j])
-                rij += abs(Y[i, k]) * Jr[k, j]
-            C[i, j] = abs(cij) + rij
-    for i in range(n):
-        step, spread = 0.0, 0.0
-        for k in range(n):
-            step += Y[i, k] * f[k]
-            spread += C[i, k] * r[k] + abs(Y[i, k]) * ferr[k]
-        Kc[i] = xc[i] - step
-        # a relative margin for the rounding of these products
-        Kr[i] = spread * (1 + 1e-9) + 1e-12 * abs(step) + 1e-15 * (abs(xc[i]) + 1)
-    return True
-
-
-@_jit
-def _found_point_box(x, kappa, yrow, b, Xlo, Xhi, r, Kc, Kr, work):
-    """The largest box ``x ± ρw`` (ρ halved from 1; ``w`` the row sums of ``|J(x)⁻¹|``)
-    around the found point x = (log s*, μ*, g*) in which the Krawczyk test proves one zero
-    of the stationarity system; writes it to Xlo, Xhi and returns ρ (0: none found)."""
-    T = yrow.shape[0]
-    n = T + 2
-    f, ferr, J, Y = work[0, 0], work[0, 1], work[1], work[2]
-    _jacobian_point(x, kappa, yrow, f, ferr, J)
-    if not _invert(J, Y, work[6]):
-        return 0.0
-    w = work[0, 2]
-    for i in range(n):
-        w[i] = 0.0
-        for k in range(n):
-            w[i] += abs(Y[i, k])
-    rho = 1.0
-    for _ in range(45):
-        for i in range(n):
-            r[i] = rho * w[i]
-        if _krawczyk(x, r, kappa, yrow, b, Kc, Kr, work):
-            inside = True
-            for i in range(n):
-                inside = inside and abs(Kc[i] - x[i]) + Kr[i] < r[i]
-            if inside:
-                for i in range(n):
-                    Xlo[i], Xhi[i] = x[i] - r[i], x[i] + r[i]
-                return rho
-        rho *= 0.5
-    return 0.0
 
 
 # ------------------------------------------------------------------------ the row bound
@@ -689,7 +552,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
     work = np.empty((7, n, n))
     xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     point, A, grad = np.empty(t0.shape[0]), np.empty(T), np.empty(t0.shape[0])
-    cuts = np.empty(8)
+    cuts = np.empty(18)
     ivs = np.empty((T, 5, 2))
     nc = np.empty(T, np.int64)
     n_split = 0

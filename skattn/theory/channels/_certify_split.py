@@ -45,10 +45,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from scipy.optimize import linprog
 
-from ._certify_dual import (_domain, _found_point_box, _krawczyk, _log_sum_exp, _search,
-                            _split_around, _value_floor, _weighted_value, found_rows)
+from ._certify_dual import (_domain, _log_sum_exp, _search, _split_around, _value_floor,
+                            _weighted_value, found_rows)
 from ._certify_rows import CERTIFIED, NONCONVEX
 from ._kernels import _jit, softmax_inplace
+from ._stationarity import _found_point_box, _krawczyk
 
 # Krawczyk steps that contract the found point's box before its value floor is taken
 _CONTRACTIONS = 30

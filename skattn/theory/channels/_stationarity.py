@@ -1,0 +1,181 @@
+"""The stationarity system of one row of the row-wise dual bound (:mod:`._certify_dual`,
+docstring 2) in its T + 2 unknowns ``(v, μ, g)``: its residual and Jacobian, the Krawczyk
+operator that excludes or proves its zeros on a box, and the largest box around the found
+point on which it proves one.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._kernels import _jit
+
+
+@_jit
+def _invert(J, Y, work):
+    """``Y = J⁻¹`` by Gauss–Jordan with partial pivoting (n ≤ 8: no LAPACK call); False
+    where a pivot is negligible (``work``: scratch of J's shape)."""
+    n = J.shape[0]
+    scale = 0.0
+    for i in range(n):
+        for j in range(n):
+            work[i, j] = J[i, j]
+            Y[i, j] = 1.0 if i == j else 0.0
+            scale = max(scale, abs(J[i, j]))
+    for j in range(n):
+        p = j
+        for i in range(j + 1, n):
+            if abs(work[i, j]) > abs(work[p, j]):
+                p = i
+        if not abs(work[p, j]) > 1e-13 * scale:
+            return False
+        if p != j:
+            for k in range(n):
+                work[j, k], work[p, k] = work[p, k], work[j, k]
+                Y[j, k], Y[p, k] = Y[p, k], Y[j, k]
+        inv = 1.0 / work[j, j]
+        for k in range(n):
+            work[j, k] *= inv
+            Y[j, k] *= inv
+        for i in range(n):
+            if i != j and work[i, j] != 0.0:
+                fac = work[i, j]
+                for k in range(n):
+                    work[i, k] -= fac * work[j, k]
+                    Y[i, k] -= fac * Y[j, k]
+    return True
+
+
+@_jit
+def _jacobian_point(xc, kappa, yrow, f, ferr, J):
+    """The stationarity system at the point xc of (v, μ, g): its residual ``f`` (with the
+    bound ``ferr`` of its rounding) and Jacobian ``J`` (``kappa``: κ_c per coordinate)."""
+    T = yrow.shape[0]
+    mu, g = xc[T], xc[T + 1]
+    J[:, :] = 0.0
+    total, q, q_abs = 0.0, 0.0, 0.0
+    for c in range(T):
+        u = math.exp(xc[c])
+        f[c] = xc[c] + kappa[c] * u * (u - yrow[c] - g) - mu
+        ferr[c] = 1e-14 * (abs(xc[c]) + kappa[c] * u * (u + abs(yrow[c] + g)) + abs(mu) + 1)
+        total += u
+        q += u * (u - yrow[c])
+        q_abs += u * (u + yrow[c])
+        J[c, c] = 1 + kappa[c] * u * (2 * u - yrow[c] - g)
+        J[c, T] = -1.0
+        J[c, T + 1] = -kappa[c] * u
+        J[T, c] = u
+        J[T + 1, c] = u * (2 * u - yrow[c])
+    J[T + 1, T + 1] = -1.0
+    f[T] = total - 1.0
+    ferr[T] = 1e-14 * (total + 1)
+    f[T + 1] = q - g
+    ferr[T + 1] = 1e-14 * (q_abs + abs(g))
+
+
+@_jit
+def _krawczyk(xc, r, kappa, yrow, b, Kc, Kr, work):
+    """The Krawczyk image ``K ⊂ Kc ± Kr`` of the box ``xc ± r`` of (v, μ, g) for the
+    stationarity system ``F_c(v_c, g) − b_c − μ = 0`` (κ_c = ``kappa[c]``), ``Σ e^v =
+    1``, ``Σ e^v(e^v − y) = g``: ``K = x̃ − Y f(x̃) + (I − Y J(X))(X − x̃)``, ``Y`` the
+    inverse Jacobian at the centre x̃ and J(X) the Jacobian's interval hull on the box.
+    Every zero in X lies in K; ``K ⊂ int X`` proves exactly one. ``work`` (≥ 7 scratch
+    matrices of (T + 2)²); False where the centre's Jacobian is singular."""
+    if not _krawczyk_centre(xc, kappa, yrow, b, work):
+        return False
+    _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work)
+    return True
+
+
+@_jit
+def _krawczyk_centre(xc, kappa, yrow, b, work):
+    """The centre's part of :func:`_krawczyk` (the residual, its rounding bound, J and
+    ``Y = J⁻¹``, to ``work``), shared by boxes around the same centre; False where J is
+    singular or not finite."""
+    T = yrow.shape[0]
+    n = T + 2
+    f, ferr = work[0, 0], work[0, 1]
+    J, Y, tmp = work[1], work[2], work[6]
+    _jacobian_point(xc, kappa, yrow, f, ferr, J)
+    for c in range(T):
+        f[c] -= b[c]
+        ferr[c] += 1e-14 * abs(b[c])
+    for i in range(n):
+        for j in range(n):
+            if not math.isfinite(J[i, j]):
+                return False
+    return _invert(J, Y, tmp)
+
+
+@_jit
+def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
+    """The image of :func:`_krawczyk` for the box ``xc ± r`` from its centre's part in
+    ``work`` (:func:`_krawczyk_centre`)."""
+    T = yrow.shape[0]
+    n = T + 2
+    f, ferr = work[0, 0], work[0, 1]
+    J, Y, Jc, Jr, C = work[1], work[2], work[3], work[4], work[5]
+    # the interval hull of J on the box: centre offset from J(x̃) (Jc) and radius (Jr)
+    Jc[:, :] = 0.0
+    Jr[:, :] = 0.0
+    g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
+    for c in range(T):
+        ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
+        lo = min(ul * (2 * ul - yrow[c] - g_hi), uh * (2 * ul - yrow[c] - g_hi))
+        hi = max(ul * (2 * uh - yrow[c] - g_lo), uh * (2 * uh - yrow[c] - g_lo))
+        Jc[c, c] = 1 + kappa[c] * 0.5 * (lo + hi) - J[c, c]
+        Jr[c, c] = kappa[c] * 0.5 * (hi - lo)
+        Jc[c, T + 1] = -kappa[c] * 0.5 * (ul + uh) - J[c, T + 1]
+        Jr[c, T + 1] = kappa[c] * 0.5 * (uh - ul)
+        Jc[T, c], Jr[T, c] = 0.5 * (ul + uh) - J[T, c], 0.5 * (uh - ul)
+        lo = min(ul * (2 * ul - yrow[c]), uh * (2 * ul - yrow[c]))
+        hi = max(ul * (2 * uh - yrow[c]), uh * (2 * uh - yrow[c]))
+        Jc[T + 1, c], Jr[T + 1, c] = 0.5 * (lo + hi) - J[T + 1, c], 0.5 * (hi - lo)
+    # |I − Y J(X)| ≤ |I − Y J(x̃) − Y Jc| + |Y| Jr, entrywise
+    for i in range(n):
+        for j in range(n):
+            cij = 1.0 if i == j else 0.0
+            rij = 0.0
+            for k in range(n):
+                cij -= Y[i, k] * (J[k, j] + Jc[k, j])
+                rij += abs(Y[i, k]) * Jr[k, j]
+            C[i, j] = abs(cij) + rij
+    for i in range(n):
+        step, spread = 0.0, 0.0
+        for k in range(n):
+            step += Y[i, k] * f[k]
+            spread += C[i, k] * r[k] + abs(Y[i, k]) * ferr[k]
+        Kc[i] = xc[i] - step
+        # a relative margin for the rounding of these products
+        Kr[i] = spread * (1 + 1e-9) + 1e-12 * abs(step) + 1e-15 * (abs(xc[i]) + 1)
+
+
+@_jit
+def _found_point_box(x, kappa, yrow, b, Xlo, Xhi, r, Kc, Kr, work):
+    """The largest box ``x ± ρw`` (ρ halved from 1; ``w`` the row sums of ``|J(x)⁻¹|``)
+    around the found point x = (log s*, μ*, g*) in which the Krawczyk test proves one zero
+    of the stationarity system; writes it to Xlo, Xhi and returns ρ (0: none found)."""
+    T = yrow.shape[0]
+    n = T + 2
+    # the centre's part of the Krawczyk operator once, for every ρ
+    if not _krawczyk_centre(x, kappa, yrow, b, work):
+        return 0.0
+    Y, w = work[2], work[0, 2]
+    for i in range(n):
+        w[i] = 0.0
+        for k in range(n):
+            w[i] += abs(Y[i, k])
+    rho = 1.0
+    for _ in range(45):
+        for i in range(n):
+            r[i] = rho * w[i]
+        _krawczyk_image(x, r, kappa, yrow, Kc, Kr, work)
+        inside = True
+        for i in range(n):
+            inside = inside and abs(Kc[i] - x[i]) + Kr[i] < r[i]
+        if inside:
+            for i in range(n):
+                Xlo[i], Xhi[i] = x[i] - r[i], x[i] + r[i]
+            return rho
+        rho *= 0.5
+    return 0.0
