@@ -18,6 +18,7 @@ import pathlib
 import shlex
 import sys
 import time
+from unittest import mock
 
 import numpy as np
 
@@ -48,6 +49,36 @@ def add_grid_arguments(parser, *, tokens, seeds):
     parser.add_argument("--append", action="store_true",
                         help="keep the rows of an earlier run and skip what they did")
     return parser
+
+
+def solve_settings(points, owner, attribute, values, key, *, load, config_of, solve):
+    """Solve each grid point once per value of a solver setting, ``owner.attribute``
+    (patched).
+
+    ``points``: ``((n_tokens, seed, index), role)``; ``load(n_tokens)`` runs once per T
+    first (compiled kernels), ``config_of(n_tokens, seed, index)`` gives the point's
+    configuration and ``solve(config)`` its ``(seconds, result)``. Returns one row per
+    point, its ``arms`` one per value (``{key: value, "seconds", "n_iter",
+    "certified_fraction", "converged", "state": [m, q, Σ]}``), printing each as it ends."""
+    for n_tokens in sorted({n_tokens for (n_tokens, _, _), _ in points}):
+        load(n_tokens)
+    rows = []
+    for (n_tokens, seed, index), role in points:
+        config = config_of(n_tokens, seed, index)
+        row = dict(n_tokens=n_tokens, seed=seed, point=index, role=role, config=config,
+                   arms=[])
+        for value in values:
+            with mock.patch.object(owner, attribute, value):
+                seconds, res = solve(config)
+            row["arms"].append({key: value, "seconds": seconds, "n_iter": int(res.n_iter),
+                                "certified_fraction": float(res.certified_fraction),
+                                "converged": bool(res.converged),
+                                "state": [float(res.m), float(res.q), float(res.sigma)]})
+        rows.append(row)
+        print(f"T={n_tokens} seed={seed} point={index} ({role}): " + ", ".join(
+            f"{attribute}={a[key]}: {a['certified_fraction']:.4f}, {a['seconds']:.1f} s, "
+            f"{a['n_iter']} evaluations" for a in row["arms"]), flush=True)
+    return rows
 
 
 def int_list(text):

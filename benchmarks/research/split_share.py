@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-from unittest import mock
-
-from _common import add_common_arguments, write_result
+from _common import add_common_arguments, solve_settings, write_result
 
 from skattn.theory.channels import SoftmaxChannel
 
@@ -50,23 +48,10 @@ def main(argv=None):
     n_nodes = 8192
     if args.quick:
         points, n_nodes, shares = [((3, 2, 3), "held out")], 1024, shares[:2]
-    rows = []
-    for (n_tokens, seed, index), role in points:
-        load_kernels(n_tokens)
-        config = grid_configurations(n_tokens, 6, seed)[index]
-        row = dict(n_tokens=n_tokens, seed=seed, point=index, role=role, config=config,
-                   n_nodes=n_nodes, arms=[])
-        for share in shares:
-            with mock.patch.object(SoftmaxChannel, "split_min_share", share):
-                seconds, res = solve_grid_point(config, n_nodes=n_nodes)
-            row["arms"].append(dict(share=share, seconds=seconds,
-                                    certified_fraction=float(res.certified_fraction),
-                                    converged=bool(res.converged),
-                                    state=[float(res.m), float(res.q), float(res.sigma)]))
-        rows.append(row)
-        print(f"T={n_tokens} seed={seed} point={index} ({role}): " + ", ".join(
-            f"{a['share']:g}: {a['certified_fraction']:.4f} {a['seconds']:.1f} s"
-            for a in row["arms"]), flush=True)
+    rows = solve_settings(points, SoftmaxChannel, "split_min_share", shares, "share",
+                          load=load_kernels,
+                          config_of=lambda T, seed, i: grid_configurations(T, 6, seed)[i],
+                          solve=lambda config: solve_grid_point(config, n_nodes=n_nodes))
     write_result(args, "split_share.json",
                  {"landed_share": SoftmaxChannel.split_min_share, "rows": rows},
                  script=__file__, argv=argv)

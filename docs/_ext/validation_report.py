@@ -327,36 +327,77 @@ def _warm_start_rule(data):
             ["T", "point", "β", "warm", "cold", "rule", "rule / faster"], body, note)
 
 
-def _split_share(data):
+#: states of one point in two settings of a solver rule count as the same within this
+_STATE_AGREEMENT = 1e-6
+
+
+def _arm_comparison(data, key, label):
+    """Rows of solves of the same grid points with one setting varied (``arms``, each
+    with ``key``): one column per setting, its certified fraction (seconds), and a note
+    on the states and the held-out points' totals. ``label(value)`` names a setting."""
     rows = data["rows"]
-    shares = sorted({a["share"] for r in rows for a in r["arms"]})
-    body, totals = [], {share: [0.0, 1.0, 0] for share in shares}
+    values = []
     for r in rows:
-        arms = {a["share"]: a for a in r["arms"]}
+        for a in r["arms"]:
+            if a[key] not in values:
+                values.append(a[key])
+    body, totals = [], {i: [0.0, 1.0, 0, 0] for i in range(len(values))}
+    for r in rows:
+        arms = {values.index(a[key]): a for a in r["arms"]}
         cells = []
-        for share in shares:
-            arm = arms.get(share)
+        for i in range(len(values)):
+            arm = arms.get(i)
             cells.append("–" if arm is None else
-                         f"{arm['certified_fraction']:.4f} ({arm['seconds']:.1f} s)"
+                         f"{arm['certified_fraction']:.4f} ({arm['seconds']:.1f} s"
+                         + (f", {arm['n_iter']} ev." if "n_iter" in arm else "") + ")"
                          + ("" if arm["converged"] else " unconverged"))
             if arm is not None and r["role"] != "fitted":
-                totals[share][0] += arm["seconds"]
-                totals[share][1] = min(totals[share][1], arm["certified_fraction"])
-                totals[share][2] += 1
+                totals[i][0] += arm["seconds"]
+                totals[i][1] = min(totals[i][1], arm["certified_fraction"])
+                totals[i][2] += 1
+                totals[i][3] += arm.get("n_iter", 0)
         body.append([f"T = {r['n_tokens']}, seed {r['seed']} point {r['point']}", r["role"],
                      *cells])
-    moved = [f"T = {r['n_tokens']} seed {r['seed']} point {r['point']}" for r in rows
-             if len({tuple(a["state"]) for a in r["arms"]}) > 1]
+    def spread(r):      # the largest relative difference of a state between settings
+        return max((max(v) - min(v)) / max(max(abs(x) for x in v), 1e-300)
+                   for v in zip(*(a["state"] for a in r["arms"])))
+    moved = [f"T = {r['n_tokens']} seed {r['seed']} point {r['point']} ({spread(r):.1e}"
+             + ("" if all(a["converged"] for a in r["arms"]) else ", unconverged") + ")"
+             for r in rows if spread(r) > _STATE_AGREEMENT]
+    note = (f"The states (m, q, Σ) differ by more than {_STATE_AGREEMENT:g} (relative) "
+            "between settings at " + ", ".join(moved) + "; elsewhere they agree to it. "
+            if moved else f"Each point's states (m, q, Σ) agree to {_STATE_AGREEMENT:g} "
+            "(relative) in every setting. ")
+    note += ("Held-out points, summed seconds"
+             + (" and evaluations" if any("n_iter" in a for r in rows for a in r["arms"])
+                else "")
+             + ", least certified fraction: "
+             + "; ".join(f"{label(values[i])}: {sec:.1f} s"
+                         + (f", {ev} evaluations" if ev else "") + f", {low:.4f}"
+                         for i, (sec, low, n, ev) in totals.items() if n) + ".")
+    return [label(v) for v in values], body, note
+
+
+def _split_share(data):
+    columns, body, note = _arm_comparison(data, "share", lambda v: f"share {v:g}")
     note = ("Certified fraction of one solve (its seconds), 8192 nodes unless the run was "
             "quick; the least share of a pair's weight in the certificate's unequal "
-            f"splits, as a fraction of 1/(2Σ), landed at {data['landed_share']:g}. "
-            + ("The states (m, q, Σ) differ between shares at " + ", ".join(moved) + ". "
-               if moved else "Each point's states (m, q, Σ) are the same at every share. ")
-            + "Held-out points, summed seconds and least certified fraction: "
-            + "; ".join(f"{share:g}: {sec:.1f} s, {low:.4f}"
-                        for share, (sec, low, n) in totals.items() if n) + ".")
+            f"splits, as a fraction of 1/(2Σ), landed at {data['landed_share']:g}. " + note)
     return ("The certificate's unequal splits: the least share, on points it was not fitted "
-            "on", ["point", "role", *[f"share {share:g}" for share in shares]], body, note)
+            "on", ["point", "role", *columns], body, note)
+
+
+def _first_warm_starts(data):
+    columns, body, note = _arm_comparison(
+        data, "starts", lambda v: "multi-start" if v is None else f"{v} start" + "s" * (v > 1))
+    landed = data["landed_starts"]
+    note = ("Certified fraction of one solve (its seconds and evaluations), 8192 nodes "
+            "unless the run was quick; Newton starts of the first warm (uncertified) "
+            "evaluation on a node set at T ≥ 3, where no node has a remembered minimiser: "
+            "the full multi-start (5) or fewer, from ω; landed at "
+            + ("the multi-start" if landed is None else str(landed)) + ". " + note)
+    return ("The first warm evaluation: its Newton starts, on points it was not fitted on",
+            ["point", "role", *columns], body, note)
 
 
 #: a traced solve is listed one by one when it took this long, stalled, or left a ghost
@@ -527,6 +568,7 @@ RENDERERS = {
     "solver_rules_split.jsonl": _solver_rules,
     "warm_start_rule.json": _warm_start_rule,
     "split_share.json": _split_share,
+    "first_warm_starts.json": _first_warm_starts,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,
     "linear_exact_gram.json": _linear_exact_gram,

@@ -202,8 +202,33 @@ def test_the_split_share_table_sums_the_held_out_points(tmp_path):
     assert "landed at 0.1" in text
     assert "0.001: 27.0 s, 0.9100" in text and "0.1: 17.5 s, 0.9500" in text
     assert "0.9600 (17.0 s)" in text                       # the fitted point, listed
-    assert "are the same at every share" in text
+    assert "agree to 1e-06 (relative) in every setting" in text
     data["rows"][1]["arms"][0]["state"] = [1.0, 2.0, 0.6]
     (tmp_path / "split_share.json").write_text(json.dumps(data))
-    assert "differ between shares at T = 3 seed 2 point 1" in \
+    assert "between settings at T = 3 seed 2 point 1 (1.7e-01)" in \
         report.render("split_share.json", tmp_path)
+
+
+def test_the_first_warm_starts_table_sums_seconds_and_evaluations(tmp_path):
+    def row(T, role, arms):
+        return {"n_tokens": T, "seed": 1, "point": 3, "role": role,
+                "arms": [{"starts": s, "certified_fraction": 1.0, "seconds": sec,
+                          "n_iter": ev, "converged": conv, "state": [1.0, 2.0, 0.5]}
+                         for s, sec, ev, conv in arms]}
+    data = {"command": "python benchmarks/research/first_warm_starts.py",
+            "date": "2026-12-06", "landed_starts": 1,
+            "rows": [row(4, "fitted", [(None, 1.5, 20, True), (1, 1.2, 20, True)]),
+                     row(3, "held out", [(None, 2.0, 30, True), (1, 1.0, 31, True)]),
+                     row(5, "held out", [(None, 3.0, 25, False), (1, 2.5, 25, True)])]}
+    (tmp_path / "first_warm_starts.json").write_text(json.dumps(data))
+    text = report.render("first_warm_starts.json", tmp_path)
+    assert "landed at 1." in text
+    assert "multi-start: 5.0 s, 55 evaluations, 1.0000" in text
+    assert "1 start: 3.5 s, 56 evaluations, 1.0000" in text
+    assert "1.0000 (3.0 s, 25 ev.) unconverged" in text
+    assert "agree to 1e-06 (relative) in every setting" in text
+    data["rows"][2]["arms"][1]["state"] = [1.0, 2.0, 0.5 + 1e-9]    # within the agreement
+    data["rows"][1]["arms"][1]["state"] = [1.0, 2.01, 0.5]
+    (tmp_path / "first_warm_starts.json").write_text(json.dumps(data))
+    text = report.render("first_warm_starts.json", tmp_path)
+    assert "between settings at T = 3 seed 1 point 3 (5.0e-03); elsewhere" in text

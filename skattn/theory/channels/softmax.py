@@ -72,9 +72,17 @@ class SoftmaxChannel(_Channel):
         ``1/(2Σ)`` from both ends (default 0.1, a class attribute; in (0, 0.5]). Near the
         ends a row's search runs out of budget (the measurements: docs: Validation
         report, "The certificate's unequal splits").
+    first_warm_starts : int or None
+        T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
+        fixed-point iterations) at the nodes that have no remembered minimiser yet, the
+        first evaluation on a node set (default 1, from ω, a class attribute; None: the
+        full ``n_starts``). The certified evaluations that follow replace any minimiser
+        that is not global (the measurements: docs: Validation report, "The first warm
+        evaluation").
     """
 
     shell_starts = _proxT.SHELL_STARTS
+    first_warm_starts = 1
     split_rounds = _certify_split.MAX_ROUNDS
     split_min_share = _certify_split.MIN_SHARE
 
@@ -309,9 +317,16 @@ class SoftmaxChannel(_Channel):
         else:
             proxT = _proxT.proxT_parallel if threaded else _proxT.proxT
             c3 = _certify_rows.third_derivative_bounds(y)
+            n_starts = self.n_starts
+            if trust_warm and not use_warm and self.first_warm_starts is not None:
+                # no remembered minimisers (the first evaluation on these nodes): the
+                # multi-start costs several warm evaluations, and the certified ones
+                # replace any minimiser it would have improved
+                n_starts = check_scalar_range(self.first_warm_starts, "first_warm_starts",
+                                              low=1, integer=True)
             xb, fb, cert = proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y), sigma,
                                  self.basis, self._index, self._scale, beta, x_fit, convex,
-                                 x_warm, use_warm, trust_warm, self.n_starts, radius,
+                                 x_warm, use_warm, trust_warm, n_starts, radius,
                                  self.max_iter, self._row_basis, self._row_gain, c3,
                                  _CERT_TOL, self.certify_budget,
                                  check_scalar_range(self.shell_starts, "shell_starts", low=0,
