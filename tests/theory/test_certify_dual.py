@@ -234,6 +234,7 @@ def test_found_point_box_proves_one_zero():
     # around a zero, the box found has the zero inside and its Krawczyk image strictly
     # inside it
     rng = np.random.default_rng(4)
+    checked = 0
     for _ in range(50):
         T = int(rng.integers(3, 7))
         x, kappa, y, b = _zero(rng, T)
@@ -244,5 +245,15 @@ def test_found_point_box_proves_one_zero():
         if rho == 0:
             continue
         assert np.all(lo < x) and np.all(x < hi)
-        assert np.all(np.abs(Kc - x) + Kr < 0.5 * (hi - lo) * (1 + 1e-12))
         assert math.isfinite(rho)
+        # its image (r, Kc, Kr were scratch) and the box twice as wide, which proves nothing
+        work = np.empty((7, n, n))
+        assert _stationarity._krawczyk_centre(x, kappa, y, b, work)
+        w = np.abs(work[2]).sum(axis=1)
+        assert rho == 1.0 or not _stationarity._proves_one_zero(x, 2 * rho, w, kappa, y, r,
+                                                                Kc, Kr, work)
+        assert _stationarity._proves_one_zero(x, rho, w, kappa, y, r, Kc, Kr, work)
+        np.testing.assert_allclose(x + r, hi, rtol=0, atol=1e-14 * (1 + np.max(np.abs(x))))
+        assert np.all(np.abs(Kc - x) + Kr < r)
+        checked += 1
+    assert checked >= 20

@@ -366,7 +366,7 @@ def _gradstepT(x, omega, y, s, B, index, scale, beta):
     K = omega.shape[0]
     z = omega + B @ x
     Hz = np.empty((K, K))
-    _hess_u(z, y, index, scale, beta, Hz)
+    _hess_u(z, y, index, scale, beta, Hz, np.empty(y.shape[0]), np.empty(y.shape[0]))
     gz = (z - omega) / s
     T = y.shape[0]
     A = np.empty(T)
@@ -489,15 +489,14 @@ def trace_resolvent_complement(H, sigma):
 
 
 @_jit
-def _hess_u(z, y, index, scale, beta, Hu):
+def _hess_u(z, y, index, scale, beta, Hu, A, W):
     """Loss and Hessian ``∇²_z ℓ`` (in u-coordinates, written to ``Hu``) of one sample;
-    the same row terms as :func:`_gradhessT` (and :meth:`.softmax.SoftmaxChannel._row_terms`)."""
+    the same row terms as :func:`_gradhessT` (and :meth:`.softmax.SoftmaxChannel._row_terms`);
+    ``A``, ``W``: scratch of length T."""
     T, K = y.shape[0], z.shape[0]
     for i in range(K):
         for j in range(K):
             Hu[i, j] = 0.0
-    A = np.empty(T)
-    W = np.empty(T)
     loss = 0.0
     b2 = 2 * beta * beta
     for a in range(T):
@@ -522,7 +521,7 @@ def _hess_u(z, y, index, scale, beta, Hu):
 
 
 @_jit
-def _trace_by_cholesky(Hs, L, X):
+def _trace_by_cholesky(Hs, L, X, Y):
     """``Tr((I + Hs)⁻¹ Hs) = Tr(I − (I + Hs)⁻¹)`` for one symmetric ``Hs = ΣH`` through a
     Cholesky factorisation ``I + Hs = LLᵀ``: ``Tr(L⁻¹ Hs L⁻ᵀ)``, without the cancellation
     of ``K − Tr (I + Hs)⁻¹`` at small Σ. Returns ``nan`` where a pivot is below 1e-8 (the
@@ -548,8 +547,7 @@ def _trace_by_cholesky(Hs, L, X):
                 v -= L[i, k] * X[k, c]
             X[i, c] = v / L[i, i]
     tot = 0.0
-    # Y = L⁻¹ Xᵀ; its trace
-    Y = np.empty(K)
+    # Y = L⁻¹ Xᵀ (column by column, to the scratch Y of length K); its trace
     for c in range(K):
         for i in range(K):
             v = X[c, i]
@@ -560,23 +558,30 @@ def _trace_by_cholesky(Hs, L, X):
     return tot
 
 
+# samples per chunk of loss_and_trace's threaded loop, each chunk with its own scratch
+_TRACE_CHUNK = 64
+
+
 @_jit_parallel
 def loss_and_trace(z, y, index, scale, beta, sigma):
     """Per sample: the loss ``ℓ(y, z)`` and ``Tr(I − (I + ΣH)⁻¹)``, ``H = ∇²_z ℓ``, in one
     compiled pass (threaded over samples), instead of the numpy Hessians (N, K, K) and a
     batched eigendecomposition. The trace is ``nan`` where ``I + ΣH`` is (nearly) singular."""
     N, K = z.shape
+    T = y.shape[1]
     loss = np.empty(N)
     tr = np.empty(N)
-    for n in _prange(N):
-        Hu = np.empty((K, K))
-        L = np.empty((K, K))
-        X = np.empty((K, K))
-        loss[n] = _hess_u(z[n], y[n], index, scale, beta, Hu)
-        for i in range(K):
-            for j in range(K):
-                Hu[i, j] *= sigma
-        tr[n] = _trace_by_cholesky(Hu, L, X)
+    n_chunks = (N + _TRACE_CHUNK - 1) // _TRACE_CHUNK
+    for c in _prange(n_chunks):
+        # scratch per chunk of samples, not per sample (allocations were a third of it)
+        Hu, L, X = np.empty((K, K)), np.empty((K, K)), np.empty((K, K))
+        A, W, Y = np.empty(T), np.empty(T), np.empty(K)
+        for n in range(c * _TRACE_CHUNK, min(N, (c + 1) * _TRACE_CHUNK)):
+            loss[n] = _hess_u(z[n], y[n], index, scale, beta, Hu, A, W)
+            for i in range(K):
+                for j in range(K):
+                    Hu[i, j] *= sigma
+            tr[n] = _trace_by_cholesky(Hu, L, X, Y)
     return loss, tr
 
 

@@ -150,11 +150,21 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
         Kr[i] = spread * (1 + 1e-9) + 1e-12 * abs(step) + 1e-15 * (abs(xc[i]) + 1)
 
 
+# the found point's box: ρ = 2^-k, k ≤ _FOUND_BOX_HALVINGS; the search starts at
+# k = _FOUND_BOX_FIRST, the usual answer (k = 5 at 68 %, 4–6 at 98 % of 355 rows of a
+# T = 4 grid point, scratch), then goes up while the larger box passes, or down until one
+# does (from k = 0 down, it took six Krawczyk images a row where it now takes two)
+_FOUND_BOX_HALVINGS = 44
+_FOUND_BOX_FIRST = 5
+
+
 @_jit
 def _found_point_box(x, kappa, yrow, b, Xlo, Xhi, r, Kc, Kr, work):
-    """The largest box ``x ± ρw`` (ρ halved from 1; ``w`` the row sums of ``|J(x)⁻¹|``)
+    """The largest box ``x ± ρw`` (``ρ = 2^-k``; ``w`` the row sums of ``|J(x)⁻¹|``)
     around the found point x = (log s*, μ*, g*) in which the Krawczyk test proves one zero
-    of the stationarity system; writes it to Xlo, Xhi and returns ρ (0: none found)."""
+    of the stationarity system, searched from ``k = _FOUND_BOX_FIRST`` up while a larger
+    box passes, else down; writes it to Xlo, Xhi and returns ρ (0: none found). ``r``,
+    ``Kc``, ``Kr`` and ``work`` are scratch (they hold the last box tried)."""
     T = yrow.shape[0]
     n = T + 2
     # the centre's part of the Krawczyk operator once, for every ρ
@@ -165,17 +175,31 @@ def _found_point_box(x, kappa, yrow, b, Xlo, Xhi, r, Kc, Kr, work):
         w[i] = 0.0
         for k in range(n):
             w[i] += abs(Y[i, k])
-    rho = 1.0
-    for _ in range(45):
-        for i in range(n):
-            r[i] = rho * w[i]
-        _krawczyk_image(x, r, kappa, yrow, Kc, Kr, work)
-        inside = True
-        for i in range(n):
-            inside = inside and abs(Kc[i] - x[i]) + Kr[i] < r[i]
-        if inside:
-            for i in range(n):
-                Xlo[i], Xhi[i] = x[i] - r[i], x[i] + r[i]
-            return rho
-        rho *= 0.5
-    return 0.0
+    k = _FOUND_BOX_FIRST
+    if _proves_one_zero(x, 0.5 ** k, w, kappa, yrow, r, Kc, Kr, work):
+        while k > 0 and _proves_one_zero(x, 0.5 ** (k - 1), w, kappa, yrow, r, Kc, Kr, work):
+            k -= 1
+    else:
+        k += 1
+        while not _proves_one_zero(x, 0.5 ** k, w, kappa, yrow, r, Kc, Kr, work):
+            k += 1
+            if k > _FOUND_BOX_HALVINGS:
+                return 0.0
+    rho = 0.5 ** k
+    for i in range(n):
+        Xlo[i], Xhi[i] = x[i] - rho * w[i], x[i] + rho * w[i]
+    return rho
+
+
+@_jit
+def _proves_one_zero(x, rho, w, kappa, yrow, r, Kc, Kr, work):
+    """Whether the Krawczyk image of the box ``x ± ρw`` (centre part in ``work``) lies in
+    its interior: exactly one zero there."""
+    n = x.shape[0]
+    for i in range(n):
+        r[i] = rho * w[i]
+    _krawczyk_image(x, r, kappa, yrow, Kc, Kr, work)
+    for i in range(n):
+        if not abs(Kc[i] - x[i]) + Kr[i] < r[i]:
+            return False
+    return True
