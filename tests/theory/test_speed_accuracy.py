@@ -173,3 +173,29 @@ def test_warm_iterations_carry_no_uncertified_bound():
     output_side(ch, warm_start=True, **kw)
     assert output_side(ch, warm_start=True, trust_warm=True, **kw).uncertified_bound is None
     assert isinstance(output_side(ch, warm_start=True, **kw).uncertified_bound, dict)
+
+
+@pytest.mark.parametrize("T", [2, 3, 4, 6])
+def test_warm_iterations_in_stein_form_skip_only_the_pointwise_traces(T):
+    # a trust_warm evaluation in the Stein form returns no pointwise Σ̂ (its Hessian traces
+    # are not computed) and the same conjugates and losses as with them; the pointwise
+    # form, or a certified evaluation, still has it
+    from skattn.theory.channels import SoftmaxChannel, output_side
+    from skattn.theory.channels.common import _loss_and_trace, _losses
+    ch = SoftmaxChannel(T, beta=2.0, target_beta=2.0)
+    nodes = GaussianNodes(2 * ch.K, n_points=256, seed=1)
+    kw = dict(m=0.6, q=0.8, Q0=1.0, noise=0.1, sigma=1.5, alpha=0.3, nodes=nodes)
+    output_side(ch, warm_start=True, sigma_hat_form="stein", **kw)     # remembered z*
+    fast = output_side(ch, warm_start=True, trust_warm=True, sigma_hat_form="stein", **kw)
+    full = output_side(ch, warm_start=True, trust_warm=True, sigma_hat_form="pointwise",
+                       **kw)
+    assert fast.sigma_hat_pointwise is None and np.isfinite(full.sigma_hat_pointwise)
+    for name in ("m_hat", "q_hat", "sigma_hat_stein", "train_error", "moreau"):
+        # (the second warm evaluation starts from the first's z*: rounding apart)
+        assert fast[name] == pytest.approx(full[name], rel=1e-12), name
+    assert fast.sigma_hat == fast.sigma_hat_stein
+    certified = output_side(ch, warm_start=True, sigma_hat_form="stein", **kw)
+    assert np.isfinite(certified.sigma_hat_pointwise)
+    y = np.random.default_rng(0).dirichlet(np.ones(T), size=(50, T))
+    z = np.random.default_rng(1).normal(size=(50, ch.K))
+    np.testing.assert_array_equal(_losses(ch, y, z, 1.5), _loss_and_trace(ch, y, z, 1.5)[0])

@@ -558,6 +558,18 @@ def _trace_by_cholesky(Hs, L, X, Y):
     return tot
 
 
+@_jit
+def losses_T(z, y, index, scale, beta):
+    """Per sample the loss ``ℓ(y, z)`` (T ≥ 3), the value :func:`loss_and_trace` gives,
+    without the Hessian and its trace (the uncertified warm evaluations in the Stein form
+    of Σ̂ need only this; ~0.3 µs a sample)."""
+    N = z.shape[0]
+    out = np.empty(N)
+    for n in range(N):
+        out[n] = _loss_T(z[n], y[n], index, scale, beta)
+    return out
+
+
 # samples per chunk of loss_and_trace's threaded loop, each chunk with its own scratch
 _TRACE_CHUNK = 64
 

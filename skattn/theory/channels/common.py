@@ -109,9 +109,11 @@ class OutputSide:
         ``E ℓ(y, z*)``.
     moreau : float
         ``E[‖z* − ω‖²/(2Σ) + ℓ(y, z*)]``, the averaged Moreau envelope ``M(Σ, m, q)``.
-    sigma_hat_pointwise : float
+    sigma_hat_pointwise : float or None
         ``(2α/Σ) E Tr(I − (I + ΣH)⁻¹) = −2α E[Σ_k ∂g_k/∂ω_k]`` with the pointwise
-        derivative (docs: Theory §4).
+        derivative (docs: Theory §4); None for the uncertified warm iterations
+        (``trust_warm``) in the Stein form, which never report it (its Hessians cost a
+        third of such an evaluation at T = 4).
     sigma_hat_stein : float
         ``−2α E[Σ_k ∂g_k/∂ω_k]`` in Stein form,
         ``−2α E[gᵀω]/q + (m/q) m̂``: the derivative in the sense of distributions, which also
@@ -140,7 +142,7 @@ class OutputSide:
     sigma_hat: float
     train_error: float
     moreau: float
-    sigma_hat_pointwise: float
+    sigma_hat_pointwise: float | None
     sigma_hat_stein: float
     t_hat: float = 0.0
     certified_fraction: float = 1.0
@@ -201,6 +203,17 @@ def _trace_resolvent_complement(H, sigma):
     lam = np.linalg.eigvalsh(H)
     den = np.maximum(1 + sigma * lam, 1e-12)
     return np.sum(sigma * lam / den, axis=1)
+
+
+def _losses(channel, y, z, sigma):
+    """The loss per sample alone: :func:`._kernels.losses_T` on the compiled T ≥ 3 path of
+    :func:`_loss_and_trace`, else its loss."""
+    if (_kernels.HAVE_NUMBA and getattr(channel, "compiled", False)
+            and getattr(channel, "_index", None) is not None and channel.K > _JACOBI_MAX_K
+            and hasattr(channel, "softmax_row_kernel") and channel.n_tokens >= 3):
+        return _kernels.losses_T(np.ascontiguousarray(z), np.ascontiguousarray(y),
+                                 channel._index, channel._scale, float(channel.beta_))
+    return _loss_and_trace(channel, y, z, sigma)[0]
 
 
 def _loss_and_trace(channel, y, z, sigma):

@@ -16,7 +16,7 @@ from .base import _squared_norm
 
 # the shared pieces (common.py), re-exported where they used to live
 from .common import (GaussianNodes, OutputSide, _check_nodes, _check_overlaps,  # noqa: F401
-                     _gaussian_pair, _loss_and_trace, _trace_resolvent_complement,
+                     _gaussian_pair, _loss_and_trace, _losses, _trace_resolvent_complement,
                      _warm_start, remembered_minimisers, seed_minimisers,
                      uncertified_bound)
 
@@ -110,7 +110,14 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
                                            start=start, warm=warm, trust_warm=trust_warm)
     if warm_start:
         _warm_start(channel, nodes, z)
-    loss, tr = _loss_and_trace(channel, y, z, sigma)
+    # an uncertified warm evaluation (never reported) in the Stein form of Σ̂ (off the
+    # pointwise fallback at q → 0) needs no Hessian traces, only the losses
+    pointwise = not (warm_start and trust_warm and sigma_hat_form == "stein"
+                     and q > 1e-8 * var0)
+    if pointwise:
+        loss, tr = _loss_and_trace(channel, y, z, sigma)
+    else:
+        loss, tr = _losses(channel, y, z, sigma), None
     zeta1 = nodes.points[:, :K]
     if _kernels.HAVE_NUMBA:
         # (numba takes the strided slice ζ1 as it is: no copy)
@@ -140,7 +147,7 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         dz = channel.prox_jacobian_w(w, z, sigma)
         m_hat = 2 * alpha * float(nodes.mean(np.trace(dz, axis1=1, axis2=2))) / sigma
     q_hat = 2 * alpha * mean_gg
-    sigma_hat_pw = 2 * alpha / sigma * float(nodes.mean(tr))
+    sigma_hat_pw = None if tr is None else 2 * alpha / sigma * float(nodes.mean(tr))
     # Σ̂ = 4α ∂M/∂q = −2α E[div_ω g] (Φ's stationarity in q). With w̃ = w − (m/q)ω
     # independent of ω, d/dω|_w̃ = ∂_ω + (m/q)∂_w, so by Stein on ω and on w̃:
     # E[div_ω g] = E[gᵀω]/q − (m/q) E[gᵀw̃]/V = E[gᵀζ1]/√q − (m/q) m̂/(2α).
