@@ -76,9 +76,9 @@ class SoftmaxChannel(_Channel):
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
         fixed-point iterations) at the nodes that have no remembered minimiser yet, the
         first evaluation on a node set (default 1, from ω, a class attribute; None: the
-        full ``n_starts``). The certified evaluations that follow replace any minimiser
-        that is not global (the measurements: docs: Validation report, "The first warm
-        evaluation").
+        full ``n_starts``; the compiled prox only). The certified evaluations that follow
+        replace any minimiser that is not global (the measurements: docs: Validation
+        report, "The first warm evaluation").
     """
 
     shell_starts = _proxT.SHELL_STARTS
