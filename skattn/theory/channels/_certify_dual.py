@@ -63,9 +63,8 @@ from ._stationarity import _found_point_box, _krawczyk
 _ROOT_PRECISION = 1e-3
 # a box's combinations of S_c's intervals are tested one by one up to this many
 _MAX_COMBINATIONS = 2048
-# the convex cube around t* is _E_MARGIN times the distance it must cover (one test; the
-# largest cube that passes, searched by halvings and bisections of the ball's radius, cost
-# a quarter of the certificate and proved the same)
+# the convex cube around t* is _E_MARGIN times the distance it must cover: one test, where
+# a search for the largest cube that passes proved the same at a cost (docs: Changelog)
 _E_MARGIN = 2.0
 # a box whose surviving part (contracted by the Krawczyk images) is narrower than this
 # fraction of it, in μ or in g, is replaced by that part instead of halved

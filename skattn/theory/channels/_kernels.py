@@ -562,7 +562,7 @@ def _trace_by_cholesky(Hs, L, X, Y):
 def losses_T(z, y, index, scale, beta):
     """Per sample the loss ``ℓ(y, z)`` (T ≥ 3), the value :func:`loss_and_trace` gives,
     without the Hessian and its trace (the uncertified warm evaluations in the Stein form
-    of Σ̂ need only this; ~0.3 µs a sample)."""
+    of Σ̂ need only this)."""
     N = z.shape[0]
     out = np.empty(N)
     for n in range(N):
@@ -585,7 +585,7 @@ def loss_and_trace(z, y, index, scale, beta, sigma):
     tr = np.empty(N)
     n_chunks = (N + _TRACE_CHUNK - 1) // _TRACE_CHUNK
     for c in _prange(n_chunks):
-        # scratch per chunk of samples, not per sample (allocations were a third of it)
+        # scratch per chunk of samples, not allocated per sample
         Hu, L, X = np.empty((K, K)), np.empty((K, K)), np.empty((K, K))
         A, W, Y = np.empty(T), np.empty(T), np.empty(K)
         for n in range(c * _TRACE_CHUNK, min(N, (c + 1) * _TRACE_CHUNK)):

@@ -151,9 +151,8 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
 
 
 # the found point's box: ρ = 2^-k, k ≤ _FOUND_BOX_HALVINGS; the search starts at
-# k = _FOUND_BOX_FIRST, the usual answer (k = 5 at 68 %, 4–6 at 98 % of 355 rows of a
-# T = 4 grid point, scratch), then goes up while the larger box passes, or down until one
-# does (from k = 0 down, it took six Krawczyk images a row where it now takes two)
+# k = _FOUND_BOX_FIRST, the usual answer, then goes up while the larger box passes, or
+# down until one does (the counts behind the start: docs: Changelog)
 _FOUND_BOX_HALVINGS = 44
 _FOUND_BOX_FIRST = 5
 

@@ -112,8 +112,7 @@ class OutputSide:
     sigma_hat_pointwise : float or None
         ``(2α/Σ) E Tr(I − (I + ΣH)⁻¹) = −2α E[Σ_k ∂g_k/∂ω_k]`` with the pointwise
         derivative (docs: Theory §4); None for the uncertified warm iterations
-        (``trust_warm``) in the Stein form, which never report it (its Hessians cost a
-        third of such an evaluation at T = 4).
+        (``trust_warm``) in the Stein form, which never report it and skip its Hessians.
     sigma_hat_stein : float
         ``−2α E[Σ_k ∂g_k/∂ω_k]`` in Stein form,
         ``−2α E[gᵀω]/q + (m/q) m̂``: the derivative in the sense of distributions, which also
@@ -205,12 +204,18 @@ def _trace_resolvent_complement(H, sigma):
     return np.sum(sigma * lam / den, axis=1)
 
 
+def _fused_rows_kernel(channel):
+    """Whether the channel's losses and traces go through the compiled per-row kernels of
+    T ≥ 3 (:func:`._kernels.loss_and_trace`, :func:`._kernels.losses_T`)."""
+    return (_kernels.HAVE_NUMBA and getattr(channel, "compiled", False)
+            and getattr(channel, "_index", None) is not None and channel.K > _JACOBI_MAX_K
+            and hasattr(channel, "softmax_row_kernel"))
+
+
 def _losses(channel, y, z, sigma):
     """The loss per sample alone: :func:`._kernels.losses_T` on the compiled T ≥ 3 path of
     :func:`_loss_and_trace`, else its loss."""
-    if (_kernels.HAVE_NUMBA and getattr(channel, "compiled", False)
-            and getattr(channel, "_index", None) is not None and channel.K > _JACOBI_MAX_K
-            and hasattr(channel, "softmax_row_kernel") and channel.n_tokens >= 3):
+    if _fused_rows_kernel(channel):
         return _kernels.losses_T(np.ascontiguousarray(z), np.ascontiguousarray(y),
                                  channel._index, channel._scale, float(channel.beta_))
     return _loss_and_trace(channel, y, z, sigma)[0]
@@ -232,9 +237,7 @@ def _loss_and_trace(channel, y, z, sigma):
         # time than the numpy Hessians and the 3 × 3 Jacobi rotations)
         return _kernels.loss_and_trace2(np.ascontiguousarray(z), np.ascontiguousarray(y),
                                         float(channel.beta_), float(sigma))
-    if (_kernels.HAVE_NUMBA and getattr(channel, "compiled", False)
-            and getattr(channel, "_index", None) is not None and channel.K > _JACOBI_MAX_K
-            and hasattr(channel, "softmax_row_kernel")):
+    if _fused_rows_kernel(channel):
         loss, tr = _kernels.loss_and_trace(np.ascontiguousarray(z), np.ascontiguousarray(y),
                                            channel._index, channel._scale,
                                            float(channel.beta_), float(sigma))
