@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._blas import single_blas_thread
 from .._validation import (MAX_TARGET_SCALE, MIN_RANK_RATIO, MIN_TARGET_SCALE,
                            check_random_state_arg, check_scalar_range, check_target_scale)
 from .laws import DiscreteLaw, SpectralLaw, WishartLaw
@@ -317,21 +318,6 @@ def _capped_atoms(eigenvalues, eps, rank):
                                x_first=float(np.sum(x * g) / d),
                                divided_difference=float(np.sum(dd) / d ** 2))
 
-_BLAS_CONTROLLER = None
-
-
-def _single_blas_thread():
-    """A context with the BLAS pools at one thread, for one call on a hot path
-    (threadpoolctl; the controller, which inspects the loaded libraries, is built once).
-    :func:`skattn.limit_threads` is the process-wide limit around a whole computation
-    (torch, OpenMP and BLAS), too heavy per call."""
-    global _BLAS_CONTROLLER
-    if _BLAS_CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-        _BLAS_CONTROLLER = ThreadpoolController()
-    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
-
-
 class SampledDenoiser:
     """A cheap stand-in for a :class:`FactoredDenoiser`, for the start of an iteration only.
 
@@ -377,8 +363,8 @@ class SampledDenoiser:
         eta = m_hat / sigma_hat
         if delta > 0:
             # one BLAS thread: an n ≤ 128 problem gains nothing from more, and woken
-            # OpenBLAS threads spin against the prox's numba threads (docs: Changelog)
-            with _single_blas_thread():
+            # OpenBLAS threads spin against the prox's numba threads (module ._blas)
+            with single_blas_thread():
                 x = np.linalg.eigvalsh(self._diag + delta * self._Z)
         else:
             x = np.diag(self._diag).copy()

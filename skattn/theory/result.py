@@ -51,8 +51,12 @@ class StateEvolutionResult:
 
     - ``"core_test_error"``: the Gaussian core's test error (any correction);
     - ``"uncertified_bound"``: where some prox minimisers are not certified global, a bound
-      on how far they can move m̂, q̂, Σ̂, the train error and the Moreau envelope (a dict;
-      empty when every node is certified or the channel is linear);
+      on how far they can move m̂, q̂, Σ̂ (``sigma_hat_stein``), the train error and the
+      Moreau envelope (a dict; zeros when every node is certified, empty for linear
+      attention). With corrections, each term of ``core + Σ_i w_i (corrected_i −
+      anchor_i)`` adds its bound times its coefficient's size; None where a correction's
+      prox leaves nodes uncertified and has no bound of its own (the exact-Gram correction
+      of softmax at T ≥ 3, whose multi-start is not certified: ``certified_fraction`` 0);
     - ``"leverage_spread"``: the relative spread of the per-sample leverage (``leverage``);
     - ``"m_hat_identity"``, ``"seq2lab_s_error"``: the identity conjugate and the start's
       ``‖Ŝ − S0‖²_F/d`` (``exact_gram``);

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._validation import MAX_ALPHA, MIN_ALPHA, broadcast_to_grid, check_scalar_range
 from .._warnings import warn
+from ._blas import with_single_blas_thread
 from .core import OPTION_NAMES, SolverOptions, resolve_options, solve_core
 from .corrections import apply_table, check_correction, decide
 from .corrections.rules import SPIKY_SHARE_EDGES
@@ -69,6 +70,7 @@ def _split_call(alpha, problem, correction, options, model, caller):
     return alpha, problem, correction, options
 
 
+@with_single_blas_thread
 def solve_state_evolution(alpha, problem=None, *, correction="auto", options=None, **model):
     """Solve the state evolution of factored (or direct) ERM at one point.
 
@@ -144,6 +146,9 @@ def solve_state_evolution(alpha, problem=None, *, correction="auto", options=Non
 
     Notes
     -----
+    The solve runs with one BLAS thread (woken OpenBLAS threads spin against the compiled
+    prox's threads, which take the cores); the previous limits come back after it.
+
     Where no fixed point is found from a cold start (no ``init``), the core converges at
     10λ (else 100λ; 1e-3 and 1e-2 for λ = 0) and follows that fixed point back down to λ
     in steps of √10, each warm-started from the last

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from skattn import AttentionIndexedModel, WishartTarget
 from skattn.theory import perfect_recovery_threshold, solve_state_evolution
+from skattn.theory.core.fixed_point_map import FixedPointMap
 from skattn.theory.core.solve import RANK_CAP_RAMP, rank_cap_weight, solve_core
 from skattn.theory.problem import StateEvolutionProblem
 
@@ -85,3 +87,28 @@ def test_corrections_fade_out_where_a_rank_cap_starts_to_bind():
     assert np.all(np.diff(weights) <= 0)
     log_error = np.log([r.test_error for r in results])
     assert np.max(np.abs(np.diff(log_error, 2))) < 2e-3
+
+
+def _blas_threads():
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_solve_core_runs_with_one_blas_thread(monkeypatch):
+    """Woken BLAS threads spin against the compiled prox's threads: every map evaluation
+    of a solve runs with one BLAS thread, and the previous limits come back after it."""
+    before = _blas_threads()
+    seen = []
+    step = FixedPointMap.step
+
+    def recording_step(self, *args, **kwargs):
+        seen.append(_blas_threads())
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(FixedPointMap, "step", recording_step)
+    with threadpool_limits(limits=2, user_api="blas"):
+        limited = _blas_threads()
+        problem = StateEvolutionProblem(n_tokens=2, reg_lambda=0.1, target=WishartTarget(0.5))
+        solve_core(0.3, problem, dict(n_nodes=256))
+        assert _blas_threads() == limited
+    assert seen and all(threads == [1] * len(threads) for threads in seen)
+    assert _blas_threads() == before

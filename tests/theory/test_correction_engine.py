@@ -8,6 +8,7 @@ the recorded decision, continuity at the domain edges and the degenerate spectra
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from skattn import AttentionIndexedModel, WishartTarget
 from skattn.data.targets import PowerLawTarget, SpectrumTarget
 from skattn.theory import (CORRECTION_NAMES, SolverOptions, StateEvolutionProblem,
                            explain, solve_state_evolution)
-from skattn.theory.corrections import CORRECTIONS
+from skattn.theory.corrections import CORRECTIONS, _blended_bound
 from skattn.theory.corrections.base import log_ramp, smooth_ramp
 
 FAST = {"n_nodes": 1024}
@@ -265,3 +266,47 @@ def test_ordinary_wishart_teacher_with_a_large_top_mode_is_predicted():
         errors.append(attention_error(yt, model.predict(Xt)))
     gap = np.mean(errors) / pred.test_error - 1
     assert abs(gap) < 0.08, (np.mean(errors), pred.test_error)
+
+
+# ---- the bound carried for uncertified prox minimisers ----------------------------------
+
+def _term(certified, bound=None):
+    """A stand-in result: its certified share and the bound its solve computed."""
+    extras = {} if bound is None else {"uncertified_bound": bound}
+    return SimpleNamespace(certified_fraction=certified, extras=extras)
+
+
+def _piece(weight, corrected, anchor):
+    return (SimpleNamespace(weight=weight), corrected, anchor)
+
+
+@given(b=st.floats(0.0, 10.0), a=st.floats(0.0, 10.0), w=st.floats(0.01, 1.0))
+def test_blended_bound_weights_each_term_by_its_coefficient(b, a, w):
+    base = _term(0.99, {"q_hat": b})
+    # anchored at the core: core + w (corrected − core) = (1 − w) core + w corrected
+    assert _blended_bound(base, [_piece(w, _term(1.0), base)]) == \
+        {"q_hat": pytest.approx((1 - w) * b)}
+    # at its own anchor: both the core and the anchor count in full
+    anchor = _term(0.9, {"q_hat": a})
+    assert _blended_bound(base, [_piece(w, _term(1.0), anchor)]) == \
+        {"q_hat": pytest.approx(b + w * a)}
+
+
+def test_blended_bound_is_none_where_a_correction_has_uncertified_nodes():
+    base = _term(1.0, {"q_hat": 0.0})
+    assert _blended_bound(base, [_piece(0.5, _term(0.0), base)]) is None
+    # no correction: the core's own bound; a fully applied, certified one at the core:
+    # the core's bound drops out
+    core = _term(0.5, {"q_hat": 3.0})
+    assert _blended_bound(core, []) == {"q_hat": 3.0}
+    assert _blended_bound(core, [_piece(1.0, _term(1.0), core)]) == {"q_hat": 0.0}
+
+
+def test_exact_gram_softmax_T3_reports_no_bound():
+    """Its multi-start is not certified (certified_fraction 0): the core's bound of zeros
+    must not stand in for it."""
+    result = solve_state_evolution(0.3, n_tokens=3, reg_lambda=0.02, n_features=400,
+                                   target=WishartTarget(0.5), options=FAST)
+    assert result.correction == "exact_gram" and result.correction_weight == 1.0
+    assert result.certified_fraction == 0.0
+    assert result.extras["uncertified_bound"] is None

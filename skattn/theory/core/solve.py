@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validation import channel_memory_bytes, check_memory
+from .._blas import with_single_blas_thread
 from ..channels import GaussianNodes, remembered_minimisers, test_error
 from ..denoisers import FactoredDenoiser, SampledDenoiser
 from ..problem import StateEvolutionProblem
@@ -69,6 +70,7 @@ class CoreSolution:
     minimisers: np.ndarray | None = None
 
 
+@with_single_blas_thread
 def solve_core(alpha, problem, options=None):
     """The Gaussian state-evolution fixed point of ``problem`` at ``alpha``.
 
@@ -82,6 +84,11 @@ def solve_core(alpha, problem, options=None):
     Returns
     -------
     CoreSolution
+
+    Notes
+    -----
+    Runs with one BLAS thread (:func:`skattn.theory._blas.single_blas_thread`): woken
+    OpenBLAS threads would spin against the compiled prox's threads.
     """
     if not isinstance(problem, StateEvolutionProblem):
         raise TypeError(f"problem must be a StateEvolutionProblem, got "

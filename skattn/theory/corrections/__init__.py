@@ -151,6 +151,7 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
                "; ".join(r.message for r in [base] + [p[1] for p in pieces]
                          if not r.converged) or "non-finite values")
     params = {**lead_result.params, "trace": trace}
+    extras["uncertified_bound"] = _blended_bound(base, pieces)
     return replace(
         lead_result, **values, converged=converged,
         n_iter=base.n_iter + sum(p[1].n_iter for p in pieces),
@@ -160,6 +161,34 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
         correction=lead.name, correction_weight=float(lead.weight),
         correction_reason=lead.reason, decisions=tuple(decisions),
         extras={**lead_result.extras, **extras}, problem=problem, alpha=base.alpha)
+
+
+def _own_bound(result, computed):
+    """The uncertified-node bound of one term of the blend: the one its solve computed
+    (``computed``: a core's, from its output side), zeros where every node is certified,
+    else None (a correction's prox with uncertified nodes and no bound of its own)."""
+    if computed:
+        return result.extras.get("uncertified_bound", {})
+    return {} if result.certified_fraction == 1.0 else None
+
+
+def _blended_bound(base, pieces):
+    """How far uncertified prox minimisers can move the blend
+    ``core + Σ_i w_i (corrected_i − anchor_i)``: each term's bound times the absolute value
+    of its coefficient, summed (an anchor that is the core adds to the core's
+    coefficient). None where a term with a nonzero coefficient has no bound."""
+    terms = [(1.0, _own_bound(base, True))]
+    for decision, corrected, at_anchor in pieces:
+        terms.append((decision.weight, _own_bound(corrected, False)))
+        if at_anchor is base:
+            terms[0] = (terms[0][0] - decision.weight, terms[0][1])
+        else:
+            terms.append((-decision.weight, _own_bound(at_anchor, True)))
+    if any(b is None and c != 0.0 for c, b in terms):
+        return None
+    terms = [(c, b or {}) for c, b in terms]
+    keys = sorted({k for _, b in terms for k in b})
+    return {k: float(sum(abs(c) * b.get(k, 0.0) for c, b in terms)) for k in keys}
 
 
 def _none_reason(decisions):

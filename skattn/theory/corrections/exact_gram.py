@@ -70,9 +70,10 @@ class ExactGramCorrection(Correction):
         loss = "seq2seq" if problem.task == "seq2seq" else "seq2lab"
         result = exact_gram_prediction(core.result, loss=loss, n_nodes=options.n_nodes,
                                        tol=options.tol, random_state=options.random_state)
-        for key in ("m_hat_identity", "seq2lab_s_error"):
-            result.extras[key] = result.params.pop(key)
-        return result
+        params = dict(result.params)
+        moved = {key: params.pop(key) for key in ("m_hat_identity", "seq2lab_s_error")}
+        # a new extras dict: the result shares the core's until then
+        return replace(result, params=params, extras={**result.extras, **moved})
 
 
 def seq2seq_prediction(seq2lab, *, n_nodes=8192, tol=1e-7, random_state=0):

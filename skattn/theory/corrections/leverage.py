@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..leverage_mixture import leverage_prediction
 from ..thresholds import perfect_recovery_threshold
 from .base import Applicability, Correction, log_ramp, smooth_ramp
@@ -72,7 +74,9 @@ class LeverageCorrection(Correction):
                                      random_state=options.random_state,
                                      alpha_fixed_point=core.alpha_fixed_point,
                                      secants=core.secants, minimisers=core.minimisers)
-        for key in ("leverage_spread",):
-            result.extras[key] = result.params.pop(key)
-        result.params.pop("gaussian_test_error", None)
-        return result
+        params = dict(result.params)
+        params.pop("gaussian_test_error", None)
+        spread = params.pop("leverage_spread")
+        # a new extras dict: the result shares the core's until then
+        return replace(result, params=params,
+                       extras={**result.extras, "leverage_spread": spread})
