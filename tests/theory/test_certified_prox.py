@@ -139,6 +139,24 @@ def test_interval_curvature_minimum_is_a_tight_lower_bound(c, lo, width):
     assert bound >= h.min() - 1e-8 * (1 + abs(c))
 
 
+@settings(max_examples=60, deadline=None)
+@given(c=st.floats(-3.0, 5.0), a0=st.floats(-3.0, 3.0), e=st.floats(0.0, 5.0),
+       beta=st.floats(0.5, 4.0), log_a=st.floats(-3.0, 2.0))
+def test_row_curvature_from_stationary_points_is_a_tight_lower_bound(c, a0, e, beta, log_a):
+    # the separable bound's curvature of φ = A u² + B u + ℓ(a0 + u) over [−e, e], from the
+    # stationary points of ℓ''/β² found once per row, against a dense grid of the formula
+    # (it could fail: a bracket that misses a stationary point, or a floor too high)
+    p_label, r_label, A = 0.5 * c, 1.0 - 0.5 * c, float(np.exp(log_a))  # 1 + p − r = c
+    stationary = np.empty((3, 3))
+    n = _certify._h2_stationary(c, stationary)
+    bound = _certify._row_curvature(e, 0.0, A, a0, p_label, r_label, beta, stationary, n)
+    t = 1 / (1 + np.exp(-beta * (a0 + np.linspace(-e, e, 20001))))
+    h = 4 * t ** 2 * (1 - t) ** 2 + 2 * (2 * t - c) * t * (1 - t) * (1 - 2 * t)
+    exact = 2 * A + beta ** 2 * min(0.0, h.min())
+    assert bound <= exact + 1e-12
+    assert bound >= exact - 1e-7 * beta ** 2 * (1 + abs(c))
+
+
 @settings(max_examples=20, deadline=None)
 @given(beta=st.floats(0.5, 4.0), log_sigma=st.floats(-2.0, 2.5), seed=st.integers(0, 99),
        log_w=st.floats(-3.0, 1.0))

@@ -230,15 +230,58 @@ def _row_interval_floor(A, Bc, a0, p, r, beta, lo, hi):
 
 
 @_jit
-def _row_curvature(e, ustar, A, a0, p, r, beta):
-    """A lower bound on ``φ'' = 2A + ℓ''`` over ``[u* − e, u* + e]`` (ℓ''/β² ≥
-    :func:`_hmin2` over the σ interval)."""
-    lo, hi = _expit(beta * (a0 + ustar - e)), _expit(beta * (a0 + ustar + e))
-    return 2 * A + beta * beta * min(0.0, _hmin2(1 + p - r, lo, hi))
+def _h2_stationary(c, out):
+    """The stationary points of ``_h2(c, ·)`` on [0, 1], each as a bracket: ``out[k] =
+    (u, v, floor)`` with the point in ``[u, v]`` and ``_h2 ≥ floor`` on the bracket (as in
+    :func:`_hmin2`, over all of [0, 1] and to 2^-20 of each monotone piece of ``_h2'``);
+    returns their number (≤ 3). Computed once per row, so that each curvature bound of the
+    row's search (:func:`_row_curvature`) is two polynomial values and a comparison."""
+    qa, qb, qc = 144.0, -6.0 * (20.0 + 4.0 * c), 2.0 * (8.0 + 6.0 * c)
+    disc = qb * qb - 4.0 * qa * qc
+    r0, r1 = 0.0, 1.0
+    if disc > 0:
+        sq = math.sqrt(disc)
+        r0 = min(max((-qb - sq) / (2 * qa), 0.0), 1.0)
+        r1 = min(max((-qb + sq) / (2 * qa), 0.0), 1.0)
+    n = 0
+    for j in range(3):
+        u = 0.0 if j == 0 else (r0 if j == 1 else r1)
+        v = r0 if j == 0 else (r1 if j == 1 else 1.0)
+        if not v > u:
+            continue
+        du, dv = _dh2(c, u), _dh2(c, v)
+        if du == 0.0 or dv == 0.0 or (du < 0.0) != (dv < 0.0):
+            for _ in range(20):
+                mid = 0.5 * (u + v)
+                dm = _dh2(c, mid)
+                if (dm < 0.0) == (du < 0.0):
+                    u, du = mid, dm
+                else:
+                    v, dv = mid, dm
+            out[n, 0], out[n, 1] = u, v
+            out[n, 2] = _h2(c, 0.5 * (u + v)) - max(abs(du), abs(dv)) * 0.5 * (v - u)
+            n += 1
+    return n
 
 
 @_jit
-def _row_certify(ustar, A, Bc, a0, p, r, beta, tol, budget, stack):
+def _row_curvature(e, ustar, A, a0, p, r, beta, stationary, n_stationary):
+    """A lower bound on ``φ'' = 2A + ℓ''`` over ``[u* − e, u* + e]``: ℓ''/β² over the σ
+    interval is at least the least of ``_h2`` at its ends and the floors of the
+    stationary points whose brackets meet it (:func:`_h2_stationary`), less
+    :func:`_hmin2`'s margin."""
+    c = 1 + p - r
+    lo, hi = _expit(beta * (a0 + ustar - e)), _expit(beta * (a0 + ustar + e))
+    least = min(_h2(c, lo), _h2(c, hi))
+    for k in range(n_stationary):
+        if stationary[k, 1] >= lo and stationary[k, 0] <= hi:
+            least = min(least, stationary[k, 2])
+    least -= 1e-12 * (1.0 + abs(c))
+    return 2 * A + beta * beta * min(0.0, least)
+
+
+@_jit
+def _row_certify(ustar, A, Bc, a0, p, r, beta, tol, budget, stack, stationary):
     """Prove ``φ(u) ≥ φ(u*) − tol`` for every real u (φ of :func:`_row_value`, A > 0).
 
     φ < φ(u*) − tol needs ``A u² + B u`` below it (ℓ ≥ 0): a bounded interval. Around u*
@@ -258,14 +301,15 @@ def _row_certify(ustar, A, Bc, a0, p, r, beta, tol, budget, stack):
     u_lo, u_hi = u_lo - pad, u_hi + pad
     grad = 2 * A * ustar + Bc + beta * s1 * s0 * (2 * (s1 - p) - 2 * (s0 - r))
     reach = max(u_hi - ustar, ustar - u_lo, 0.0)
+    n_st = _h2_stationary(1 + p - r, stationary)
     e = 0.0
-    if _row_curvature(reach, ustar, A, a0, p, r, beta) > 0:
+    if _row_curvature(reach, ustar, A, a0, p, r, beta, stationary, n_st) > 0:
         e = reach
-    elif _row_curvature(0.0, ustar, A, a0, p, r, beta) > 0:
+    elif _row_curvature(0.0, ustar, A, a0, p, r, beta, stationary, n_st) > 0:
         lo_e, hi_e = 0.0, reach
         for _ in range(12):
             mid = 0.5 * (lo_e + hi_e)
-            if _row_curvature(mid, ustar, A, a0, p, r, beta) > 0:
+            if _row_curvature(mid, ustar, A, a0, p, r, beta, stationary, n_st) > 0:
                 lo_e = mid
             else:
                 hi_e = mid
@@ -319,8 +363,11 @@ def certify_separable(x0, x1, a0, p, r, s, D, P, beta, tol, budget, stack):
     A = delta / (2 * s)
     b0 = ((P[0, 0] - delta) * d0 + p01 * d1) / s
     b1 = (p01 * d0 + (P[1, 1] - delta) * d1) / s
-    return (_row_certify(d0, A, b0, a0[0], p[0], r[0], beta, 0.5 * tol, budget, stack)
-            and _row_certify(d1, A, b1, a0[1], p[1], r[1], beta, 0.5 * tol, budget, stack))
+    stationary = np.empty((3, 3))
+    return (_row_certify(d0, A, b0, a0[0], p[0], r[0], beta, 0.5 * tol, budget, stack,
+                         stationary)
+            and _row_certify(d1, A, b1, a0[1], p[1], r[1], beta, 0.5 * tol, budget, stack,
+                             stationary))
 
 
 # ----------------------------------------------------------------------- the drivers
