@@ -231,9 +231,9 @@ class FactoredDenoiser:
 
     def _convolved(self, law, delta):
         """``μ0 ⊞ SC(δ²)`` at the fixed-point tolerance, warm-started from this denoiser's
-        previous evaluation (a finite-d law's quadrature then starts from its panels)."""
+        previous evaluation (its quadrature then starts from the previous panels)."""
         previous = getattr(self, "_previous_convolved", None)
-        if isinstance(law, DiscreteLaw) and (previous is None or previous.law is not law):
+        if previous is None or previous.law is not law:
             # its own cold build, not the module's cache: a cached law's quadrature grows
             # with other callers' queries, and its layout would then steer this one's
             mu = ConvolvedLaw(law, delta, rtol=_FIXED_POINT_RTOL)

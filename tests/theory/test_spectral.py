@@ -411,6 +411,41 @@ def test_warm_started_quadrature_matches_a_cold_build(eig, delta, step, eps):
     assert warm.second_moment() == pytest.approx(cold.second_moment(), rel=1e-9)
 
 
+@settings(max_examples=25, deadline=None)
+@given(kappa=st.floats(0.1, 4.0), log_delta=st.floats(-3.0, 1.0), step=st.floats(-0.3, 0.3),
+       eps=st.floats(-1.0, 4.0))
+def test_warm_started_continuous_law_matches_a_cold_build(kappa, log_delta, step, eps):
+    # a continuous law's panels lie in x, where the support edges move with δ: the
+    # template's layout is taken relative to the new support, then refined as needed
+    law = WishartLaw(kappa)
+    delta = 10.0 ** log_delta
+    previous = free_convolution(law, delta, rtol=1e-8)
+    previous.J(eps)
+    new_delta = delta * (1 + step)
+    cold = ConvolvedLaw(law, new_delta, rtol=1e-8)
+    warm = free_convolution(law, new_delta, rtol=1e-8, warm_start=previous)
+    assert (warm is previous) == (new_delta == delta)
+    for name in ("J", "D", "x_relu_moment", "mass_below"):
+        assert getattr(warm, name)(eps) == pytest.approx(getattr(cold, name)(eps),
+                                                         rel=1e-9, abs=1e-9)
+    assert warm.relu_moment(eps, 1) == pytest.approx(cold.relu_moment(eps, 1), rel=1e-9,
+                                                     abs=1e-9)
+    assert warm.expect(np.ones_like) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_continuous_warm_start_takes_the_layout():
+    law = WishartLaw(0.5)
+    previous = free_convolution(law, 0.3, rtol=1e-8)
+    previous.J(0.1)
+    warm = free_convolution(law, 0.3003, rtol=1e-8, warm_start=previous)
+    warm.J(0.1)
+    assert warm._quad._template is not None
+    # a nearby δ keeps every panel: the same ends relative to the moved support
+    (a0, b0), (a1, b1) = previous.intervals[0], warm.intervals[0]
+    np.testing.assert_allclose((warm._quad.panels["xp"] - a1) / (b1 - a1),
+                               (previous._quad.panels["xp"] - a0) / (b0 - a0), atol=1e-12)
+
+
 def test_warm_start_is_used_and_stays_out_of_the_cache():
     law = DiscreteLaw(np.linspace(-1.0, 2.0, 80) ** 3)
     previous = free_convolution(law, 0.3, rtol=1e-8)
@@ -428,6 +463,11 @@ def test_warm_start_is_used_and_stays_out_of_the_cache():
     other = DiscreteLaw(np.linspace(-1.0, 2.0, 80))
     assert free_convolution(other, 0.31, rtol=1e-8,
                             warm_start=previous)._quad._template is None
+    # a warm start with nothing built yet (no layout): a cold build of its own, not the
+    # cached law, whose panels depend on earlier callers' queries
+    cached = free_convolution(law, 0.32, rtol=1e-8)
+    unqueried = ConvolvedLaw(law, 0.3, rtol=1e-8)
+    assert free_convolution(law, 0.32, rtol=1e-8, warm_start=unqueried) is not cached
 
 
 # ---------------------------------------------------------------------------------------

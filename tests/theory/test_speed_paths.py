@@ -45,13 +45,12 @@ def test_threaded_prox_equals_serial_exactly(n_tokens, n_points, budget, warm_ki
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("trust_warm, budget, driver", [(True, 0, "prox2"),
-                                                          (False, 0, "prox2_parallel"),
-                                                          (False, 2000, "prox2_parallel")])
-def test_t2_threads_only_the_multi_start_and_certified_evaluations(trust_warm, budget, driver,
-                                                                  monkeypatch):
-    # the warm evaluations (a few ms) stay serial; the multi-start and certified ones
-    # (tens of ms) run threaded where threads are allowed
+@pytest.mark.parametrize("trust_warm, budget", [(True, 0), (False, 0), (False, 2000)])
+@pytest.mark.parametrize("threaded, driver", [(True, "prox2_parallel"), (False, "prox2")])
+def test_t2_evaluations_run_threaded_where_threads_are_allowed(trust_warm, budget, threaded,
+                                                              driver, monkeypatch):
+    # warm, multi-start and certified evaluations alike: the threaded driver where numba
+    # has more than one thread, else the serial one (the same values, test above)
     channel, y, omega, sigma, start = _problem(2, 4.0, 0.5, 200)
     channel.certify_budget = budget
     warm = channel._prox(y, omega, sigma * 1.1, start)[0]
@@ -60,7 +59,7 @@ def test_t2_threads_only_the_multi_start_and_certified_evaluations(trust_warm, b
         kernel = getattr(_certify, name)
         monkeypatch.setattr(_certify, name,
                             lambda *a, _k=kernel, _n=name: called.append(_n) or _k(*a))
-    _prox(channel, y, omega, sigma, start, warm, trust_warm, True, monkeypatch)
+    _prox(channel, y, omega, sigma, start, warm, trust_warm, threaded, monkeypatch)
     assert called == [driver]
 
 

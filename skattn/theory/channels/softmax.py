@@ -302,12 +302,10 @@ class SoftmaxChannel(_Channel):
         beta = float(self.beta_)
         threaded = _kernels.use_parallel()
         if self.n_tokens == 2:
-            # the warm evaluations of the fixed-point iterations (trust_warm) run serial: a
-            # few ms for 8192 nodes, where two threads on a shared 2-core machine took 3-4×
-            # the serial wall time (threads spin while waiting for a descheduled partner);
-            # the multi-start and certified ones (35-90 ms) are threaded, as for T ≥ 3
-            # (quiet and loaded, measured: docs: Changelog)
-            threaded = threaded and not trust_warm
+            # every evaluation on the sample-chunk threads, the warm ones too (a few ms for
+            # 8192 nodes): faster on a quiet machine, slower where another process keeps a
+            # core busy (threads spin while waiting for a descheduled partner), where one
+            # numba thread restores the serial path (both measured: docs: Changelog)
             prox2 = _certify.prox2_parallel if threaded else _certify.prox2
             xb, fb, cert = prox2(prob.a0, prob.p, prob.r, sigma, prob.D[None],
                                  prob.Dinv[None], prob.P[None],

@@ -271,78 +271,93 @@ class PanelQuadrature:
 
     def template(self):
         """The built components' panel layouts, for a quadrature of the same law at a
-        nearby δ (``free_convolution(..., warm_start=...)``), or None.
+        nearby δ (``free_convolution(..., warm_start=...)``), or None (δ = 0).
 
-        Discrete laws at δ > 0 only (panels in u, where the atoms stay put as δ moves):
-        per component (None where it is not built), the panel ends and the node values
-        of s/δ², both in the relative coordinate of the component's u-interval.
+        Per component (None where it is not built), in the relative coordinate of the
+        component's interval in the panel space (u for discrete laws, where the atoms stay
+        put as δ moves; x for the others, whose support edges move): the panel ends, the
+        nodes, and their values of s/δ² and of u (relative to the component's u-interval).
         """
-        if self.panel_space != "u" or self.delta == 0 or not np.any(self.built):
+        if self.delta == 0 or not np.any(self.built):
             return None
-        layouts = [None] * self.built.size
+        key = "u" if self.panel_space == "u" else "x"
+        lo, hi = self.root_panels[key + "p"], self.root_panels[key + "q"]
         ua, ub = self.root_panels["up"], self.root_panels["uq"]
+        layouts = [None] * self.built.size
         pan, nod = self.panels, self.node_values
         for c, (a, b) in zip(np.flatnonzero(self.built), self.component_slices):
-            width = ub[c] - ua[c]
-            ends = np.concatenate([pan["up"][a:b], pan["uq"][b - 1:b]])
-            layouts[c] = dict(ends=(ends - ua[c]) / width,
-                              nodes=(nod["u"][a:b].ravel() - ua[c]) / width,
-                              s=nod["s"][a:b].ravel() / self.evaluator.d2)
+            width = hi[c] - lo[c]
+            ends = np.concatenate([pan[key + "p"][a:b], pan[key + "q"][b - 1:b]])
+            layouts[c] = dict(space=self.panel_space, ends=(ends - lo[c]) / width,
+                              nodes=(nod[key][a:b].ravel() - lo[c]) / width,
+                              s=nod["s"][a:b].ravel() / self.evaluator.d2,
+                              u=(nod["u"][a:b].ravel() - ua[c]) / (ub[c] - ua[c]))
         return layouts
 
     def _template_panels(self, pan, components):
         """Panels of the root panels ``pan`` (the components ``components``) laid out as
-        in the template, with their end values and node guesses, or None where the
-        template does not fit (another number of components, or one not built there)."""
+        in the template, with their end values and node guesses ``(u, s)``, or None where
+        the template does not fit (another number of components, one not built there, or
+        another panel space)."""
         layouts = self._template
-        if layouts is None or self.panel_space != "u" or \
-                len(layouts) != self.root_panels["up"].size or \
-                any(layouts[c] is None for c in components):
+        if layouts is None or len(layouts) != self.root_panels["up"].size or \
+                any(layouts[c] is None or layouts[c]["space"] != self.panel_space
+                    for c in components):
             return None
         layouts = [layouts[c] for c in components]
-        d2 = self.evaluator.d2
+        d2, in_u = self.evaluator.d2, self.panel_space == "u"
+        key = "u" if in_u else "x"
         rows = {k: [] for k in PANEL_KEYS}
-        guess_t, guess_s = [], []
+        bounds = []
         for c, lay in enumerate(layouts):
-            up, uq = pan["up"][c], pan["uq"][c]
-            u = up + lay["ends"] * (uq - up)
-            n = u.size - 1
-            rows["up"].append(u[:-1])
-            rows["uq"].append(u[1:])
+            lo, hi = pan[key + "p"][c], pan[key + "q"][c]
+            v = lo + lay["ends"] * (hi - lo)
+            n = v.size - 1
+            rows[key + "p"].append(v[:-1])
+            rows[key + "q"].append(v[1:])
             rows["sl"].append((np.arange(n) == 0) & pan["sl"][c])
             rows["sr"].append((np.arange(n) == n - 1) & pan["sr"][c])
-            guess_t.append((lay["nodes"], up, uq))
-            guess_s.append(lay["s"] * d2)
-        cut = [np.concatenate(rows[k]) for k in ("up", "uq")]
-        out = dict(up=cut[0], uq=cut[1], sl=np.concatenate(rows["sl"]),
-                   sr=np.concatenate(rows["sr"]))
+            bounds.append((lo, hi, pan["up"][c], pan["uq"][c]))
+        out = {k: np.concatenate(rows[k]) for k in (key + "p", key + "q", "sl", "sr")}
 
-        def s_guess(u):  # the template's s(u) at the same relative position
-            res = np.empty(u.shape)
-            start = 0
-            for (t_nodes, up, uq), s_nodes, r in zip(guess_t, guess_s, rows["up"]):
-                rel = (u[start:start + r.size] - up) / (uq - up)
-                res[start:start + r.size] = np.clip(np.interp(rel, t_nodes, s_nodes), 0, d2)
-                start += r.size
-            return res
+        def guess(y, comp_of_y):
+            """The template's (u, s) at the same relative positions as ``y`` (flat, in
+            the components ``comp_of_y``); in u the guess of u is y itself."""
+            u, s = y.astype(float, copy=True), np.empty(y.shape)
+            for c, (lay, (lo, hi, ua, ub)) in enumerate(zip(layouts, bounds)):
+                at = comp_of_y == c
+                rel = (y[at] - lo) / (hi - lo)
+                s[at] = np.clip(np.interp(rel, lay["nodes"], lay["s"]) * d2, 0, d2)
+                if not in_u:
+                    u[at] = ua + (ub - ua) * np.interp(rel, lay["nodes"], lay["u"])
+            return u, s
 
-        # the inner ends: s and x from the evaluator; the component ends are the roots'
-        inner_end = np.concatenate([np.arange(r.size) > 0 for r in rows["up"]])
-        sp, xp = np.zeros(out["up"].size), np.zeros(out["up"].size)
+        # the inner ends: the other coordinate and s from the evaluator; the component
+        # ends are the roots'
+        inner_end = np.concatenate([np.arange(r.size) > 0 for r in rows[key + "p"]])
         first = ~inner_end
         comp = np.cumsum(first) - 1
-        xp[first], sp[first] = pan["xp"], pan["sp"]
+        ends = out[key + "p"]
+        up, xp, sp = np.zeros(ends.size), np.zeros(ends.size), np.zeros(ends.size)
+        up[first], xp[first], sp[first] = pan["up"], pan["xp"], pan["sp"]
         if np.any(inner_end):
-            s_in = s_guess(out["up"][:, None])[:, 0][inner_end]
-            s_e, x_e, _, _, _ = self.evaluator.at_u(out["up"][inner_end], s_in)
-            xp[inner_end], sp[inner_end] = x_e, s_e
+            u_in, s_in = guess(ends[inner_end], comp[inner_end])
+            if in_u:
+                s_e, x_e, _, _, _ = self.evaluator.at_u(ends[inner_end], s_in)
+                up[inner_end], xp[inner_end], sp[inner_end] = ends[inner_end], x_e, s_e
+            else:
+                ulo, uhi = pan["up"][comp[inner_end]], pan["uq"][comp[inner_end]]
+                u_e, s_e, _, _ = self.evaluator.at_x(ends[inner_end], u_in, s_in, ulo, uhi)
+                up[inner_end], xp[inner_end], sp[inner_end] = u_e, ends[inner_end], s_e
         last = np.r_[~inner_end[1:], True]
-        xq, sq = np.empty_like(xp), np.empty_like(sp)
-        xq[:-1], sq[:-1] = xp[1:], sp[1:]
-        xq[last], sq[last] = pan["xq"][comp[last]], pan["sq"][comp[last]]
-        out.update(xp=xp, xq=xq, sp=sp, sq=sq)
+        uq, xq, sq = np.empty_like(up), np.empty_like(xp), np.empty_like(sp)
+        uq[:-1], xq[:-1], sq[:-1] = up[1:], xp[1:], sp[1:]
+        uq[last], xq[last] = pan["uq"][comp[last]], pan["xq"][comp[last]]
+        sq[last] = pan["sq"][comp[last]]
+        out.update(up=up, uq=uq, xp=xp, xq=xq, sp=sp, sq=sq)
         y = self._nodes_of(out)[0]
-        return out, (y, s_guess(y))
+        u0, s0 = guess(y.ravel(), np.repeat(comp, y.shape[1]))
+        return out, (u0.reshape(y.shape), s0.reshape(y.shape))
 
     def _refine(self, pan, components=None):
         """Adaptive Gauss–Kronrod panels on the root panels ``pan`` (sorted by x; the

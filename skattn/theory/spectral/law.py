@@ -622,9 +622,10 @@ def free_convolution(law, delta, *, rtol=1e-10, warm_start=None):
 
     warm_start : ConvolvedLaw or None, default=None
         The same law convolved at a nearby δ (a fixed-point iteration's previous
-        evaluation): for a discrete law the refinement then starts from its panel layout,
-        which near convergence is accepted at once (every panel still passes the same
-        ``rtol`` test). Ignored for other laws, another law or another ``rtol``. A
+        evaluation): the refinement then starts from its panel layout, relative to each
+        support component (in u for a discrete law, in x, whose edges move with δ, for
+        the others), which near convergence is accepted at once (every panel still passes
+        the same ``rtol`` test). Ignored for another law or another ``rtol``. A
         warm-started result is neither taken from nor put in the cache, so that a result
         depends only on the calls that led to it.
 
@@ -651,9 +652,9 @@ def free_convolution(law, delta, *, rtol=1e-10, warm_start=None):
             warm_start.rtol == rtol and delta > 0:
         if warm_start.delta == delta:
             return warm_start
-        template = warm_start._quad.template()
-        if template is not None:
-            return ConvolvedLaw(law, delta, rtol=rtol, template=template)
+        # without a layout (nothing built yet) a cold build, but not the cache's either:
+        # a cached law's panels depend on the queries of earlier callers
+        return ConvolvedLaw(law, delta, rtol=rtol, template=warm_start._quad.template())
     key = _law_key(law)
     if key is not None:
         key = (key, delta, rtol)
