@@ -230,10 +230,18 @@ def load_kernels(n_tokens, beta=1.0, max_iter=10):
     point 2 on 64 nodes ran 600 evaluations, 311 s)."""
     from skattn.data import WishartTarget
     from skattn.theory import solve_state_evolution
+    from skattn.theory.channels import GaussianNodes, SoftmaxChannel, output_side
 
     solve_state_evolution(0.3, n_tokens=n_tokens, reg_lambda=0.01, noise=0.1, beta=beta,
                           target_beta=beta, target=WishartTarget(0.5),
                           options={"n_nodes": 64, "max_iter": max_iter})
+    if n_tokens >= 3:
+        # the split search of the nodes left uncertified loads its kernels on first use
+        # (~90 ms at T = 4), which the small solve does not reach: prox problems far from
+        # convex (Σ = 5, β = 4) do
+        channel = SoftmaxChannel(n_tokens, beta=4.0, target_beta=4.0)
+        output_side(channel, m=1.0, q=1.2, Q0=1.5, noise=0.3, sigma=5.0, alpha=0.3,
+                    nodes=GaussianNodes(2 * channel.K, n_points=64), sigma_hat_form="stein")
 
 
 def solve_grid_point(config, n_nodes=8192, **options):
