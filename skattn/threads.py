@@ -32,11 +32,14 @@ __all__ = ["limit_threads"]
 
 @contextlib.contextmanager
 def limit_threads(n_threads):
-    """Run the enclosed code with at most ``n_threads`` torch and BLAS/OpenMP threads.
+    """Run the enclosed code with at most ``n_threads`` torch, numba and BLAS/OpenMP
+    threads.
 
-    Sets ``torch.set_num_threads`` (when torch is imported; this module never imports it)
-    and, through threadpoolctl, the BLAS and OpenMP pools that numpy and scipy use; on
-    exit restores the previous settings.
+    Sets ``torch.set_num_threads`` (when torch is imported; this module never imports it),
+    ``numba.set_num_threads`` (the theory's compiled prox, for the calling thread) and,
+    through threadpoolctl, the BLAS and OpenMP pools that numpy and scipy use; on exit
+    restores the previous settings. On a machine that other processes load, one thread
+    is often the faster: threads that wait for a descheduled partner spin.
 
     Parameters
     ----------
@@ -75,6 +78,7 @@ def limit_threads(n_threads):
     saved_env = os.environ.get("OMP_NUM_THREADS")
     if torch is None:
         os.environ["OMP_NUM_THREADS"] = str(n_threads)
+    numba_previous = _numba_threads(n_threads)
     try:
         with threadpool_limits(limits=n_threads):
             if torch is not None:
@@ -90,8 +94,23 @@ def limit_threads(n_threads):
                     late.set_num_threads(int(saved_env) if saved_env and saved_env.isdigit()
                                          and int(saved_env) > 0 else n_cpu)
     finally:
+        if numba_previous is not None:
+            _numba_threads(numba_previous)
         if torch is None:
             if saved_env is None:
                 os.environ.pop("OMP_NUM_THREADS", None)
             else:
                 os.environ["OMP_NUM_THREADS"] = saved_env
+
+
+def _numba_threads(n_threads):
+    """Set the threads of numba's parallel loops (the theory's compiled prox) for this
+    thread, at most numba's configured count; returns the previous count (None without
+    numba)."""
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return None
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
+    return previous

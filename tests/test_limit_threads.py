@@ -37,3 +37,15 @@ def test_torch_imported_inside_the_block():
     inside, after, omp = out.stdout.split()
     assert inside == "1"
     assert int(after) > 1 and omp == "None"  # restored on exit
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to see a limit")
+def test_numba_threads_of_the_theory_are_limited_and_restored():
+    numba = pytest.importorskip("numba")
+    from skattn.theory.channels import _kernels
+
+    before = numba.get_num_threads()
+    with limit_threads(1):
+        assert numba.get_num_threads() == 1
+        assert not _kernels.use_parallel()  # the compiled prox runs its serial twins
+    assert numba.get_num_threads() == before
