@@ -26,13 +26,14 @@ Pure numpy/scipy (no torch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._validation import check_finite_array, check_scalar_range
 from .channels import GaussianNodes, channel_for
 from .channels.base import _squared_norm
+from .channels.common import uncertified_bound
 from .coords import u_from_h
 from .denoisers import FactoredDenoiser
 from .laws import DiscreteLaw
@@ -345,6 +346,13 @@ class SpikedOutputSide:
         ``λ̃/(α√d)``.
     train_error : float
         ``E ℓ(y, z*)``.
+    certified_fraction : float
+        The share of nodes whose prox minimiser is certified global (as
+        :class:`~skattn.theory.channels.OutputSide`).
+    uncertified_bound : dict
+        How far the uncertified minimisers can move ``m_hat, q_hat, sigma_hat_stein,
+        train_error, moreau`` (:func:`~skattn.theory.channels.common.uncertified_bound`: the
+        bulk conjugates have the core's Stein forms; the spike residuals are not bounded).
     """
 
     m_hat: float
@@ -352,6 +360,8 @@ class SpikedOutputSide:
     sigma_hat: float
     spike_residual: np.ndarray
     train_error: float
+    certified_fraction: float = 1.0
+    uncertified_bound: dict = field(default_factory=dict)
 
 
 def spiked_output_side(channel, nodes, *, target_strengths, student_strengths, m, q, bulk_Q0,
@@ -405,16 +415,20 @@ def spiked_output_side(channel, nodes, *, target_strengths, student_strengths, m
     w = w + np.einsum("nik,i->nk", phi, t)
     y = channel.labels(w)
     start = w * (channel.target_beta_ / channel.beta_)     # the exact-fit logits
-    z = channel.prox(y, omega, sigma, start=start, warm=warm)
+    z, certified = channel._prox_certified(y, omega, np.full(omega.shape[0], sigma),
+                                           start=start, warm=warm)
     gout = (z - omega) / sigma
     m_hat = 2 * alpha * float(nodes.mean(np.sum(gout * zeta2, axis=1))) / float(sqrt_V)
     q_hat = 2 * alpha * float(nodes.mean(np.sum(gout * gout, axis=1)))
     sigma_hat = (-2 * alpha * float(nodes.mean(np.sum(gout * zeta1, axis=1))) / np.sqrt(q)
                  + (m / q) * m_hat)
     residual = nodes.mean(np.einsum("nk,nik->ni", gout, phi)) if k else np.zeros(0)
-    train = float(nodes.mean(channel.loss(y, z)))
+    loss = channel.loss(y, z)
+    train = float(nodes.mean(loss))
+    bound = uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, alpha=alpha,
+                              m=m, q=q, V=float(sqrt_V) ** 2, mean=nodes.mean)
     return SpikedOutputSide(m_hat, q_hat, float(sigma_hat), np.asarray(residual, float),
-                            train), z
+                            train, float(np.mean(certified)), bound), z
 
 
 # -- the fixed point --------------------------------------------------------------------
@@ -448,6 +462,8 @@ class SpikedStateEvolutionResult:
         relative order of the terms the spiked channel neglects (docs: Spiky targets,
         "Limits"); NaN without spikes. Above :data:`SPIKE_NOISE_MAX_RATIO` the solver
         raises :class:`~skattn.theory.DomainWarning`.
+    certified_fraction, uncertified_bound
+        Of the output side at the returned point (:class:`SpikedOutputSide`).
     """
 
     alpha: float
@@ -467,6 +483,8 @@ class SpikedStateEvolutionResult:
     residual: float
     n_calls: int = 0
     noise_to_spike: float = np.nan
+    certified_fraction: float = 1.0
+    uncertified_bound: dict = field(default_factory=dict)
 
 
 class _SpikedMap:
@@ -619,7 +637,8 @@ def solve_spiked_state_evolution(alpha, eigenvalues, *, n_spikes=None, n_tokens=
         sigma_hat=out.sigma_hat, test_error=err, train_error=out.train_error,
         train_objective=alpha * out.train_error + denoiser.reg_trace * trace,
         converged=bool(converged), residual=float(res_norm), n_calls=fp.n_calls,
-        noise_to_spike=noise_to_spike)
+        noise_to_spike=noise_to_spike, certified_fraction=out.certified_fraction,
+        uncertified_bound=out.uncertified_bound)
 
 
 # -- the route from solve_state_evolution ---------------------------------------------------
@@ -748,5 +767,7 @@ def spiked_prediction(alpha, problem, eigenvalues, *, n_nodes=8192, tol=1e-5, ma
                     target_spike_strengths=t,
                     test_error_standard_error=float(res.test_error.standard_error),
                     noise_to_spike=float(res.noise_to_spike)),
-        law=DiscreteLaw(bulk), finite_eigenvalues=spectrum, problem=problem)
+        law=DiscreteLaw(bulk), finite_eigenvalues=spectrum, problem=problem,
+        certified_fraction=res.certified_fraction,
+        extras={"uncertified_bound": dict(res.uncertified_bound)})
 

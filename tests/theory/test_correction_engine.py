@@ -290,6 +290,9 @@ def test_blended_bound_weights_each_term_by_its_coefficient(b, a, w):
     anchor = _term(0.9, {"q_hat": a})
     assert _blended_bound(base, [_piece(w, _term(1.0), anchor)]) == \
         {"q_hat": pytest.approx(b + w * a)}
+    # a correction with a bound of its own (the spiked one) adds it
+    assert _blended_bound(base, [_piece(w, _term(0.5, {"q_hat": a}), base)]) == \
+        {"q_hat": pytest.approx((1 - w) * b + w * a)}
 
 
 def test_blended_bound_is_none_where_a_correction_has_uncertified_nodes():
@@ -310,3 +313,22 @@ def test_exact_gram_softmax_T3_reports_no_bound():
     assert result.correction == "exact_gram" and result.correction_weight == 1.0
     assert result.certified_fraction == 0.0
     assert result.extras["uncertified_bound"] is None
+
+
+def test_spiked_prediction_reports_its_certified_share_and_bound():
+    """The spiked state evolution certifies its prox like the core: a share in [0, 1]
+    (it was NaN) and a bound of its own."""
+    d = 60
+    target = SpectrumTarget(np.concatenate([np.full(d - 1, 0.2), [6.0]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.02, target=target,
+                                       n_features=d, options=FAST)
+    assert result.correction == "spiked" and result.correction_weight == 1.0
+    assert 0.0 <= result.certified_fraction <= 1.0
+    bound = result.extras["uncertified_bound"]
+    assert set(bound) == {"m_hat", "q_hat", "sigma_hat_stein", "train_error", "moreau"}
+    assert all(np.isfinite(v) and v >= 0 for v in bound.values())
+    if result.certified_fraction == 1.0:
+        assert all(v == 0.0 for v in bound.values())
+

@@ -163,12 +163,12 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
         extras={**lead_result.extras, **extras}, problem=problem, alpha=base.alpha)
 
 
-def _own_bound(result, computed):
-    """The uncertified-node bound of one term of the blend: the one its solve computed
-    (``computed``: a core's, from its output side), zeros where every node is certified,
-    else None (a correction's prox with uncertified nodes and no bound of its own)."""
-    if computed:
-        return result.extras.get("uncertified_bound", {})
+def _own_bound(result):
+    """The uncertified-node bound of one term of the blend: the one its solve carries
+    (a core's, from its output side; each correction sets its own), else zeros where every
+    node is certified, else None (uncertified nodes and no bound)."""
+    if "uncertified_bound" in result.extras:
+        return result.extras["uncertified_bound"]
     return {} if result.certified_fraction == 1.0 else None
 
 
@@ -177,13 +177,13 @@ def _blended_bound(base, pieces):
     ``core + Σ_i w_i (corrected_i − anchor_i)``: each term's bound times the absolute value
     of its coefficient, summed (an anchor that is the core adds to the core's
     coefficient). None where a term with a nonzero coefficient has no bound."""
-    terms = [(1.0, _own_bound(base, True))]
+    terms = [(1.0, _own_bound(base))]
     for decision, corrected, at_anchor in pieces:
-        terms.append((decision.weight, _own_bound(corrected, False)))
+        terms.append((decision.weight, _own_bound(corrected)))
         if at_anchor is base:
             terms[0] = (terms[0][0] - decision.weight, terms[0][1])
         else:
-            terms.append((-decision.weight, _own_bound(at_anchor, True)))
+            terms.append((-decision.weight, _own_bound(at_anchor)))
     if any(b is None and c != 0.0 for c, b in terms):
         return None
     terms = [(c, b or {}) for c, b in terms]

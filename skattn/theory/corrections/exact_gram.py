@@ -72,6 +72,8 @@ class ExactGramCorrection(Correction):
                                        tol=options.tol, random_state=options.random_state)
         params = dict(result.params)
         moved = {key: params.pop(key) for key in ("m_hat_identity", "seq2lab_s_error")}
+        # its prox has no bound of its own: zeros only where every node is certified
+        moved["uncertified_bound"] = {} if result.certified_fraction == 1.0 else None
         # a new extras dict: the result shares the core's until then
         return replace(result, params=params, extras={**result.extras, **moved})
 
