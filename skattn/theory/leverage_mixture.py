@@ -355,11 +355,25 @@ class _MixtureMap(FixedPointMap):
 
         w = self.level_weights
         # the conjugates carry the leverage weights; the training error and the certified
-        # share are plain averages over the samples
+        # share are plain averages over the samples, and so are their bounds
         return SimpleNamespace(
             m_hat=mean("m_hat", w), q_hat=mean("q_hat", w), sigma_hat=mean("sigma_hat", w),
             train_error=mean("train_error", self.shares),
-            certified_fraction=mean("certified_fraction", self.shares), t_hat=None)
+            certified_fraction=mean("certified_fraction", self.shares), t_hat=None,
+            uncertified_bound=_mixture_bound(outs, w, self.shares))
+
+
+def _mixture_bound(outs, weights, shares):
+    """How far the levels' uncertified minimisers can move the mixture: each level's bound
+    (:func:`~skattn.theory.channels.common.uncertified_bound`) with its weight, the
+    leverage weights for the conjugates and the shares for the train error and the Moreau
+    envelope. None where a level has none (the warm iterations); empty for linear levels."""
+    bounds = [getattr(o, "uncertified_bound", None) for o in outs]
+    if any(b is None for b in bounds):
+        return None
+    keys = {k for b in bounds for k in b}
+    return {k: float(sum((s if k in ("train_error", "moreau") else w) * b.get(k, 0.0)
+                         for w, s, b in zip(weights, shares, bounds))) for k in sorted(keys)}
 
 
 def _input_eigenvalues(eig0, prior_hats, reg_trace, seed):
@@ -539,6 +553,7 @@ def leverage_prediction(gaussian, *, n_bins=LEVERAGE_N_BINS, n_tokens_mc=4000, n
         converged=converged, residual=solve.norm, n_iter=gaussian.n_iter + solve.n_iter,
         finite_eigenvalues=spectrum, message=message,
         certified_fraction=out.certified_fraction,
+        extras={**gaussian.extras, "uncertified_bound": out.uncertified_bound},
         params={**gaussian.params, "trace": prior.trace,
                 "leverage_spread": float(np.std(solve.multipliers)),
                 "gaussian_test_error": gaussian.test_error})

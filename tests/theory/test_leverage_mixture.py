@@ -261,6 +261,11 @@ def test_solve_state_evolution_routes_softmax_to_the_mixture():
     assert routed.correction == "leverage" and routed.correction_weight == 1.0
     assert routed.test_error > routed.extras["core_test_error"]
     assert routed.extras["leverage_spread"] > 0.05
+    # the mixture's own bound on its uncertified minimisers (its levels', weighted)
+    bound = routed.extras["uncertified_bound"]
+    assert set(bound) == {"m_hat", "q_hat", "sigma_hat_stein", "train_error", "moreau"}
+    assert all(np.isfinite(v) and v >= 0 for v in bound.values())
+    assert (routed.certified_fraction == 1.0) == all(v == 0 for v in bound.values())
     # L/d² = α e_train + λ̃ Tr Ŝ/d, and the spectrum is that of Ŝ at the mixture's point
     assert routed.train_objective == pytest.approx(
         0.15 * routed.train_error + 1e-3 * routed.params["trace"], rel=1e-10)
@@ -335,3 +340,17 @@ def test_leverage_prediction_is_pinned_within_a_quarter_of_its_monte_carlo_error
     assert res.converged and res.correction == "leverage", res.message
     assert res.residual < 1e-7
     assert abs(res.test_error - pinned) < 0.25 * mc_sd, (res.test_error, pinned)
+
+
+def test_mixture_bound_weights_conjugates_and_errors_apart():
+    from types import SimpleNamespace
+
+    from skattn.theory.leverage_mixture import _mixture_bound
+
+    outs = [SimpleNamespace(uncertified_bound={"q_hat": 1.0, "train_error": 2.0}),
+            SimpleNamespace(uncertified_bound={"q_hat": 3.0, "train_error": 4.0})]
+    bound = _mixture_bound(outs, weights=[0.25, 0.75], shares=[0.5, 0.5])
+    # conjugates with the leverage weights, the train error with the sample shares
+    assert bound == {"q_hat": pytest.approx(2.5), "train_error": pytest.approx(3.0)}
+    outs[1].uncertified_bound = None      # a warm evaluation carries none
+    assert _mixture_bound(outs, weights=[0.25, 0.75], shares=[0.5, 0.5]) is None

@@ -78,9 +78,6 @@ class LeverageCorrection(Correction):
         params.pop("gaussian_test_error", None)
         spread = params.pop("leverage_spread")
         # a new extras dict: the result shares the core's until then
-        # the mixture's prox has no bound of its own: zeros only where every node is
-        # certified; a new extras dict (the result shares the core's until then)
-        bound = {} if result.certified_fraction == 1.0 else None
+        # a new extras dict, with the mixture's own bound (leverage_prediction's)
         return replace(result, params=params,
-                       extras={**result.extras, "leverage_spread": spread,
-                               "uncertified_bound": bound})
+                       extras={**result.extras, "leverage_spread": spread})
