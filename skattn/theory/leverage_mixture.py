@@ -59,6 +59,7 @@ from .core import solve_core
 from .core.fixed_point_map import FixedPointMap, iterate
 from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem,
                       is_teacher)
+from .result import mixed_fraction
 from .._warnings import warn
 
 __all__ = ["LeverageStateEvolutionResult", "leverage_multipliers", "leverage_prediction",
@@ -359,7 +360,8 @@ class _MixtureMap(FixedPointMap):
         return SimpleNamespace(
             m_hat=mean("m_hat", w), q_hat=mean("q_hat", w), sigma_hat=mean("sigma_hat", w),
             train_error=mean("train_error", self.shares),
-            certified_fraction=mean("certified_fraction", self.shares), t_hat=None,
+            certified_fraction=mixed_fraction(
+                self.shares, [o.certified_fraction for o in outs]), t_hat=None,
             uncertified_bound=_mixture_bound(outs, w, self.shares))
 
 

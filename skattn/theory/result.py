@@ -10,7 +10,7 @@ from .laws import SpectralLaw
 from .problem import StateEvolutionProblem
 from .spectral import free_convolution
 
-__all__ = ["StateEvolutionResult"]
+__all__ = ["StateEvolutionResult", "mixed_fraction"]
 
 #: A noiseless λ = 0 fixed point with ``‖Ŝ − S0‖²_F/d`` below this fraction of Q0 is the
 #: exact recovery Ŝ = S0 (below the interpolation threshold λ = 0 gives the λ → 0⁺ limit,
@@ -23,6 +23,30 @@ _RECOVERY_RTOL = 1e-3
 #: Eigenvalues of a finite-d target at or below this fraction of the largest are its zeros
 #: (a sampled low-rank S0 has zeros of order 1e-16).
 _ZERO_RTOL = 1e-10
+
+
+def mixed_fraction(weights, fractions):
+    """The weighted mean of fractions (weights summing to 1), kept within their range.
+
+    Rounding alone can put ``Σ w_k f_k`` just off it (all ``f_k = 1`` giving
+    0.9999999999999999), which would read as an uncertified node.
+
+    Parameters
+    ----------
+    weights : sequence of float
+        Non-negative, summing to 1.
+    fractions : sequence of float
+        In [0, 1] (nan propagates).
+
+    Returns
+    -------
+    float
+    """
+    fractions = np.asarray(fractions, dtype=float)
+    value = float(np.dot(np.asarray(weights, dtype=float), fractions))
+    if np.isnan(value):
+        return value
+    return float(np.clip(value, np.min(fractions), np.max(fractions)))
 
 
 @dataclass

@@ -332,3 +332,20 @@ def test_spiked_prediction_reports_its_certified_share_and_bound():
     if result.certified_fraction == 1.0:
         assert all(v == 0.0 for v in bound.values())
 
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.01, 1.0), min_size=2, max_size=6),
+       st.lists(st.floats(0.0, 1.0), min_size=6, max_size=6))
+def test_mixed_fraction_stays_within_its_terms(raw, fractions):
+    """A blend of certified fractions is a convex combination: all ones give exactly 1.0
+    (rounding gave 0.9999999999999999, read as an uncertified node), and any blend lies
+    between its smallest and largest term."""
+    from skattn.theory.result import mixed_fraction
+
+    weights = np.asarray(raw) / np.sum(raw)
+    assert mixed_fraction(weights, np.ones(len(weights))) == 1.0
+    terms = np.asarray(fractions[:len(weights)])
+    value = mixed_fraction(weights, terms)
+    assert terms.min() <= value <= terms.max()
+    assert value == pytest.approx(float(weights @ terms), abs=1e-12)

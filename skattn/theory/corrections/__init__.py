@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..result import mixed_fraction
 from .base import Applicability, Correction, CorrectionDecision, smooth_ramp
 from .exact_gram import ExactGramCorrection
 from .leverage import LeverageCorrection
@@ -142,8 +143,9 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
     converged = bool(base.converged and all(p[1].converged for p in pieces)
                      and np.all(np.isfinite(list(values.values()))))
     spectrum = _capped_spectrum(_blend_spectra(base, pieces), problem)
-    certified = (1 - total) * base.certified_fraction + sum(
-        p[0].weight * p[1].certified_fraction for p in pieces)
+    certified = mixed_fraction([1 - total] + [p[0].weight for p in pieces],
+                               [base.certified_fraction]
+                               + [p[1].certified_fraction for p in pieces])
     label = ", ".join(f"{d.name} {d.weight:.2f}" if d.weight < 1 else d.name
                       for d, _, _ in pieces)
     # a converged prediction keeps the lead correction's message (a continuation in λ, say)
