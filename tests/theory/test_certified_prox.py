@@ -144,17 +144,34 @@ def test_interval_curvature_minimum_is_a_tight_lower_bound(c, lo, width):
        beta=st.floats(0.5, 4.0), log_a=st.floats(-3.0, 2.0))
 def test_row_curvature_from_stationary_points_is_a_tight_lower_bound(c, a0, e, beta, log_a):
     # the separable bound's curvature of φ = A u² + B u + ℓ(a0 + u) over [−e, e], from the
-    # stationary points of ℓ''/β² found once per row, against a dense grid of the formula
-    # (it could fail: a bracket that misses a stationary point, or a floor too high)
+    # stationary points of ℓ''/β² (pieces found once per row, each bracketed on first
+    # need), against a dense grid of the formula (it could fail: a bracket that misses a
+    # stationary point, or a floor too high)
     p_label, r_label, A = 0.5 * c, 1.0 - 0.5 * c, float(np.exp(log_a))  # 1 + p − r = c
-    stationary = np.empty((3, 3))
-    n = _certify._h2_stationary(c, stationary)
+    stationary = np.empty((2, 4))
+    n = _certify._h2_pieces(c, stationary)
     bound = _certify._row_curvature(e, 0.0, A, a0, p_label, r_label, beta, stationary, n)
     t = 1 / (1 + np.exp(-beta * (a0 + np.linspace(-e, e, 20001))))
     h = 4 * t ** 2 * (1 - t) ** 2 + 2 * (2 * t - c) * t * (1 - t) * (1 - 2 * t)
     exact = 2 * A + beta ** 2 * min(0.0, h.min())
     assert bound <= exact + 1e-12
     assert bound >= exact - 1e-7 * beta ** 2 * (1 + abs(c))
+
+
+@settings(max_examples=40, deadline=None)
+@given(c=st.floats(-3.0, 5.0), a0=st.floats(-3.0, 3.0),
+       es=st.lists(st.floats(0.0, 5.0), min_size=1, max_size=6), beta=st.floats(0.5, 4.0))
+def test_row_curvature_is_the_same_whichever_pieces_were_bracketed_before(c, a0, es, beta):
+    # a row's bisection over e reuses the brackets of earlier bounds: each bound equals
+    # the one from fresh pieces, bit for bit
+    p_label, r_label = 0.5 * c, 1.0 - 0.5 * c
+    shared = np.empty((2, 4))
+    n = _certify._h2_pieces(c, shared)
+    for e in es:
+        fresh = np.empty((2, 4))
+        _certify._h2_pieces(c, fresh)
+        assert _certify._row_curvature(e, 0.0, 0.1, a0, p_label, r_label, beta, shared, n) \
+            == _certify._row_curvature(e, 0.0, 0.1, a0, p_label, r_label, beta, fresh, n)
 
 
 @settings(max_examples=20, deadline=None)

@@ -230,12 +230,17 @@ def _row_interval_floor(A, Bc, a0, p, r, beta, lo, hi):
 
 
 @_jit
-def _h2_stationary(c, out):
-    """The stationary points of ``_h2(c, ·)`` on [0, 1], each as a bracket: ``out[k] =
-    (u, v, floor)`` with the point in ``[u, v]`` and ``_h2 ≥ floor`` on the bracket (as in
-    :func:`_hmin2`, over all of [0, 1] and to 2^-20 of each monotone piece of ``_h2'``);
-    returns their number (≤ 3). Computed once per row, so that each curvature bound of the
-    row's search (:func:`_row_curvature`) is two polynomial values and a comparison."""
+def _d2h2(c, t):
+    return (144.0 * t - 6.0 * (20.0 + 4.0 * c)) * t + 2.0 * (8.0 + 6.0 * c)
+
+
+@_jit
+def _h2_pieces(c, out):
+    """The pieces of [0, 1] between the roots of ``_h2''(c, ·)`` that hold a local
+    minimum of ``_h2`` (``_h2'`` rising through 0 there; a least value over an interval is
+    at its ends or at such a point), written to ``out[k] = (u, v, floor, state)`` with
+    state 1 (not yet bracketed: ``[u, v]`` is the piece); returns their number (≤ 2).
+    :func:`_h2_bracket` narrows a piece when a curvature bound first needs it."""
     qa, qb, qc = 144.0, -6.0 * (20.0 + 4.0 * c), 2.0 * (8.0 + 6.0 * c)
     disc = qb * qb - 4.0 * qa * qc
     r0, r1 = 0.0, 1.0
@@ -249,32 +254,78 @@ def _h2_stationary(c, out):
         v = r0 if j == 0 else (r1 if j == 1 else 1.0)
         if not v > u:
             continue
-        du, dv = _dh2(c, u), _dh2(c, v)
-        if du == 0.0 or dv == 0.0 or (du < 0.0) != (dv < 0.0):
-            for _ in range(20):
-                mid = 0.5 * (u + v)
-                dm = _dh2(c, mid)
-                if (dm < 0.0) == (du < 0.0):
-                    u, du = mid, dm
-                else:
-                    v, dv = mid, dm
-            out[n, 0], out[n, 1] = u, v
-            out[n, 2] = _h2(c, 0.5 * (u + v)) - max(abs(du), abs(dv)) * 0.5 * (v - u)
+        # (the middle piece, where _h2'' < 0, never qualifies: at most two pieces)
+        if n < out.shape[0] and _dh2(c, u) <= 0.0 <= _dh2(c, v):
+            out[n, 0], out[n, 1], out[n, 2], out[n, 3] = u, v, -math.inf, 1.0
             n += 1
     return n
+
+
+# Newton steps of a bracket before bisection takes over
+_BRACKET_NEWTON = 8
+
+
+@_jit
+def _h2_bracket(c, out, k):
+    """Narrow piece ``k`` of :func:`_h2_pieces` to a bracket ``[u, v]`` of its local
+    minimum, of width at most 2^-20 of the piece, with ``_h2 ≥ floor`` on it; state 2.
+
+    ``_h2'`` rises on the piece: safeguarded Newton (regula falsi start, bisection where a
+    step leaves the bracket) to a point t, then the bracket ``t ± 2^-21·width`` where
+    ``_h2'`` changes sign across it; else bisection of what is left. On a bracket where
+    ``_h2'`` is monotone, ``|_h2'| ≤ max(|_h2'(u)|, |_h2'(v)|)``, hence the floor."""
+    u, v = out[k, 0], out[k, 1]
+    half = (v - u) * 2.0 ** -21
+    du, dv = _dh2(c, u), _dh2(c, v)
+    t = u - du * (v - u) / (dv - du) if dv > du else 0.5 * (u + v)
+    for _ in range(_BRACKET_NEWTON):
+        d = _dh2(c, t)
+        if d == 0.0:
+            break
+        if d < 0.0:
+            u, du = t, d
+        else:
+            v, dv = t, d
+        curv = _d2h2(c, t)
+        t_new = t - d / curv if curv > 0.0 else 0.5 * (u + v)
+        if not u < t_new < v:
+            t_new = 0.5 * (u + v)
+        done = abs(t_new - t) < 0.25 * half
+        t = t_new
+        if done:
+            break
+    lo_t, hi_t = max(t - half, out[k, 0]), min(t + half, out[k, 1])
+    d_lo, d_hi = _dh2(c, lo_t), _dh2(c, hi_t)
+    if d_lo <= 0.0 <= d_hi:
+        u, v, du, dv = lo_t, hi_t, d_lo, d_hi
+    else:
+        while v - u > 2.0 * half:
+            mid = 0.5 * (u + v)
+            dm = _dh2(c, mid)
+            if dm < 0.0:
+                u, du = mid, dm
+            else:
+                v, dv = mid, dm
+    out[k, 0], out[k, 1] = u, v
+    out[k, 2] = _h2(c, 0.5 * (u + v)) - max(abs(du), abs(dv)) * 0.5 * (v - u)
+    out[k, 3] = 2.0
 
 
 @_jit
 def _row_curvature(e, ustar, A, a0, p, r, beta, stationary, n_stationary):
     """A lower bound on ``φ'' = 2A + ℓ''`` over ``[u* − e, u* + e]``: ℓ''/β² over the σ
     interval is at least the least of ``_h2`` at its ends and the floors of the
-    stationary points whose brackets meet it (:func:`_h2_stationary`), less
-    :func:`_hmin2`'s margin."""
+    stationary points whose brackets meet it (:func:`_h2_pieces`, bracketed on first
+    need), less :func:`_hmin2`'s margin."""
     c = 1 + p - r
     lo, hi = _expit(beta * (a0 + ustar - e)), _expit(beta * (a0 + ustar + e))
     least = min(_h2(c, lo), _h2(c, hi))
     for k in range(n_stationary):
         if stationary[k, 1] >= lo and stationary[k, 0] <= hi:
+            if stationary[k, 3] == 1.0:   # the piece meets the interval: its bracket
+                _h2_bracket(c, stationary, k)
+                if not (stationary[k, 1] >= lo and stationary[k, 0] <= hi):
+                    continue
             least = min(least, stationary[k, 2])
     least -= 1e-12 * (1.0 + abs(c))
     return 2 * A + beta * beta * min(0.0, least)
@@ -301,7 +352,7 @@ def _row_certify(ustar, A, Bc, a0, p, r, beta, tol, budget, stack, stationary):
     u_lo, u_hi = u_lo - pad, u_hi + pad
     grad = 2 * A * ustar + Bc + beta * s1 * s0 * (2 * (s1 - p) - 2 * (s0 - r))
     reach = max(u_hi - ustar, ustar - u_lo, 0.0)
-    n_st = _h2_stationary(1 + p - r, stationary)
+    n_st = _h2_pieces(1 + p - r, stationary)
     e = 0.0
     if _row_curvature(reach, ustar, A, a0, p, r, beta, stationary, n_st) > 0:
         e = reach
@@ -363,7 +414,7 @@ def certify_separable(x0, x1, a0, p, r, s, D, P, beta, tol, budget, stack):
     A = delta / (2 * s)
     b0 = ((P[0, 0] - delta) * d0 + p01 * d1) / s
     b1 = (p01 * d0 + (P[1, 1] - delta) * d1) / s
-    stationary = np.empty((3, 3))
+    stationary = np.empty((2, 4))
     return (_row_certify(d0, A, b0, a0[0], p[0], r[0], beta, 0.5 * tol, budget, stack,
                          stationary)
             and _row_certify(d1, A, b1, a0[1], p[1], r[1], beta, 0.5 * tol, budget, stack,
