@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from skattn.theory.channels import GaussianNodes, SoftmaxChannel, output_side
@@ -172,6 +172,33 @@ def test_row_curvature_is_the_same_whichever_pieces_were_bracketed_before(c, a0,
         _certify._h2_pieces(c, fresh)
         assert _certify._row_curvature(e, 0.0, 0.1, a0, p_label, r_label, beta, shared, n) \
             == _certify._row_curvature(e, 0.0, 0.1, a0, p_label, r_label, beta, fresh, n)
+
+
+@settings(max_examples=80, deadline=None)
+@given(c=st.floats(0.0, 2.0), a0=st.floats(-3.0, 3.0), beta=st.floats(0.5, 4.0),
+       log_a=st.floats(-4.0, 1.0), log_reach=st.floats(-3.0, 2.0))
+def test_convex_reach_is_verified_and_as_wide_as_the_bisection(c, a0, beta, log_a,
+                                                                log_reach):
+    # the row's convex interval from the σ-space edge: positive curvature bound on it (or
+    # −1, the bisection's cue), and no narrower than a 12-step bisection in u finds
+    p_label, r_label = 0.5 * c, 1.0 - 0.5 * c
+    A, reach = float(np.exp(log_a)), float(np.exp(log_reach))
+    stationary = np.empty((2, 4))
+    n = _certify._h2_pieces(c, stationary)
+
+    def curvature(e):
+        return _certify._row_curvature(e, 0.0, A, a0, p_label, r_label, beta, stationary, n)
+
+    assume(curvature(0.0) > 0 and not curvature(reach) > 0)
+    e = _certify._convex_reach(0.0, reach, A, a0, p_label, r_label, beta, stationary, n)
+    assert e == -1.0 or 0.0 < e <= reach
+    if e > 0:
+        assert curvature(e) > 0
+        lo, hi = 0.0, reach
+        for _ in range(12):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if curvature(mid) > 0 else (lo, mid)
+        assert e >= lo - 2e-3 * reach
 
 
 @settings(max_examples=20, deadline=None)
