@@ -176,28 +176,37 @@ def test_row_curvature_is_the_same_whichever_pieces_were_bracketed_before(c, a0,
 
 @settings(max_examples=80, deadline=None)
 @given(c=st.floats(0.0, 2.0), a0=st.floats(-3.0, 3.0), beta=st.floats(0.5, 4.0),
-       log_a=st.floats(-4.0, 1.0), log_reach=st.floats(-3.0, 2.0))
-def test_convex_reach_is_verified_and_as_wide_as_the_bisection(c, a0, beta, log_a,
-                                                                log_reach):
+       share=st.floats(0.02, 0.98), beyond=st.floats(0.05, 4.0))
+def test_convex_reach_is_verified_and_as_wide_as_the_bisection(c, a0, beta, share, beyond):
     # the row's convex interval from the σ-space edge: positive curvature bound on it (or
-    # −1, the bisection's cue), and no narrower than a 12-step bisection in u finds
+    # −1, the bisection's cue), and no narrower than a 12-step bisection in u finds. The
+    # row is built to need the search: A puts the bound above zero at 0 and below it far
+    # out (a share of the way between), and the reach lies past the edge
     p_label, r_label = 0.5 * c, 1.0 - 0.5 * c
-    A, reach = float(np.exp(log_a)), float(np.exp(log_reach))
     stationary = np.empty((2, 4))
     n = _certify._h2_pieces(c, stationary)
 
-    def curvature(e):
+    def curvature(e, A):
         return _certify._row_curvature(e, 0.0, A, a0, p_label, r_label, beta, stationary, n)
 
-    assume(curvature(0.0) > 0 and not curvature(reach) > 0)
+    far = 50.0
+    near_dip, far_dip = -min(0.0, curvature(0.0, 0.0)), -min(0.0, curvature(far, 0.0))
+    assume(far_dip > near_dip + 1e-9)          # else no A has an edge
+    A = 0.5 * (near_dip + share * (far_dip - near_dip))
+    lo, hi = 0.0, far
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if curvature(mid, A) > 0 else (lo, mid)
+    reach = hi * (1.0 + beyond)
+    assert curvature(0.0, A) > 0 and not curvature(reach, A) > 0
     e = _certify._convex_reach(0.0, reach, A, a0, p_label, r_label, beta, stationary, n)
     assert e == -1.0 or 0.0 < e <= reach
     if e > 0:
-        assert curvature(e) > 0
+        assert curvature(e, A) > 0
         lo, hi = 0.0, reach
         for _ in range(12):
             mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if curvature(mid) > 0 else (lo, mid)
+            lo, hi = (mid, hi) if curvature(mid, A) > 0 else (lo, mid)
         assert e >= lo - 2e-3 * reach
 
 
