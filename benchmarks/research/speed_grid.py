@@ -2,7 +2,8 @@
 
 Runs section (f) of ``benchmarks/run_benchmarks.py``: continuum points on a Latin-hypercube
 grid per T (T = 2, 4, 5, 6; noise, κ0, α, λ, β ≤ 4), each in a fresh process with a
-wall-clock cap, timed against the fixed numpy unit of the same run. Writes
+wall-clock cap, timed against the fixed numpy unit of the same run (a scalar unit, a
+compiled exp/log loop, is recorded beside it: the solves follow it more than BLAS). Writes
 ``speed_grid.json``: every point (configuration, seconds, ratio to the unit, certified
 fraction, converged, capped) and per T the median and the worst, with the goals of the
 speed issue. The README's grid table quotes the latest full run of this file.

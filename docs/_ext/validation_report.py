@@ -291,8 +291,12 @@ def _speed_grid(data):
                      f"{r['goal_median_s']:g} / {r['goal_worst_s']:g} s",
                      f"{r['median_certified']:.4g} / {r['worst_certified']:.4g}",
                      f"{r['unconverged']} ({r['capped']} capped)"])
-    note = (f"u: the numpy unit of the same run (20 × 512² float64 matmul, {unit:.3g} s). A "
-            "capped point counts as the cap and as certified fraction 0.")
+    scalar = next((r["seconds"] for r in rows if r["what"].startswith("scalar unit")), None)
+    note = (f"u: the numpy unit of the same run (20 × 512² float64 matmul, {unit:.3g} s)"
+            + ("" if scalar is None else
+               f"; the scalar unit (4e6 exp and log1p, compiled, one thread) took "
+               f"{scalar:.3g} s, which the solves' compiled loops follow more closely")
+            + ". A capped point counts as the cap and as certified fraction 0.")
     return ("The theory engine over a grid of configurations per T (continuum, 8192 nodes)",
             ["T", "points", "median", "worst", "goal median / worst",
              "certified median / worst", "not converged"], body, note)

@@ -70,6 +70,14 @@ def test_the_speed_grid_table_reads_median_worst_and_certified(tmp_path):
     assert "T = 2" in text and "0.45 s (9 u)" in text and "1.02 s (20.4 u)" in text
     assert "0.1 / 0.5 s" in text and "1 / 0.997" in text and "1 (0 capped)" in text
     assert "0.05 s" in text                               # the unit, in the note
+    assert "scalar unit" not in text                      # older runs have none
+    rows.insert(1, {"section": "f", "what": "scalar unit (4e6 exp and log1p, numba, one "
+                    "thread)", "seconds": 0.025})
+    (tmp_path / "speed_grid.json").write_text(json.dumps(
+        {"command": "python benchmarks/research/speed_grid.py", "date": "2026-12-06",
+         "rows": rows}))
+    assert "scalar unit" in report.render("speed_grid.json", tmp_path)
+    assert "0.025 s" in report.render("speed_grid.json", tmp_path)
 
 
 def _trace_row(T, seed, point, seconds, converged, stages, ratio=1.0):
