@@ -389,6 +389,19 @@ def test_discrete_properties(eig, delta):
     assert len(cl.intervals) <= t.size
 
 
+def _warm_and_cold_builds(law, delta, step, eps):
+    """The free convolution at ``delta·(1 + step)`` warm-started from the one at ``delta``
+    (evaluated at ``eps`` first, as an iteration would) and built cold: ``(warm, cold,
+    new_delta)``; the same δ hands back the previous build itself."""
+    previous = free_convolution(law, delta, rtol=1e-8)
+    previous.J(eps)
+    new_delta = delta * (1 + step)
+    cold = ConvolvedLaw(law, new_delta, rtol=1e-8)
+    warm = free_convolution(law, new_delta, rtol=1e-8, warm_start=previous)
+    assert (warm is previous) == (new_delta == delta)
+    return warm, cold, new_delta
+
+
 @settings(max_examples=25, deadline=None)
 @given(eig=st.lists(st.floats(-3.0, 3.0), min_size=2, max_size=60),
        delta=st.floats(0.02, 1.5), step=st.floats(-0.3, 0.3), eps=st.floats(-2.0, 2.0))
@@ -396,12 +409,7 @@ def test_warm_started_quadrature_matches_a_cold_build(eig, delta, step, eps):
     # a fixed-point iteration hands each call the previous one: the panels start from its
     # layout, and every accepted panel passes the same rtol test as in a cold build
     law = DiscreteLaw(np.array(eig))
-    previous = free_convolution(law, delta, rtol=1e-8)
-    previous.J(eps)
-    new_delta = delta * (1 + step)
-    cold = ConvolvedLaw(law, new_delta, rtol=1e-8)
-    warm = free_convolution(law, new_delta, rtol=1e-8, warm_start=previous)
-    assert (warm is previous) == (new_delta == delta)
+    warm, cold, new_delta = _warm_and_cold_builds(law, delta, step, eps)
     scale = 1 + np.max(np.abs(eig)) + new_delta
     for name in ("J", "D", "x_relu_moment"):
         assert getattr(warm, name)(eps) == pytest.approx(getattr(cold, name)(eps),
@@ -417,14 +425,7 @@ def test_warm_started_quadrature_matches_a_cold_build(eig, delta, step, eps):
 def test_warm_started_continuous_law_matches_a_cold_build(kappa, log_delta, step, eps):
     # a continuous law's panels lie in x, where the support edges move with δ: the
     # template's layout is taken relative to the new support, then refined as needed
-    law = WishartLaw(kappa)
-    delta = 10.0 ** log_delta
-    previous = free_convolution(law, delta, rtol=1e-8)
-    previous.J(eps)
-    new_delta = delta * (1 + step)
-    cold = ConvolvedLaw(law, new_delta, rtol=1e-8)
-    warm = free_convolution(law, new_delta, rtol=1e-8, warm_start=previous)
-    assert (warm is previous) == (new_delta == delta)
+    warm, cold, _ = _warm_and_cold_builds(WishartLaw(kappa), 10.0 ** log_delta, step, eps)
     for name in ("J", "D", "x_relu_moment", "mass_below"):
         assert getattr(warm, name)(eps) == pytest.approx(getattr(cold, name)(eps),
                                                          rel=1e-9, abs=1e-9)
