@@ -492,6 +492,44 @@ def _ghost_point(data):
             ["where", "m, q, Σ", "status", "test error", "objective / d²"], body, note)
 
 
+def _row_relaxations(data):
+    tol, kinds = data["tol"], ("rows", "pair", "star")
+    body = []
+    for r in data["rows"]:
+        nodes, T = r["nodes"], r["n_tokens"]
+        where = f"T = {T} seed {r['seed']} point {r['point']}" + (
+            " (from its reported state)" if r.get("init") else "")
+        if not nodes:
+            body.append([where, f"{r['certified_fraction']:.4f}", f"{r['uncertified']} / 0",
+                         "", "", "", "", ""])
+            continue
+        closed = [sum(g[k] > -tol for g in nodes) for k in kinds]
+        # the star keeps exact every entry of the rows with a gap: its share of the
+        # entries with one such row, and at the node with the most
+        def share(k):
+            return f"{(k * T - k * (k - 1) // 2) / (T * (T + 1) // 2):.0%}"
+        most = max(g["failing_rows"] for g in nodes)
+        body.append([where, f"{r['certified_fraction']:.4f}",
+                     f"{r['uncertified']} / {len(nodes)}",
+                     f"{r['sigma']:.3g}",
+                     f"{sum(g['failing_rows'] > 1 for g in nodes)}",
+                     *(f"{c} ({c / len(nodes):.0%})" for c in closed),
+                     share(1) + (f" ({share(most)})" if most > 1 else "")])
+    note = ("certified: the solve's fraction. The nodes: one certified prox evaluation at "
+            "the solve's fixed point on fresh nodes (8192 unless the run was quick); those it "
+            "leaves uncertified, evenly sampled. A relaxation closes a node "
+            f"where its least value, found by multi-start L-BFGS (an estimate, not a proof), "
+            f"is above the found value less {tol:g}. rows: every pair relaxed by the found "
+            "point's multipliers (the certificate's equal split); pair: the row with the "
+            "largest gap and one other kept exact in their shared entry (the best one); "
+            "star: every entry of the rows with a gap kept exact, the others relaxed; its "
+            "exact share: the entries it keeps of T(T + 1)/2 with one such row (in brackets "
+            "at the node with the most; at 100 % the star is the problem itself).")
+    return ("Which relaxation would certify the nodes that the row-wise dual bound leaves",
+            ["point", "certified", "uncertified / studied", "Σ", "> 1 row with a gap",
+             "closed: rows", "pair", "star", "star's exact share"], body, note)
+
+
 def _rule_outcome(r):
     if r.get("capped"):
         return "capped"
@@ -572,6 +610,7 @@ RENDERERS = {
     "solver_rules_split.jsonl": _solver_rules,
     "warm_start_rule.json": _warm_start_rule,
     "split_share.json": _split_share,
+    "row_relaxations.json": _row_relaxations,
     "first_warm_starts.json": _first_warm_starts,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,

@@ -302,6 +302,32 @@ def test_prox_beats_many_random_starts_t2(beta):
         assert np.max(f - best) < 1e-9
 
 
+@pytest.mark.parametrize("T", [2, 3])
+def test_prox_returns_its_certified_mask_on_request(T):
+    """The same minimisers with the mask; where certified, random starts do not beat them."""
+    rng = np.random.default_rng(13)
+    ch = SoftmaxChannel(T, beta=4.0, target_beta=4.0)
+    many = SoftmaxChannel(T, beta=4.0, target_beta=4.0, n_starts=2)
+    omega, w, y = _random_problem(ch, 60, rng, corr=0.3)
+    sigma = 3.0
+    z = ch.prox(y, omega, sigma)
+    z2, certified = ch.prox(y, omega, sigma, return_certified=True)
+    np.testing.assert_array_equal(z2, z)
+    assert certified.dtype == bool and certified.shape == (60,) and certified.any()
+    f = _prox_objective(ch, y, omega, sigma, z)
+    best = np.full(60, np.inf)
+    for _ in range(20):
+        v = rng.standard_normal(omega.shape)
+        v -= np.outer(v @ ch.shift, ch.shift)
+        best = np.minimum(best, _prox_objective(ch, y, omega, sigma,
+                                                many.prox(y, omega, sigma, start=omega + v)))
+    assert np.all(f[certified] <= best[certified] + 1e-9)
+    lin = LinearChannel(T)
+    z_lin, all_certified = lin.prox(y, omega, sigma, return_certified=True)
+    np.testing.assert_array_equal(z_lin, lin.prox(y, omega, sigma))
+    assert all_certified.all() and all_certified.shape == (60,)
+
+
 def test_linear_prox_closed_form():
     rng = np.random.default_rng(12)
     for T in (1, 2, 3):

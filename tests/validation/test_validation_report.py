@@ -240,3 +240,27 @@ def test_the_first_warm_starts_table_sums_seconds_and_evaluations(tmp_path):
     (tmp_path / "first_warm_starts.json").write_text(json.dumps(data))
     text = report.render("first_warm_starts.json", tmp_path)
     assert "between settings at T = 3 seed 1 point 3 (5.0e-03); elsewhere" in text
+
+
+def test_the_row_relaxations_table_counts_the_closed_nodes(tmp_path):
+    def node(rows, pair, star, failing=1):
+        return {"rows": rows, "pair": pair, "star": star, "failing_rows": failing}
+    data = {"command": "python benchmarks/research/row_relaxations.py", "date": "2026-12-06",
+            "tol": 1e-9,
+            "rows": [{"n_tokens": 6, "seed": 0, "point": 2, "certified_fraction": 0.966,
+                      "sigma": 0.43,
+                      "uncertified": 279, "studied": 4,
+                      "nodes": [node(-0.1, -0.1, 0.0), node(-0.1, 0.0, 0.0),
+                                node(-0.2, -0.1, -0.05, failing=2),
+                                node(-1e-3, -1e-10, -1e-10)]},
+                     {"n_tokens": 4, "seed": 0, "point": 1, "certified_fraction": 0.9999,
+                      "sigma": 3.8,
+                      "uncertified": 0, "studied": 0, "nodes": []}]}
+    (tmp_path / "row_relaxations.json").write_text(json.dumps(data))
+    text = report.render("row_relaxations.json", tmp_path)
+    assert "Which relaxation would certify" in text
+    assert "279 / 4" in text
+    # rows closes none, pair two (one within the tolerance), star three
+    assert "0 (0%)" in text and "2 (50%)" in text and "3 (75%)" in text
+    assert "29% (52%)" in text    # one row of 6: 6 of 21 entries exact; two rows: 11
+    assert "T = 4 seed 0 point 1" in text and "0 / 0" in text

@@ -65,7 +65,7 @@ class LinearChannel(_Channel):
         """
         return u_from_h(self._check_y(y))
 
-    def prox(self, y, omega, sigma, start=None, warm=None):
+    def prox(self, y, omega, sigma, start=None, warm=None, return_certified=False):
         """Closed-form prox ``argmin_z ‖z − ω‖²/(2Σ) + ‖h(z) − y‖²``.
 
         With ``L: u ↦ vec h`` (``LᵀL = 2 I``) the stationarity condition
@@ -78,16 +78,21 @@ class LinearChannel(_Channel):
         sigma : float or array_like of shape (N,)
         start, warm : ignored
             Accepted for interface compatibility with :meth:`SoftmaxChannel.prox`.
+        return_certified : bool, default False
+            Also return the certified mask (all True: the prox problem is convex).
 
         Returns
         -------
         z : ndarray of shape (N, K)
+        certified : ndarray of bool, shape (N,)
+            Only with ``return_certified``.
         """
         y, omega = self._check_y(y), self._check_u(omega, "omega")
         N = omega.shape[0]
         sigma = _as_sigma(sigma, N)[:, None]
         Lty = y.reshape(N, -1) @ self._L
-        return (omega + 2 * sigma * Lty) / (1 + 4 * sigma)
+        z = (omega + 2 * sigma * Lty) / (1 + 4 * sigma)
+        return (z, np.ones(N, dtype=bool)) if return_certified else z
 
     # the prox is closed-form: no warm start to iterate on (see SoftmaxChannel)
     warm_startable = False

@@ -183,7 +183,7 @@ class SoftmaxChannel(_Channel):
     # the output side may take loss and Hessian trace from the compiled row kernel
     softmax_row_kernel = True
 
-    def prox(self, y, omega, sigma, start=None, warm=None):
+    def prox(self, y, omega, sigma, start=None, warm=None, return_certified=False):
         """Global minimiser ``z* = argmin_z ‖z − ω‖²/(2Σ) + ℓ(y, z)``.
 
         The loss is constant along the shift direction ``s``, so ``z* − ω ⊥ s``; the problem
@@ -220,10 +220,15 @@ class SoftmaxChannel(_Channel):
             where ω needs ten or more. For the other samples (compiled path, T = 2) its
             minimiser is kept if the branch and bound of :mod:`._certify` proves it global;
             otherwise they get the multi-start.
+        return_certified : bool, default False
+            Also return which minimisers are certified global.
 
         Returns
         -------
         z : ndarray of shape (N, K)
+        certified : ndarray of bool, shape (N,)
+            Only with ``return_certified``: True where ``z`` is proved the global minimiser
+            (within the certificate's tolerance); elsewhere it is the best local one found.
         """
         y, omega = self._check_y(y), self._check_u(omega, "omega")
         N = omega.shape[0]
@@ -239,7 +244,8 @@ class SoftmaxChannel(_Channel):
             warm = self._check_u(warm, "warm")
             if warm.shape[0] != N:
                 raise ValueError(f"warm must have {N} rows, got {warm.shape[0]}.")
-        return self._prox_certified(y, omega, sigma, start, warm)[0]
+        z, certified = self._prox_certified(y, omega, sigma, start, warm)
+        return (z, certified) if return_certified else z
 
     def _prox_certified(self, y, omega, sigma, start=None, warm=None, trust_warm=False):
         """:meth:`prox` (validated inputs) and the mask of samples certified global.
