@@ -501,7 +501,7 @@ def _row_relaxations(data):
             " (from its reported state)" if r.get("init") else "")
         if not nodes:
             body.append([where, f"{r['certified_fraction']:.4f}", f"{r['uncertified']} / 0",
-                         "", "", "", "", ""])
+                         f"{r['sigma']:.3g}", "", "", "", "", ""])
             continue
         closed = [sum(g[k] > -tol for g in nodes) for k in kinds]
         # the star keeps exact every entry of the rows with a gap: its share of the
