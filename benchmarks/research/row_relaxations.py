@@ -6,7 +6,7 @@ independent rows, coupled only through the antisymmetric multipliers ν of the f
 quadratic closes the gap at many nodes of large β. This study solves a grid point, runs
 one certified prox evaluation at its fixed point on fresh Gaussian nodes
 (``SoftmaxChannel.prox(..., return_certified=True)``), and measures at the nodes left
-uncertified how much of that gap three relaxations leave (each lower value found by
+uncertified how much of that gap four relaxations leave (each lower value found by
 multi-start L-BFGS, so an estimate, not a proof):
 
 * ``rows``: every pair relaxed (today's bound, equal split): the sum of the rows' gaps;
@@ -15,7 +15,13 @@ multi-start L-BFGS, so an estimate, not a proof):
   shared entry η, each ψ a row's least value with that entry fixed (a one-dimensional
   search);
 * ``star``: every pair that touches a row with a gap kept exact (a problem in the shared
-  entries of those rows).
+  entries of those rows);
+* ``envelope``: the star of the row with the largest gap alone, each column row's response
+  ``ψ_c(η)`` (its least value with its entry in that column fixed at η) replaced by its
+  convex envelope. Each affine piece of an envelope, ``min_h φ_c(h) − λh_a + λη``, is one
+  shifted row problem, which the row-wise search already certifies; so this is the
+  relaxation a certificate could prove with the tools it has, plus a search over the row
+  with convex piecewise-linear terms added.
 
 A relaxation would certify a node where its gap is above ``-tol``, the certificate's
 tolerance. A node whose found point is not global keeps a gap under every relaxation.
@@ -25,7 +31,7 @@ points 2 and 5), T = 3 seed 0 point 3 (the fitting point of the unequal splits) 
 T = 4 ghost (seed 0 point 2, Σ ≈ 45), solved from its reported state.
 
 Usage: ``python benchmarks/research/row_relaxations.py [--quick] [--max-nodes 150]
-[--results-dir DIR]``; writes ``row_relaxations.json``. About 8 minutes on the 2-core
+[--results-dir DIR]``; writes ``row_relaxations.json``. About 20 minutes on the 2-core
 machine. ``--quick``: one T = 3 point on 1024 nodes, at most 3 nodes.
 """
 
@@ -52,6 +58,8 @@ INITS = {(4, 0, 2): (10.30, 99.6, 45.2)}
 TOL = 1e-9
 _ROW_STARTS = 30
 _JOINT_STARTS = 12
+# the grid of η (in units of the span) on which each column row's response is sampled
+_ENVELOPE_GRID = np.linspace(-1.0, 1.0, 49)
 
 
 def uncertified_nodes(config, n_nodes, rng, init=None):
@@ -162,7 +170,7 @@ def _exact_pairs(rows, exact, starts_of_rows, rng):
 
 
 def relaxation_gaps(node, n, rng):
-    """The gaps (least value less the found one) of the three relaxations at node n."""
+    """The gaps (least value less the found one) of the relaxations at node n."""
     rows = _Rows(node, n)
     gaps, lows = np.empty(rows.T), {}
     for r in range(rows.T):
@@ -176,14 +184,79 @@ def relaxation_gaps(node, n, rng):
     out = {"rows": float(gaps.sum()),
            "failing_rows": len(lows)}
     if not lows:
-        out["pair"] = out["star"] = out["rows"]
+        out["pair"] = out["star"] = out["envelope"] = out["rows"]
         return out
     a = int(np.argmin(gaps))
     # rows a and c exact in their shared entry, every other row relaxed: the best c
     out["pair"] = float(max(_pair_gap(rows, a, c, lows[a]) + gaps.sum() - gaps[a] - gaps[c]
                             for c in range(rows.T) if c != a))
     out["star"] = float(_exact_pairs(rows, set(lows), [lows], rng))
+    out["envelope"] = float(_envelope_gap(rows, a, lows[a], rng))
     return out
+
+
+def _lower_hull(x, y):
+    """The vertices of the lower convex hull of the points (x, y), x increasing."""
+    hull = []
+    for p in zip(x, y):
+        while len(hull) >= 2 and ((hull[-1][1] - hull[-2][1]) * (p[0] - hull[-2][0])
+                                  >= (p[1] - hull[-2][1]) * (hull[-1][0] - hull[-2][0])):
+            hull.pop()
+        hull.append(p)
+    return np.array(hull)
+
+
+def _column_response(rows, a, c, span):
+    """Row c's least value with its entry in column a fixed at η (``ψ_c(η)``), on a grid of
+    ``H_ac ± span``: continuation outward from ``H_ac`` in both directions, each η also from
+    the found row."""
+    T = rows.T
+    keep = [j for j in range(T) if j != a]
+    etas = rows.H[a, c] + span * _ENVELOPE_GRID
+    values = np.empty(etas.size)
+    middle = _ENVELOPE_GRID.size // 2
+    for order in (range(middle, etas.size), range(middle, -1, -1)):
+        previous = rows.H[c][keep]
+        for k in order:
+            def fun(v, eta=etas[k]):
+                h = np.empty(T)
+                h[keep], h[a] = v, eta
+                val, grad = rows.value(c, h)
+                return val, grad[keep]
+            values[k], previous = _least(fun, [rows.H[c][keep], previous])
+    return etas, values
+
+
+def _envelope_gap(rows, a, low, rng):
+    """The star of row a with each ``ψ_c`` replaced by its convex envelope (the lower hull
+    of its grid values, continued linearly): ``min_u φ_a(u) + Σ_c conv ψ_c(u_c)``, less the
+    found value. Each affine piece of an envelope is what a certified shifted row bound
+    gives (``min_h φ_c(h) − λ h_a``), so this is the relaxation a certificate could prove."""
+    T = rows.T
+    hulls = {}
+    for c in range(T):
+        if c != a:
+            radius = np.sqrt(max(rows.found[c] - rows.offset[c], 0.0) / rows.w[c])
+            span = 1.5 * max(radius, abs(low[c] - rows.H[a, c]))
+            hulls[c] = _lower_hull(*_column_response(rows, a, c, span))
+
+    def envelope(c, x):
+        hx, hy = hulls[c][:, 0], hulls[c][:, 1]
+        k = int(np.clip(np.searchsorted(hx, x) - 1, 0, hx.size - 2))
+        slope = (hy[k + 1] - hy[k]) / (hx[k + 1] - hx[k])
+        return hy[k] + slope * (x - hx[k]), slope
+
+    def fun(u):
+        val, grad = rows.value(a, u)
+        grad = grad.copy()
+        for c in hulls:
+            v, slope = envelope(c, u[c])
+            val, grad[c] = val + v, grad[c] + slope
+        return val, grad
+
+    starts = [rows.H[a]] + [t * low + (1 - t) * rows.H[a] for t in (0.25, 0.5, 0.75, 1.0)]
+    starts += [low + 0.2 * rng.standard_normal(T) for _ in range(_JOINT_STARTS - len(starts))]
+    return _least(fun, starts)[0] - rows.found.sum()
 
 
 def _pair_gap(rows, a, c, low):
@@ -233,7 +306,8 @@ def main(argv=None):
                      "uncertified": int(left), "studied": len(nodes),
                      "solve_seconds": seconds, "study_seconds": time.perf_counter() - t,
                      "nodes": nodes})
-        closed = {k: sum(g[k] > -TOL for g in nodes) for k in ("rows", "pair", "star")}
+        closed = {k: sum(g[k] > -TOL for g in nodes)
+                  for k in ("rows", "pair", "star", "envelope")}
         print(f"T={T} seed {seed} point {i}: {left} uncertified, {len(nodes)} studied, "
               f"closed {closed}", flush=True)
     write_result(args, "row_relaxations.json", {"tol": TOL, "rows": rows},

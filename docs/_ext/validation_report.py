@@ -493,7 +493,7 @@ def _ghost_point(data):
 
 
 def _row_relaxations(data):
-    tol, kinds = data["tol"], ("rows", "pair", "star")
+    tol, kinds = data["tol"], ("rows", "pair", "star", "envelope")
     body = []
     for r in data["rows"]:
         nodes, T = r["nodes"], r["n_tokens"]
@@ -501,7 +501,7 @@ def _row_relaxations(data):
             " (from its reported state)" if r.get("init") else "")
         if not nodes:
             body.append([where, f"{r['certified_fraction']:.4f}", f"{r['uncertified']} / 0",
-                         f"{r['sigma']:.3g}", "", "", "", "", ""])
+                         f"{r['sigma']:.3g}", "", "", "", "", "", ""])
             continue
         closed = [sum(g[k] > -tol for g in nodes) for k in kinds]
         # the star keeps exact every entry of the rows with a gap: its share of the
@@ -524,10 +524,13 @@ def _row_relaxations(data):
             "largest gap and one other kept exact in their shared entry (the best one); "
             "star: every entry of the rows with a gap kept exact, the others relaxed; its "
             "exact share: the entries it keeps of T(T + 1)/2 with one such row (in brackets "
-            "at the node with the most; at 100 % the star is the problem itself).")
+            "at the node with the most; at 100 % the star is the problem itself); envelope: "
+            "the star of the row with the largest gap alone, each other row's response to "
+            "its shared entry replaced by its convex envelope (the relaxation that certified "
+            "shifted row bounds can prove).")
     return ("Which relaxation would certify the nodes that the row-wise dual bound leaves",
             ["point", "certified", "uncertified / studied", "Σ", "> 1 row with a gap",
-             "closed: rows", "pair", "star", "star's exact share"], body, note)
+             "closed: rows", "pair", "star", "envelope", "star's exact share"], body, note)
 
 
 def _rule_outcome(r):

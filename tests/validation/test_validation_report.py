@@ -247,7 +247,8 @@ def test_the_first_warm_starts_table_sums_seconds_and_evaluations(tmp_path):
 
 def test_the_row_relaxations_table_counts_the_closed_nodes(tmp_path):
     def node(rows, pair, star, failing=1):
-        return {"rows": rows, "pair": pair, "star": star, "failing_rows": failing}
+        return {"rows": rows, "pair": pair, "star": star, "envelope": min(star, -0.01),
+                "failing_rows": failing}
     data = {"command": "python benchmarks/research/row_relaxations.py", "date": "2026-12-06",
             "tol": 1e-9,
             "rows": [{"n_tokens": 6, "seed": 0, "point": 2, "certified_fraction": 0.966,
@@ -267,5 +268,6 @@ def test_the_row_relaxations_table_counts_the_closed_nodes(tmp_path):
     assert "279 / 4" in text
     # rows closes none, pair two (one within the tolerance), star three
     assert "0 (0%)" in text and "2 (50%)" in text and "3 (75%)" in text
+    assert text.count("0 (0%)") == 2                      # rows and envelope close none
     assert "29% (52%)" in text    # one row of 6: 6 of 21 entries exact; two rows: 11
     assert "T = 4 seed 0 point 1" in text and "0 / 0" in text
