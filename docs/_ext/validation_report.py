@@ -492,6 +492,11 @@ def _ghost_point(data):
             ["where", "m, q, Σ", "status", "test error", "objective / d²"], body, note)
 
 
+def _star_share(k, T):
+    """The share of the T(T + 1)/2 entries that the star keeps exact with k rows."""
+    return f"{(k * T - k * (k - 1) // 2) / (T * (T + 1) // 2):.0%}"
+
+
 def _row_relaxations(data):
     tol, kinds = data["tol"], ("rows", "pair", "star", "envelope")
     body = []
@@ -504,17 +509,15 @@ def _row_relaxations(data):
                          f"{r['sigma']:.3g}", "", "", "", "", "", ""])
             continue
         closed = [sum(g[k] > -tol for g in nodes) for k in kinds]
-        # the star keeps exact every entry of the rows with a gap: its share of the
-        # entries with one such row, and at the node with the most
-        def share(k):
-            return f"{(k * T - k * (k - 1) // 2) / (T * (T + 1) // 2):.0%}"
+        # the star's exact share with one row with a gap, and at the node with the most
         most = max(g["failing_rows"] for g in nodes)
         body.append([where, f"{r['certified_fraction']:.4f}",
                      f"{r['uncertified']} / {len(nodes)}",
                      f"{r['sigma']:.3g}",
                      f"{sum(g['failing_rows'] > 1 for g in nodes)}",
                      *(f"{c} ({c / len(nodes):.0%})" for c in closed),
-                     share(1) + (f" ({share(most)})" if most > 1 else "")])
+                     _star_share(1, T) + (f" ({_star_share(most, T)})" if most > 1
+                                          else "")])
     note = ("certified: the solve's fraction. The nodes: one certified prox evaluation at "
             "the solve's fixed point on fresh nodes (8192 unless the run was quick); those it "
             "leaves uncertified, evenly sampled. A relaxation closes a node "

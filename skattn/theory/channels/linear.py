@@ -99,5 +99,4 @@ class LinearChannel(_Channel):
 
     def _prox_certified(self, y, omega, sigma, start=None, warm=None, trust_warm=False):
         """:meth:`prox` and the certified mask (all True: the prox problem is convex)."""
-        z = self.prox(y, omega, sigma)
-        return z, np.ones(z.shape[0], dtype=bool)
+        return self.prox(y, omega, sigma, return_certified=True)
