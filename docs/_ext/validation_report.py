@@ -391,6 +391,15 @@ def _split_share(data):
             "on", ["point", "role", *columns], body, note)
 
 
+def _star_bound(data):
+    columns, body, note = _arm_comparison(data, "star",
+                                          lambda v: "star on" if v else "star off")
+    note = ("Certified fraction of one solve (its seconds and evaluations), 8192 nodes "
+            "unless the run was quick; the star bound (SoftmaxChannel.star_bound) on and "
+            "off, everything else as landed. " + note)
+    return ("The certificate's star bound, on and off, on points it was not fitted on",
+            ["point", "role", *columns], body, note)
+
 def _first_warm_starts(data):
     columns, body, note = _arm_comparison(
         data, "starts", lambda v: "multi-start" if v is None else f"{v} start" + "s" * (v > 1))
@@ -617,6 +626,7 @@ RENDERERS = {
     "warm_start_rule.json": _warm_start_rule,
     "split_share.json": _split_share,
     "row_relaxations.json": _row_relaxations,
+    "star_bound.json": _star_bound,
     "first_warm_starts.json": _first_warm_starts,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,

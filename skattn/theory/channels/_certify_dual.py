@@ -554,6 +554,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
     cuts = np.empty(18)
     ivs = np.empty((T, 5, 2))
     nc = np.empty(T, np.int64)
+    lo_v, hi_v, keep = np.empty(T), np.empty(T), np.empty(4)
     n_split = 0
     while top > 0:
         top -= 1
@@ -573,8 +574,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
             continue
         settled = n_comb <= _MAX_COMBINATIONS    # every combination dropped or covered
         # the (μ, g) hull of what the surviving combinations leave (contracted by K)
-        keep_m_lo, keep_m_hi = (math.inf, -math.inf) if settled else (m_lo, m_hi)
-        keep_g_lo, keep_g_hi = (math.inf, -math.inf) if settled else (g_lo, g_hi)
+        _reset_keep(keep, settled, m_lo, m_hi, g_lo, g_hi)
         for comb in range(n_comb if settled else 0):
             # the combination's box: v from its intervals, μ and g from the box
             r = comb
@@ -589,62 +589,108 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
                 continue
             if _value_floor(xk, rk, kappa, yrow, const) >= target:
                 continue
-            if _krawczyk(xk, rk, kappa, yrow, b, Kc, Kr, work):
-                disjoint = False
-                for i in range(n):
-                    disjoint = disjoint or abs(Kc[i] - xk[i]) > Kr[i] + rk[i]
-                if disjoint:
-                    continue        # no stationary point in this combination's box
-                for i in range(n):  # every one lies in K ∩ X
-                    a_ = max(xk[i] - rk[i], Kc[i] - Kr[i])
-                    b_ = min(xk[i] + rk[i], Kc[i] + Kr[i])
-                    xk[i], rk[i] = 0.5 * (a_ + b_), 0.5 * (b_ - a_)
-                if _value_floor(xk, rk, kappa, yrow, const) >= target:
-                    continue
-                if has_box:
-                    covered = True
-                    for i in range(n):
-                        covered = covered and xk[i] - rk[i] >= Xlo[i] and xk[i] + rk[i] <= Xhi[i]
-                    if covered:
-                        continue    # the found stationary point
+            if _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc,
+                               Kr, work):
+                continue
             settled = False
             # the combination's candidate point: below the target, the certificate fails
             f = _candidate_value(xk, weighted, t0, nu, Q, weights, yrow, beta, point, A, grad)
             if f < target:
                 return NONCONVEX, f, n_split, point
-            keep_m_lo, keep_m_hi = min(keep_m_lo, xk[T] - rk[T]), max(keep_m_hi, xk[T] + rk[T])
-            keep_g_lo = min(keep_g_lo, xk[T + 1] - rk[T + 1])
-            keep_g_hi = max(keep_g_hi, xk[T + 1] + rk[T + 1])
+            _widen(keep, xk, rk)
         if settled:
             continue
         n_split += 1
         # every stationary point that matters lies in the kept hull: where it is much
         # smaller than the box it replaces the box, else the kept box is halved
         w_m, w_g = m_hi - m_lo, g_hi - g_lo
-        m_lo, m_hi = max(m_lo, keep_m_lo), min(m_hi, keep_m_hi)
-        g_lo, g_hi = max(g_lo, keep_g_lo), min(g_hi, keep_g_hi)
-        if n_split > budget or top + 2 > stack.shape[0] or (
-                m_hi - m_lo <= _MIN_WIDTH * (1 + abs(m_lo))
-                and g_hi - g_lo <= _MIN_WIDTH * (1 + abs(g_lo))):
+        m_lo, m_hi = max(m_lo, keep[0]), min(m_hi, keep[1])
+        g_lo, g_hi = max(g_lo, keep[2]), min(g_hi, keep[3])
+        if _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
             return BUDGET, 0.0, n_split, point
-        shrunk = m_hi - m_lo < _SHRINK * w_m or g_hi - g_lo < _SHRINK * w_g
-        # F_c moves by κu_c per unit of g and by 1 per unit of μ: the dimension that moves
-        # the probabilities more is halved, g weighted by κ Σu²/Σu at the brackets' middles
-        u1, u2 = 0.0, 0.0
         for c in range(T):
-            u = math.exp(0.5 * (ivs[c, 0, 0] + ivs[c, nc[c] - 1, 1]))
-            u1, u2 = u1 + u, u2 + kappa[c] * u * u
-        split_mu = m_hi - m_lo >= u2 / u1 * (g_hi - g_lo)
-        for child in range(1 if shrunk else 2):
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = m_lo, m_hi, g_lo, g_hi
-            if shrunk:
-                pass
-            elif split_mu:
-                stack[top, 1 - child] = 0.5 * (m_lo + m_hi)
-            else:
-                stack[top, 3 - child] = 0.5 * (g_lo + g_hi)
-            for c in range(T):
-                stack[top, 4 + 2 * c] = ivs[c, 0, 0]
-                stack[top, 5 + 2 * c] = ivs[c, nc[c] - 1, 1]
-            top += 1
+            lo_v[c], hi_v[c] = ivs[c, 0, 0], ivs[c, nc[c] - 1, 1]
+        top = _push_children(stack, top, m_lo, m_hi, g_lo, g_hi, w_m, w_g, lo_v, hi_v, kappa)
     return CERTIFIED, 0.0, n_split, point
+
+
+@_jit
+def _reset_keep(keep, settled, m_lo, m_hi, g_lo, g_hi):
+    """The (μ, g) hull of a box's surviving combinations, ``keep`` = (μ lo, μ hi, g lo,
+    g hi): empty where every combination will be tested, else the whole box."""
+    if settled:
+        keep[0], keep[1], keep[2], keep[3] = math.inf, -math.inf, math.inf, -math.inf
+    else:
+        keep[0], keep[1], keep[2], keep[3] = m_lo, m_hi, g_lo, g_hi
+
+
+@_jit
+def _widen(keep, xk, rk):
+    """Widen the kept hull to hold the combination's box ``xk ± rk`` of (v, μ, g)."""
+    T = xk.shape[0] - 2
+    keep[0], keep[1] = min(keep[0], xk[T] - rk[T]), max(keep[1], xk[T] + rk[T])
+    keep[2], keep[3] = min(keep[2], xk[T + 1] - rk[T + 1]), max(keep[3], xk[T + 1] + rk[T + 1])
+
+
+@_jit
+def _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
+    """Whether the search must stop: over its budget of splits, its stack full, or the
+    kept box too narrow to split (rounding)."""
+    return n_split > budget or top + 2 > stack.shape[0] or (
+        m_hi - m_lo <= _MIN_WIDTH * (1 + abs(m_lo))
+        and g_hi - g_lo <= _MIN_WIDTH * (1 + abs(g_lo)))
+
+
+@_jit
+def _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc, Kr, work):
+    """The Krawczyk test of one combination's box ``xk ± rk`` (:func:`_search`): True
+    where it holds no stationary point, or where every one it holds has V at least
+    ``target`` or is the found one (``has_box``: in ``[Xlo, Xhi]``); otherwise the box is
+    contracted to ``K ∩ X`` in place (nothing changes where the test cannot run)."""
+    n = xk.shape[0]
+    if not _krawczyk(xk, rk, kappa, yrow, b, Kc, Kr, work):
+        return False
+    for i in range(n):
+        if abs(Kc[i] - xk[i]) > Kr[i] + rk[i]:
+            return True             # no stationary point in this combination's box
+    for i in range(n):              # every one lies in K ∩ X
+        a_ = max(xk[i] - rk[i], Kc[i] - Kr[i])
+        b_ = min(xk[i] + rk[i], Kc[i] + Kr[i])
+        xk[i], rk[i] = 0.5 * (a_ + b_), 0.5 * (b_ - a_)
+    if _value_floor(xk, rk, kappa, yrow, const) >= target:
+        return True
+    if not has_box:
+        return False
+    for i in range(n):
+        if xk[i] - rk[i] < Xlo[i] or xk[i] + rk[i] > Xhi[i]:
+            return False
+    return True                     # the found stationary point
+
+
+@_jit
+def _push_children(stack, top, m_lo, m_hi, g_lo, g_hi, w_m, w_g, lo_v, hi_v, kappa):
+    """Push the children of the kept (μ, g) box to ``stack[top:]`` with the v brackets
+    ``[lo_v, hi_v]``: the box itself where it is much smaller than the box it came from
+    (``w_m × w_g``), else its two halves; returns the new top. F_c moves by κ_c u_c per
+    unit of g and by 1 per unit of μ: the dimension that moves the probabilities more is
+    halved, g weighted by ``Σ κ_c u_c²/Σ u_c`` at the brackets' middles."""
+    T = lo_v.shape[0]
+    shrunk = m_hi - m_lo < _SHRINK * w_m or g_hi - g_lo < _SHRINK * w_g
+    u1, u2 = 0.0, 0.0
+    for c in range(T):
+        u = math.exp(0.5 * (lo_v[c] + hi_v[c]))
+        u1, u2 = u1 + u, u2 + kappa[c] * u * u
+    split_mu = m_hi - m_lo >= u2 / u1 * (g_hi - g_lo)
+    for child in range(1 if shrunk else 2):
+        stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = m_lo, m_hi, g_lo, g_hi
+        if shrunk:
+            pass
+        elif split_mu:
+            stack[top, 1 - child] = 0.5 * (m_lo + m_hi)
+        else:
+            stack[top, 3 - child] = 0.5 * (g_lo + g_hi)
+        for c in range(T):
+            stack[top, 4 + 2 * c] = lo_v[c]
+            stack[top, 5 + 2 * c] = hi_v[c]
+        top += 1
+    return top

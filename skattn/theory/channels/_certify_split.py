@@ -34,14 +34,13 @@ split of :mod:`._certify_dual` has a duality gap.
    box's corners and need many more rounds); the region doubles after a split that did
    better and halves after one that did not. The search stops when every row is
    certified (the node is), after ``max_rounds`` splits, or when the cuts show that no
-   split in the whole box brings every row within its tolerance.
+   split in the whole box brings every row within its tolerance. Where the equal split
+   failed in one row only, the star bound of :mod:`._certify_star` follows.
 """
 
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from scipy.optimize import linprog
 
@@ -104,32 +103,8 @@ def _row_dual_weighted(h_star, h0, nu, w, yrow, beta, tol, budget):
         A[c] = b[c] - spread[c]
     mu_hi = -_log_sum_exp(A)
     _domain(stack, mu_lo, mu_hi, b, spread, yrow, A)
-    # the found point's box: one zero proved there, its value floor from the contraction
-    work = np.empty((7, n, n))
-    xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     Xlo, Xhi = np.empty(n), np.empty(n)
-    has_box = False
-    for c in range(T):
-        A[c] = beta * h_star[c]
-    softmax_inplace(A)
-    if np.all(A > 0):
-        g_star = np.dot(A, A - yrow)
-        mu_star = 0.0
-        for c in range(T):
-            xk[c] = math.log(A[c])
-            mu_star += (xk[c] + kappa[c] * A[c] * (A[c] - yrow[c] - g_star) - b[c]) / T
-        xk[T], xk[T + 1] = mu_star, g_star
-        if _found_point_box(xk.copy(), kappa, yrow, b, Xlo, Xhi, rk, Kc, Kr, work) > 0:
-            for i in range(n):
-                xk[i], rk[i] = 0.5 * (Xlo[i] + Xhi[i]), 0.5 * (Xhi[i] - Xlo[i])
-            for _ in range(_CONTRACTIONS):
-                if not _krawczyk(xk, rk, kappa, yrow, b, Kc, Kr, work):
-                    break
-                for i in range(n):
-                    lo_ = max(xk[i] - rk[i], Kc[i] - Kr[i])
-                    hi_ = min(xk[i] + rk[i], Kc[i] + Kr[i])
-                    xk[i], rk[i] = 0.5 * (lo_ + hi_), 0.5 * (hi_ - lo_)
-            has_box = _value_floor(xk, rk, kappa, yrow, offset) >= target
+    has_box = _found_point_excluded(h_star, kappa, b, yrow, beta, offset, target, Xlo, Xhi)
     top = 1
     if has_box:
         top = _split_around(stack, Xlo[T], Xhi[T], Xlo[T + 1], Xhi[T + 1])
@@ -140,6 +115,42 @@ def _row_dual_weighted(h_star, h0, nu, w, yrow, beta, tol, budget):
     if code == NONCONVEX:
         return NONCONVEX, n_split, found.copy(), f - f_star
     return code, n_split, point, 0.0
+
+
+@_jit
+def _found_point_excluded(h_star, kappa, b, yrow, beta, const, target, Xlo, Xhi):
+    """Whether the found point ``h*`` has a Krawczyk box ``[Xlo, Xhi]`` of (v, μ, g) that
+    proves one stationary point of the system ``(kappa, b)`` (module docstring 2) and on
+    which, contracted by Krawczyk steps, the value floor (constant ``const``) is at least
+    ``target``: then that box can be left out of the search."""
+    T = yrow.shape[0]
+    n = T + 2
+    A = np.empty(T)
+    for c in range(T):
+        A[c] = beta * h_star[c]
+    softmax_inplace(A)
+    if not np.all(A > 0):
+        return False
+    work = np.empty((7, n, n))
+    xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    g_star = np.dot(A, A - yrow)
+    mu_star = 0.0
+    for c in range(T):
+        xk[c] = math.log(A[c])
+        mu_star += (xk[c] + kappa[c] * A[c] * (A[c] - yrow[c] - g_star) - b[c]) / T
+    xk[T], xk[T + 1] = mu_star, g_star
+    if not _found_point_box(xk.copy(), kappa, yrow, b, Xlo, Xhi, rk, Kc, Kr, work) > 0:
+        return False
+    for i in range(n):
+        xk[i], rk[i] = 0.5 * (Xlo[i] + Xhi[i]), 0.5 * (Xhi[i] - Xlo[i])
+    for _ in range(_CONTRACTIONS):
+        if not _krawczyk(xk, rk, kappa, yrow, b, Kc, Kr, work):
+            break
+        for i in range(n):
+            lo_ = max(xk[i] - rk[i], Kc[i] - Kr[i])
+            hi_ = min(xk[i] + rk[i], Kc[i] + Kr[i])
+            xk[i], rk[i] = 0.5 * (lo_ + hi_), 0.5 * (hi_ - lo_)
+    return _value_floor(xk, rk, kappa, yrow, const) >= target
 
 
 @_jit
@@ -304,6 +315,15 @@ def certify_by_split(x, omega, y, s, B, index, scale, beta, tol, budget,
     Returns ``(certified, rounds)``: True where, under the last split tried, every row's
     bound holds (then ``F ≥ F(x) − tol`` everywhere); ``rounds`` the splits tried.
     """
+    rows = found_rows(x, omega, y, s, B, index, scale, beta)
+    return split_search(*rows, y, s, beta, tol, budget, max_rounds, min_share)[:2]
+
+
+def split_search(H, H0, L, y, s, beta, tol, budget, max_rounds, min_share):
+    """The cutting-plane search of :func:`certify_by_split` on a sample's rows
+    (:func:`._certify_dual.found_rows`); returns ``(certified, rounds, first)``, ``first``
+    the equal split's ``(codes, points, excesses)`` of :func:`split_rows` (None where no
+    split was tried)."""
     T = y.shape[0]
     n_pairs = T * (T - 1) // 2
     half = 1 / (2 * s)
@@ -311,15 +331,16 @@ def certify_by_split(x, omega, y, s, B, index, scale, beta, tol, budget,
     upper = np.full(n_pairs, (1 - min_share) * half)
     theta = np.full(n_pairs, 0.5 * half)          # the equal split first
     centre, centre_value, radius = theta, -math.inf, _TRUST * half
-    H, H0, L = found_rows(x, omega, y, s, B, index, scale, beta)
     cuts_g, cuts_e = [], []
+    first = None
     for rounds in range(1, max_rounds + 1):
         codes, points, excesses, _ = split_rows(H, H0, L, y, s, beta, theta, tol, budget)
+        first = first or (codes, points, excesses)
         if np.all(codes == CERTIFIED):
-            return True, rounds
+            return True, rounds, first
         failed = np.flatnonzero(codes == NONCONVEX)
-        if failed.size == 0 or rounds == max_rounds:
-            return False, rounds
+        if failed.size == 0 or rounds >= max_rounds:
+            return False, rounds, first
         W = _split_weights(theta, s, T)
         value = 0.0
         for a in failed:
@@ -340,19 +361,5 @@ def certify_by_split(x, omega, y, s, B, index, scale, beta, tol, budget,
         # lifts every known cut to it
         if theta is None or least < -tol / T and \
                 _best_split(cuts_g, cuts_e, lower, upper)[1] < -tol / T:
-            return False, rounds
-    return False, max_rounds
-
-
-def certify_nodes(x, omega, y, sigma, B, index, scale, beta, tol, budget, rounds, nodes,
-                  n_threads=1, min_share=MIN_SHARE):
-    """:func:`certify_by_split` at the samples ``nodes`` (rows of x, omega, y, sigma);
-    returns their certified mask. On ``n_threads`` threads: the compiled row bounds run
-    without the GIL, and each sample's search is independent of the others."""
-    def one(n):
-        return certify_by_split(x[n], omega[n], y[n], sigma[n], B, index, scale, beta, tol,
-                                budget, rounds, min_share)[0]
-    if n_threads <= 1 or len(nodes) < 2 * n_threads:
-        return np.array([one(n) for n in nodes], dtype=bool)
-    with ThreadPoolExecutor(n_threads) as pool:
-        return np.array(list(pool.map(one, nodes)), dtype=bool)
+            return False, rounds, first
+    return False, max_rounds, first

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from ..coords import _maps
-from . import _certify, _certify_rows, _certify_split, _kernels, _proxT
+from . import _certify, _certify_rows, _certify_split, _certify_star, _kernels, _proxT
 from .base import _as_sigma, _Channel
 from .prox import _newton, _Softmax2Problem, _SoftmaxProblem
 
@@ -72,6 +72,12 @@ class SoftmaxChannel(_Channel):
         ``1/(2Σ)`` from both ends (default 0.1, a class attribute; in (0, 0.5]). Near the
         ends a row's search runs out of budget (the measurements: docs: Validation
         report, "The certificate's unequal splits").
+    star_bound : bool
+        T ≥ 3: where every split fails and the equal split failed in one row only, keep
+        that row coupled to the others (their responses bounded below by certified
+        quadratics and lines) and prove the bound of that star (default True, a class
+        attribute; :mod:`._certify_star`; the measurements: docs: Validation report,
+        "The certificate's star bound").
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
         fixed-point iterations) at the nodes that have no remembered minimiser yet, the
@@ -85,6 +91,7 @@ class SoftmaxChannel(_Channel):
     first_warm_starts = 1
     split_rounds = _certify_split.MAX_ROUNDS
     split_min_share = _certify_split.MIN_SHARE
+    star_bound = True
 
     def __init__(self, n_tokens, beta=1.0, target_beta=1.0, n_starts=None, max_iter=100):
         if not isinstance(n_tokens, (int, np.integer)) or isinstance(n_tokens, bool) \
@@ -338,12 +345,15 @@ class SoftmaxChannel(_Channel):
             rounds = check_scalar_range(self.split_rounds, "split_rounds", low=0, integer=True)
             min_share = check_scalar_range(self.split_min_share, "split_min_share", low=0,
                                            high=0.5, low_inclusive=False)
+            star = self.star_bound
+            if not isinstance(star, (bool, np.bool_)):
+                raise TypeError(f"star_bound must be True or False, got {star!r}.")
             # where the equal split of the row-wise bound fails, unequal ones (not in the
             # uncertified evaluations of the fixed-point iterations: budget 0)
             todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
             if len(todo):
-                cert[todo] = _certify_split.certify_nodes(
+                cert[todo] = _certify_star.certify_nodes(
                     xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
                     _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
-                    _kernels.thread_count() if threaded else 1, min_share)
+                    _kernels.thread_count() if threaded else 1, min_share, star)
         return omega + xb @ self.basis.T, fb, cert
