@@ -105,10 +105,11 @@ def test_star_search_never_certifies_a_worse_local_minimum(T, beta, seed):
         ordered = _found_first(pieces, u)
         if value <= best + TOL or ordered is None:
             continue
-        code, _, point = star.star_bound(ordered, u, y, beta, TOL, 3000)
+        code, _, point, below = star.star_bound(ordered, u, y, beta, TOL, 3000)
         assert code != _certify_rows.CERTIFIED
         if code == _certify_rows.NONCONVEX:       # its witness is below the found point
             assert phi(point)[0] < value - TOL
+            assert phi(point)[0] - value == pytest.approx(below, abs=1e-9)
 
 
 @pytest.mark.parametrize("T", [3, 4])
@@ -124,7 +125,7 @@ def test_star_search_certifies_global_minima(T):
         if ordered is None:
             continue
         total += 1
-        code, _, point = star.star_bound(ordered, minima[0][1], y, beta, TOL, 3000)
+        code, _, point, _ = star.star_bound(ordered, minima[0][1], y, beta, TOL, 3000)
         right += code == _certify_rows.CERTIFIED or (
             code == _certify_rows.NONCONVEX and phi(point)[0] < minima[0][0] - TOL)
     assert total >= 20
@@ -158,30 +159,40 @@ def _column_psi(H, H0, L, y, s, beta, a, c, eta, rng):
 
 @pytest.mark.parametrize("T", [3, 4])
 def test_column_pieces_are_minorants_of_the_column_response(T):
-    # every certified piece lies below ψ_c + row a's quadratic wherever BFGS can reach
+    # every certified piece (tangent quadratics of positive and negative share, lines of
+    # the fan and lines tangent at chosen points) lies below ψ_c + row a's quadratic
+    # wherever BFGS can reach
     ch, omega, y, _ = two_basin_samples(T, n=40)
     sigma, beta = 0.5, ch.beta_
     rng = np.random.default_rng(1)
     W = 1 / (4 * sigma)
-    checked = 0
+    checked = negative = 0
     for n in range(0, 40, 4):
         x = newton_ends(ch, omega[n], y[n], sigma, rng)[0][1]
-        H, H0, L = _certify_dual.found_rows(x, omega[n], y[n], sigma, ch.basis, ch._index,
-                                            ch._scale, beta)
+        rows = _certify_dual.found_rows(x, omega[n], y[n], sigma, ch.basis, ch._index,
+                                        ch._scale, beta)
+        H, H0 = rows[0], rows[1]
         a = n % T
         low = H[a] + rng.normal(size=T)
         for c in range(T):
             if c == a:
                 continue
-            q = star.column_pieces(H, H0, L, y[n], sigma, beta, a, c, low, TOL, 2000, 0.0)
-            if q is None:
+            cols = [star._Column(*rows, y[n], sigma, beta, a, c, TOL, 2000) for _ in range(2)]
+            cols = [col for col, shares in zip(cols, (star.SHARES, (-0.5,)))
+                    if col.tangent(shares)]
+            if not cols:
                 continue
+            col, pieces = cols[0], [col.pieces[0] for col in cols]
+            lams = [t * 2 * W * (low[c] - H[a, c]) for t in star.SLOPES]
+            lams += [col.slope_at(H[a, c] + d) for d in (-0.5, 0.5)]
+            pieces += [q for q in map(col.line, lams) if q is not None]
             for eta in H[a, c] + np.linspace(-2, 2, 7):
-                psi = _column_psi(H, H0, L, y[n], sigma, beta, a, c, eta, rng)
-                top = _psi(q, eta)[0]
+                psi = _column_psi(*rows, y[n], sigma, beta, a, c, eta, rng)
+                top = _psi(np.array(pieces), eta)[0]
                 assert top <= psi + W * (eta - H0[a, c]) ** 2 + 1e-7
-            checked += len(q) > 1
-    assert checked >= 3
+            checked += len(pieces) > 2
+            negative += any(col.pieces[0][0] < W for col in cols)
+    assert checked >= 3 and negative >= 1
 
 
 @pytest.mark.parametrize("T", [3, 4])

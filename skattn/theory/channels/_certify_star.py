@@ -1,5 +1,6 @@
 """The star bound of the T ≥ 3 certificate: where the row-wise bound of
-:mod:`._certify_split` fails in exactly one row a, that row is kept coupled to the others.
+:mod:`._certify_split` fails in one or two rows, one of them, a, is kept coupled to the
+others.
 
 1. *The star.* Keep row a's entries exact, ``u = H_a``, each ``u_c`` shared with row c's
    entry a, and relax only the pairs between the other rows, by the found point's
@@ -12,14 +13,19 @@
 
    - *the tangent quadratic*: ``φ_c(h) − k (h_a − H_ca)² ≥ φ_c(H_c) − tol_c`` for the
      largest k of ``SHARES·W`` that proves (row c's quadratic on entry a loses k; the found
-     point stays stationary), so ``ψ_c(η) ≥ φ_c(H_c) − tol_c − ν_ca η + k (η − H_ac)²``;
+     point stays stationary), so ``ψ_c(η) ≥ φ_c(H_c) − tol_c − ν_ca η + k (η − H_ac)²``.
+     A row c that fails itself can still prove a negative k (more weight on entry a,
+     where its own gap lies), a concave piece above ``−W`` that row a's quadratic keeps
+     convex;
    - *lines*: for a slope λ, ``m = min_h φ_c(h) − λ h_a`` (a local minimiser found by
      Newton, then proved global) gives ``ψ_c(η) ≥ m + (λ − ν_ca) η``. The slopes run from
      the tangent's towards that of row a's own lower point (``SLOPES``); each line is
-     lowered where needed to lie ``tol_c`` below the tangent at ``H_ac``.
+     lowered where needed to lie ``tol_c`` below the tangent at ``H_ac``. Where the
+     search below shows a point under the found value, each column row adds the line
+     tangent to ψ_c at that point's entry and the search runs again (``_REFINE``).
 
    So ``min F ≥ min_u Φ̃(u)``, ``Φ̃(u) = ℓ_a(u) + Σ_c Ψ_c(u_c)`` with ``Ψ_c = max_p q_cp``,
-   quadratics ``q_cp(η) = w_p (η − z_p)² + o_p`` of weight ``w_p ≥ W`` (row a's own
+   quadratics ``q_cp(η) = w_p (η − z_p)² + o_p`` of weight ``w_p > 0`` (row a's own
    quadratic included; the diagonal entry has one piece).
 3. *Its stationary points.* On a segment of η where piece p is the largest, Φ̃'s
    stationary points solve the row system of :mod:`._certify_dual` (docstring 2) with
@@ -60,14 +66,24 @@ from ._certify_split import (MAX_ROUNDS, MIN_SHARE, _descend, _descend_row,
 from ._kernels import _jit, softmax_inplace
 
 # the tangent quadratic's share of row c's weight on entry a, tried largest first (0: the
-# affine tangent of the row-wise bound, which the failing round already proved)
-SHARES = (0.95, 0.8, 0.6, 0.4, 0.2, 0.0)
+# affine tangent of the row-wise bound, which the failing round proved where row c did not
+# fail; a negative share adds weight to entry a, for a row c that fails itself)
+SHARES = (0.95, 0.8, 0.6, 0.4, 0.2, 0.0, -0.3, -0.6, -0.9)
 # the lines' slopes, as fractions of the way from the tangent's slope at H_ac to the slope
 # of row a's own quadratic at its lower point (scratch study: 4 and 9 slopes, and a fan
 # to −1…3, closed the same nodes; docs: Changelog)
 SLOPES = (0.25, 0.5, 0.75, 1.0)
 # a line that lifts Ψ_c by less than this fraction of row a's gap is dropped (_prune)
 _LIFT = 0.05
+# where the star's search shows a lower point, the rounds of lines tangent there (1, 2
+# and 5 rounds certified the same nodes of the fitted point's)
+_REFINE = 1
+# ... only where that point is less than this fraction of row a's gap below the found
+# value: the refinement closes near misses, and costs a round of lines at every node
+_REFINE_BELOW = 0.01
+# the star is tried around each failing row where at most this many fail (a row that
+# fails in a column takes a negative share: see SHARES)
+_MAX_CENTRES = 2
 # kinks and segment ends are located to within this relative precision
 _KINK_SLACK = 1e-9
 
@@ -301,8 +317,8 @@ def star_bound(pieces_per_coordinate, u_star, yrow, beta, tol, budget):
     """Prove ``Φ̃ ≥ Φ̃(u*) − tol`` on all of R^T (docstrings 3, 4), where piece 0 of every
     coordinate is the largest at ``u*_c`` and ``u*`` is stationary for them.
 
-    Returns ``(code, n_split, point)``: CERTIFIED, BUDGET, or NONCONVEX with a point below
-    the target."""
+    Returns ``(code, n_split, point, excess)``: CERTIFIED, BUDGET, or NONCONVEX with a
+    point below the target and its ``excess`` (< 0) over ``Φ̃(u*)``."""
     T = yrow.shape[0]
     arrays = branch_arrays(pieces_per_coordinate, beta)
     kappa, b, const, h_lo, h_hi, piece, kink, n_branch, coef, n_piece = arrays
@@ -315,7 +331,7 @@ def star_bound(pieces_per_coordinate, u_star, yrow, beta, tol, budget):
     o0 = q0[:, 2] - q0[:, 1] ** 2 / (4 * q0[:, 0])
     R2 = f_star - o0.sum()
     if R2 <= 0:
-        return CERTIFIED, 0, u_star.copy()
+        return CERTIFIED, 0, u_star.copy(), 0.0
     spread = beta * math.sqrt(R2) / np.sqrt(w0)
     b0, k0 = beta * z0, beta * beta / w0
     stack = np.empty((256, 4 + 2 * T))
@@ -327,7 +343,7 @@ def star_bound(pieces_per_coordinate, u_star, yrow, beta, tol, budget):
     code, f, n_split, point = search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi,
                                           piece, kink, n_branch, coef, n_piece, target,
                                           has_box, Xlo, Xhi, budget)
-    return code, n_split, point.copy()
+    return code, n_split, point.copy(), (f - f_star if code == NONCONVEX else 0.0)
 
 
 # ------------------------------------------------------------------ the column rows' pieces
@@ -337,58 +353,78 @@ def _row_problem(H0_row, nu, w):
     return H0_row - nu / (2 * w), float(np.sum(nu * H0_row - nu ** 2 / (4 * w)))
 
 
-def column_pieces(H, H0, L, y, s, beta, a, c, low, tol, budget, lift, shares=SHARES,
-                  slopes=SLOPES):
-    """Row c's certified minorants of ψ_c (docstring 2), as quadratics of u_c with row a's
-    own quadratic on that entry added: rows ``(A2, A1, A0)``, the tangent first; None where
-    not even the affine tangent is proved."""
-    T = y.shape[0]
-    W = 1 / (4 * s)
-    nu = _multipliers(H, H0, L, np.full((T, T), W), c)
-    w = np.full(T, W)
-    centre, offset = _row_problem(H0[c], nu, w)
-    found = _weighted_value(H[c].copy(), centre, offset, w, y[c], beta, np.empty(T))
-    Hac, H0ac = H[a, c], H0[a, c]
-    tangent = None
-    for share in shares:
-        k = share * W
-        w_k, h0_k = w.copy(), H0[c].copy()
-        w_k[a] = W - k
-        h0_k[a] = (W * H0[c, a] - k * H[c, a]) / (W - k)
-        code = _row_dual_weighted(H[c].copy(), h0_k, nu, w_k, y[c], beta, tol, budget)[0]
-        if code == CERTIFIED:
-            tangent = np.array([W + k, -2 * W * H0ac - nu[a] - 2 * k * Hac,
-                                W * H0ac ** 2 + k * Hac ** 2 + found - tol])
-            break
-    if tangent is None:
-        return None
-    pieces = [tangent]
-    top_at_found = tangent @ np.array([Hac ** 2, Hac, 1.0])
-    start = H[c].copy()
-    for t in slopes:
-        lam = t * 2 * W * (low[c] - Hac)
-        nu_l = nu.copy()
-        nu_l[a] -= lam
-        centre_l, offset_l = _row_problem(H0[c], nu_l, w)
+class _Column:
+    """Row c of the star of row a (docstring 2): its relaxed problem under the equal split
+    and its certified minorants of ψ_c, as quadratics of u_c with row a's own quadratic on
+    that entry added: ``pieces`` rows ``(A2, A1, A0)``, the tangent first."""
+
+    def __init__(self, H, H0, L, y, s, beta, a, c, tol, budget):
+        T = y.shape[0]
+        self.W, self.a, self.tol, self.budget, self.beta = 1 / (4 * s), a, tol, budget, beta
+        self.H_row, self.H0_row, self.y_row = H[c].copy(), H0[c].copy(), y[c]
+        self.nu = _multipliers(H, H0, L, np.full((T, T), self.W), c)
+        self.w = np.full(T, self.W)
+        self.centre, self.offset = _row_problem(self.H0_row, self.nu, self.w)
+        self.found = _weighted_value(self.H_row, self.centre, self.offset, self.w, y[c], beta,
+                                     np.empty(T))
+        self.pieces, self.start = np.empty((0, 3)), self.H_row
+
+    def tangent(self, shares=SHARES):
+        """The tangent quadratic with the largest share that proves; False where none."""
+        W, a, H, H0 = self.W, self.a, self.H_row[self.a], self.H0_row[self.a]
+        for share in shares:
+            k = share * W
+            w_k, h0_k = self.w.copy(), self.H0_row.copy()
+            w_k[a] = W - k
+            h0_k[a] = (W * H0 - k * H) / (W - k)
+            if _row_dual_weighted(self.H_row.copy(), h0_k, self.nu, w_k, self.y_row,
+                                  self.beta, self.tol, self.budget)[0] == CERTIFIED:
+                self.pieces = np.array([[W + k, -2 * W * H0 - self.nu[a] - 2 * k * H,
+                                         W * H0 ** 2 + k * H ** 2 + self.found - self.tol]])
+                return True
+        return False
+
+    def line(self, lam):
+        """The line of slope ``λ − ν_ca`` below ψ_c (docstring 2), as a piece, lowered to
+        lie ``tol`` below the tangent at ``H_ac``; None where its least is not proved."""
+        W, a, beta, y = self.W, self.a, self.beta, self.y_row
+        nu = self.nu.copy()
+        nu[a] -= lam
+        centre, offset = _row_problem(self.H0_row, nu, self.w)
         best, f_best = None, math.inf
-        for h0 in (start, H[c]):
-            h, f = _descend_row(h0, centre_l, offset_l, w, y[c], beta)
+        for h0 in (self.start, self.H_row):
+            h, f = _descend_row(h0, centre, offset, self.w, y, beta)
             if f < f_best:
                 best, f_best = h, f
         for _ in range(2):    # a point below it: descend from there and prove again
-            code, _, point, _ = _row_dual_weighted(best.copy(), H0[c], nu_l, w, y[c], beta,
-                                                   tol, budget)
+            code, _, point, _ = _row_dual_weighted(best.copy(), self.H0_row, nu, self.w, y,
+                                                   beta, self.tol, self.budget)
             if code != NONCONVEX:
                 break
-            best, f_best = _descend_row(point, centre_l, offset_l, w, y[c], beta)
+            best, f_best = _descend_row(point, centre, offset, self.w, y, beta)
         if code != CERTIFIED:
-            continue
-        start = best
-        slope = lam - nu[a]
-        m = min(f_best - tol, top_at_found - tol - W * H0ac ** 2 + 2 * W * H0ac * Hac
-                - W * Hac ** 2 - slope * Hac)
-        pieces.append(np.array([W, -2 * W * H0ac + slope, W * H0ac ** 2 + m]))
-    return _prune(np.array(pieces), lift)
+            return None
+        self.start = best
+        H, H0 = self.H_row[a], self.H0_row[a]
+        slope = lam - self.nu[a]
+        top = self.pieces[0] @ np.array([H ** 2, H, 1.0])
+        m = min(f_best - self.tol, top - self.tol - W * (H - H0) ** 2 - slope * H)
+        return np.array([W, -2 * W * H0 + slope, W * H0 ** 2 + m])
+
+    def slope_at(self, eta):
+        """``λ`` of the line tangent to ψ_c at η: ``∂φ_c/∂h_a`` at row c's least with
+        ``h_a`` held at η (held by a weight 1e6 times W there; an approximation, which
+        changes only how tight the line is)."""
+        a, beta, y = self.a, self.beta, self.y_row
+        w, centre = self.w.copy(), self.centre.copy()
+        w[a], centre[a] = 1e6 * self.W, eta
+        h0 = self.H_row.copy()
+        h0[a] = eta
+        h, _ = _descend_row(h0, centre, 0.0, w, y, beta)
+        e = np.exp(beta * (h - h.max()))
+        e /= e.sum()
+        g = e @ (e - y)
+        return 2 * self.W * (h[a] - self.centre[a]) + 2 * beta * e[a] * (e[a] - y[a] - g)
 
 
 def _prune(pieces, lift):
@@ -414,29 +450,41 @@ def _prune(pieces, lift):
 
 def certify_star(H, H0, L, y, s, beta, a, low, excess, tol, budget):
     """Certify the sample whose rows H, H0, L (:func:`._certify_dual.found_rows`) fail the
-    row-wise bound in row a only, with row a's lower point ``low``, by the star bound
-    (module docstring). Returns True where ``F ≥ F(x) − tol`` is proved."""
+    row-wise bound in row a only, with row a's lower point ``low`` and its ``excess`` (< 0)
+    over the found row, by the star bound (module docstring). Where the search shows a
+    point below the found value, each column row gets the line tangent to its response
+    there and the search runs again (up to ``_REFINE`` times). Returns True where ``F ≥
+    F(x) − tol`` is proved."""
     T = y.shape[0]
     W = 1 / (4 * s)
-    lift = _LIFT * abs(excess)
-    pieces = []
+    columns = {}
     for c in range(T):
         if c == a:
-            pieces.append(np.array([[W, -2 * W * H0[a, a], W * H0[a, a] ** 2]]))
             continue
-        q = column_pieces(H, H0, L, y, s, beta, a, c, low, tol / T, budget, lift)
-        if q is None:
+        col = columns[c] = _Column(H, H0, L, y, s, beta, a, c, tol / T, budget)
+        if not col.tangent():
             return False
-        pieces.append(q)
-    code, _, _ = star_bound(pieces, H[a].copy(), y[a], beta, tol / T, budget)
-    return code == CERTIFIED
-
+        lines = [col.line(t * 2 * W * (low[c] - H[a, c])) for t in SLOPES]
+        col.pieces = _prune(np.vstack([col.pieces] + [q for q in lines if q is not None]),
+                            _LIFT * abs(excess))
+    own = np.array([[W, -2 * W * H0[a, a], W * H0[a, a] ** 2]])
+    for rounds in range(_REFINE + 1):
+        pieces = [own if c == a else columns[c].pieces for c in range(T)]
+        code, _, point, below = star_bound(pieces, H[a].copy(), y[a], beta, tol / T, budget)
+        if code != NONCONVEX or rounds == _REFINE or below < _REFINE_BELOW * excess:
+            return code == CERTIFIED
+        for c, col in columns.items():
+            q = col.line(col.slope_at(point[c]))
+            if q is not None:
+                col.pieces = np.vstack([col.pieces, q])
+    return False
 
 def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
                    max_rounds=MAX_ROUNDS, min_share=MIN_SHARE, star=True):
     """Certify ``x`` global for one T ≥ 3 sample: the split search of
     :func:`._certify_split.certify_by_split`, then, where every split fails and the equal
-    split failed in one row only, that row's star bound (``star``; module docstring).
+    split failed in at most ``_MAX_CENTRES`` rows, the star bound around each of them in
+    turn, the largest gap first (``star``; module docstring).
 
     Returns ``(certified, rounds)``: True where ``F ≥ F(x) − tol`` is proved everywhere;
     ``rounds`` the splits tried."""
@@ -446,14 +494,16 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
         return ok, rounds
     codes, points, excesses = first
     failed = np.flatnonzero(codes != CERTIFIED)
-    if failed.size != 1 or codes[failed[0]] != NONCONVEX:
+    if failed.size > _MAX_CENTRES or np.any(codes[failed] != NONCONVEX):
         return False, rounds
-    a = int(failed[0])
     T = y.shape[0]
     H, H0, L = rows
-    low, excess = _descend(points[a], excesses[a], a, H, H0, L, np.full((T, T), 0.25 / s),
-                           y[a], beta)
-    return certify_star(H, H0, L, y, s, beta, a, low, excess, tol, budget), rounds
+    for a in failed[np.argsort(excesses[failed])]:      # the largest gap first
+        low, excess = _descend(points[a], excesses[a], a, H, H0, L,
+                               np.full((T, T), 0.25 / s), y[a], beta)
+        if certify_star(H, H0, L, y, s, beta, a, low, excess, tol, budget):
+            return True, rounds
+    return False, rounds
 
 
 def certify_nodes(x, omega, y, sigma, B, index, scale, beta, tol, budget, rounds, nodes,

@@ -73,9 +73,9 @@ class SoftmaxChannel(_Channel):
         ends a row's search runs out of budget (the measurements: docs: Validation
         report, "The certificate's unequal splits").
     star_bound : bool
-        T ≥ 3: where every split fails and the equal split failed in one row only, keep
-        that row coupled to the others (their responses bounded below by certified
-        quadratics and lines) and prove the bound of that star (default True, a class
+        T ≥ 3: where every split fails and the equal split failed in one or two rows,
+        keep one of them coupled to the others (their responses bounded below by
+        certified quadratics and lines) and prove the bound of that star (default True, a class
         attribute; :mod:`._certify_star`; the measurements: docs: Validation report,
         "The certificate's star bound").
     first_warm_starts : int or None
