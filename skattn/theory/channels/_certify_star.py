@@ -57,9 +57,8 @@ import numpy as np
 from ._certify_dual import (_MAX_COMBINATIONS, _ROOT_PRECISION, _contract, _coordinate_set,
                             _domain, _krawczyk_drops, _log_sum_exp, _out_of_room,
                             _push_children, _reset_keep, _split_around, _value_floor,
-                            _weighted_value, _widen)
+                            _weighted_value, _widen, found_rows)
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
-from ._certify_dual import found_rows
 from ._certify_split import (MAX_ROUNDS, MIN_SHARE, _descend, _descend_row,
                              _found_point_excluded, _multipliers, _row_dual_weighted,
                              split_search)
