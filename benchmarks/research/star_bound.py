@@ -37,19 +37,25 @@ FITTED = [(6, 0, 2)]
 HELD_OUT = [(3, 2, 3), (3, 5, 2), (4, 2, 2), (4, 5, 2), (5, 2, 2), (6, 2, 5), (6, 3, 2)]
 
 
-def main(argv=None):
-    parser = add_common_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+def run_study(argv, doc, attribute, values, key, filename, script):
+    """Solve the points (``--quick``: one T = 3 point on 1024 nodes) once per value of
+    ``SoftmaxChannel.<attribute>`` and write the rows to ``filename``; returns them."""
+    parser = add_common_arguments(argparse.ArgumentParser(description=doc.splitlines()[0]))
     args = parser.parse_args(argv)
     points = [(p, "fitted") for p in FITTED] + [(p, "held out") for p in HELD_OUT]
     n_nodes = 8192
     if args.quick:
         points, n_nodes = [((3, 2, 3), "held out")], 1024
-    rows = solve_settings(points, SoftmaxChannel, "star_bound", [False, True], "star",
-                          load=load_kernels,
+    rows = solve_settings(points, SoftmaxChannel, attribute, values, key, load=load_kernels,
                           config_of=lambda T, seed, i: grid_configurations(T, 6, seed)[i],
                           solve=lambda config: solve_grid_point(config, n_nodes=n_nodes))
-    write_result(args, "star_bound.json", {"rows": rows}, script=__file__, argv=argv)
+    write_result(args, filename, {"rows": rows}, script=script, argv=argv)
     return rows
+
+
+def main(argv=None):
+    return run_study(argv, __doc__, "star_bound", [False, True], "star", "star_bound.json",
+                     __file__)
 
 
 if __name__ == "__main__":

@@ -132,13 +132,12 @@ def test_star_search_certifies_global_minima(T):
     assert right >= 0.9 * total
 
 
-def _column_psi(H, H0, L, y, s, beta, a, c, eta, rng):
-    """ψ_c(η) of the module docstring (1) by multi-start BFGS over row c's other entries:
-    an upper estimate of the least value."""
+def _column_psi(H, H0, L, y, Wsplit, beta, a, c, eta, rng):
+    """ψ_c(η) of the module docstring (1) under the split ``Wsplit`` by multi-start BFGS
+    over row c's other entries: an upper estimate of the least value."""
     T = y.shape[1]
-    W = 1 / (4 * s)
-    nu = split._multipliers(H, H0, L, np.full((T, T), W), c)
-    w = np.full(T, W)
+    nu = split._multipliers(H, H0, L, Wsplit, c)
+    w = Wsplit[c].copy()
     centre, offset = H0[c] - nu / (2 * w), float(np.sum(nu * H0[c] - nu ** 2 / (4 * w)))
     keep = [j for j in range(T) if j != a]
 
@@ -157,17 +156,25 @@ def _column_psi(H, H0, L, y, s, beta, a, c, eta, rng):
     return best - nu[a] * eta
 
 
+def _random_split(T, sigma, rng):
+    """A split of the quadratic (``W_ac + W_ca = 1/(2Σ)``) with shares in [0.1, 0.9]."""
+    theta = rng.uniform(0.1, 0.9, T * (T - 1) // 2) / (2 * sigma)
+    return split._split_weights(theta, sigma, T)
+
+
 @pytest.mark.parametrize("T", [3, 4])
-def test_column_pieces_are_minorants_of_the_column_response(T):
+@pytest.mark.parametrize("which", ["equal", "random"])
+def test_column_pieces_are_minorants_of_the_column_response(T, which):
     # every certified piece (tangent quadratics of positive and negative share, lines of
     # the fan and lines tangent at chosen points) lies below ψ_c + row a's quadratic
-    # wherever BFGS can reach
+    # wherever BFGS can reach, under the equal split and under unequal ones
     ch, omega, y, _ = two_basin_samples(T, n=40)
     sigma, beta = 0.5, ch.beta_
     rng = np.random.default_rng(1)
-    W = 1 / (4 * sigma)
     checked = negative = 0
     for n in range(0, 40, 4):
+        Wsplit = np.full((T, T), 1 / (4 * sigma)) if which == "equal" else \
+            _random_split(T, sigma, rng)
         x = newton_ends(ch, omega[n], y[n], sigma, rng)[0][1]
         rows = _certify_dual.found_rows(x, omega[n], y[n], sigma, ch.basis, ch._index,
                                         ch._scale, beta)
@@ -177,33 +184,35 @@ def test_column_pieces_are_minorants_of_the_column_response(T):
         for c in range(T):
             if c == a:
                 continue
-            cols = [star._Column(*rows, y[n], sigma, beta, a, c, TOL, 2000) for _ in range(2)]
+            cols = [star._Column(*rows, y[n], Wsplit, beta, a, c, TOL, 2000)
+                    for _ in range(2)]
             cols = [col for col, shares in zip(cols, (star.SHARES, (-0.5,)))
                     if col.tangent(shares)]
             if not cols:
                 continue
             col, pieces = cols[0], [col.pieces[0] for col in cols]
-            lams = [t * 2 * W * (low[c] - H[a, c]) for t in star.SLOPES]
+            lams = [t * 2 * Wsplit[a, c] * (low[c] - H[a, c]) for t in star.SLOPES]
             lams += [col.slope_at(H[a, c] + d) for d in (-0.5, 0.5)]
             pieces += [q for q in map(col.line, lams) if q is not None]
             for eta in H[a, c] + np.linspace(-2, 2, 7):
-                psi = _column_psi(*rows, y[n], sigma, beta, a, c, eta, rng)
+                psi = _column_psi(*rows, y[n], Wsplit, beta, a, c, eta, rng)
                 top = _psi(np.array(pieces), eta)[0]
-                assert top <= psi + W * (eta - H0[a, c]) ** 2 + 1e-7
+                assert top <= psi + Wsplit[a, c] * (eta - H0[a, c]) ** 2 + 1e-7
             checked += len(pieces) > 2
-            negative += any(col.pieces[0][0] < W for col in cols)
+            negative += any(col.pieces[0][0] < Wsplit[a, c] for col in cols)
     assert checked >= 3 and negative >= 1
 
 
 @pytest.mark.parametrize("T", [3, 4])
 def test_star_rejects_a_local_minimum(T):
     # the worse of two Newton ends of one node's prox is never certified by the star of
-    # any of its rows; the better one is, at some nodes, by the whole certificate
+    # any of its rows, under the equal split or unequal ones, nor by the split search
+    # with that row left out followed by its star; the better one is, at some nodes, by
+    # the whole certificate
     ch, omega, y, _ = two_basin_samples(T)
     sigma, beta = 0.5, ch.beta_
     rng = np.random.default_rng(0)
     found = better = 0
-    theta = np.full(T * (T - 1) // 2, 1 / (4 * sigma))
     for n in range(omega.shape[0]):
         ends = newton_ends(ch, omega[n], y[n], sigma, rng)
         if ends[-1][0] < ends[0][0] + 1e-3:
@@ -211,13 +220,24 @@ def test_star_rejects_a_local_minimum(T):
         found += 1
         rows = _certify_dual.found_rows(ends[-1][1], omega[n], y[n], sigma, ch.basis,
                                         ch._index, ch._scale, beta)
-        codes, points, excesses, _ = split.split_rows(*rows, y[n], sigma, beta, theta, TOL,
-                                                      2000)
+        for theta in (np.full(T * (T - 1) // 2, 1 / (4 * sigma)),
+                      rng.uniform(0.1, 0.9, T * (T - 1) // 2) / (2 * sigma)):
+            codes, points, excesses, _ = split.split_rows(*rows, y[n], sigma, beta, theta,
+                                                          TOL, 2000)
+            Wsplit = split._split_weights(theta, sigma, T)
+            for a in range(T):
+                low = points[a] if codes[a] == _certify_rows.NONCONVEX else \
+                    rows[0][a] + rng.normal(size=T)
+                assert not star.certify_star(*rows, y[n], Wsplit, beta, a, low,
+                                             min(excesses[a], -1e-3), TOL, 2000)
         for a in range(T):
-            low = points[a] if codes[a] == _certify_rows.NONCONVEX else \
-                rows[0][a] + rng.normal(size=T)
-            assert not star.certify_star(*rows, y[n], sigma, beta, a, low,
-                                         min(excesses[a], -1e-3), TOL, 2000)
+            held, _, _, (theta, *_) = split.split_search(*rows, y[n], sigma, beta, TOL, 2000,
+                                                         8, 0.1, ignore=a)
+            assert not held or not star.certify_star(
+                *rows, y[n], split._split_weights(theta, sigma, T), beta, a,
+                rows[0][a] + rng.normal(size=T), -1e-3, TOL, 2000)
+        assert not star.certify_sample(ends[-1][1], omega[n], y[n], sigma, ch.basis,
+                                       ch._index, ch._scale, beta, TOL, 2000)[0]
         better += star.certify_sample(ends[0][1], omega[n], y[n], sigma, ch.basis,
                                       ch._index, ch._scale, beta, TOL, 2000)[0]
         if found >= 6:

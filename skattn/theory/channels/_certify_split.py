@@ -319,11 +319,14 @@ def certify_by_split(x, omega, y, s, B, index, scale, beta, tol, budget,
     return split_search(*rows, y, s, beta, tol, budget, max_rounds, min_share)[:2]
 
 
-def split_search(H, H0, L, y, s, beta, tol, budget, max_rounds, min_share):
+def split_search(H, H0, L, y, s, beta, tol, budget, max_rounds, min_share, ignore=-1):
     """The cutting-plane search of :func:`certify_by_split` on a sample's rows
-    (:func:`._certify_dual.found_rows`); returns ``(certified, rounds, first)``, ``first``
-    the equal split's ``(codes, points, excesses)`` of :func:`split_rows` (None where no
-    split was tried)."""
+    (:func:`._certify_dual.found_rows`); returns ``(certified, rounds, first, last)``,
+    ``first`` the equal split's ``(codes, points, excesses)`` of :func:`split_rows` (None
+    where no split was tried) and ``last`` the last split's ``(θ, codes, points,
+    excesses)``. ``ignore``: a row left out of the search (counted as certified, its cuts
+    not taken): the split where every other row holds, for the star bound of that row
+    (:mod:`._certify_star`)."""
     T = y.shape[0]
     n_pairs = T * (T - 1) // 2
     half = 1 / (2 * s)
@@ -332,15 +335,19 @@ def split_search(H, H0, L, y, s, beta, tol, budget, max_rounds, min_share):
     theta = np.full(n_pairs, 0.5 * half)          # the equal split first
     centre, centre_value, radius = theta, -math.inf, _TRUST * half
     cuts_g, cuts_e = [], []
-    first = None
+    first = last = None
     for rounds in range(1, max_rounds + 1):
         codes, points, excesses, _ = split_rows(H, H0, L, y, s, beta, theta, tol, budget)
         first = first or (codes, points, excesses)
-        if np.all(codes == CERTIFIED):
-            return True, rounds, first
-        failed = np.flatnonzero(codes == NONCONVEX)
+        last = (theta, codes, points, excesses)
+        held = codes == CERTIFIED
+        if ignore >= 0:
+            held[ignore] = True
+        if np.all(held):
+            return True, rounds, first, last
+        failed = np.flatnonzero(~held & (codes == NONCONVEX))
         if failed.size == 0 or rounds >= max_rounds:
-            return False, rounds, first
+            return False, rounds, first, last
         W = _split_weights(theta, s, T)
         value = 0.0
         for a in failed:
@@ -361,5 +368,5 @@ def split_search(H, H0, L, y, s, beta, tol, budget, max_rounds, min_share):
         # lifts every known cut to it
         if theta is None or least < -tol / T and \
                 _best_split(cuts_g, cuts_e, lower, upper)[1] < -tol / T:
-            return False, rounds, first
-    return False, max_rounds, first
+            return False, rounds, first, last
+    return False, max_rounds, first, last

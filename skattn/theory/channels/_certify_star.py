@@ -1,22 +1,24 @@
 """The star bound of the T ≥ 3 certificate: where the row-wise bound of
-:mod:`._certify_split` fails in one or two rows, one of them, a, is kept coupled to the
+:mod:`._certify_split` fails in one to three rows, one of them, a, is kept coupled to the
 others.
 
 1. *The star.* Keep row a's entries exact, ``u = H_a``, each ``u_c`` shared with row c's
    entry a, and relax only the pairs between the other rows, by the found point's
-   multipliers ν under the equal split ``W = 1/(4Σ)``. Then ``min F ≥ min_u Φ(u)``,
-   ``Φ(u) = Σ_c W (u_c − H0_ac)² + ℓ_a(u) + Σ_{c≠a} ψ_c(u_c)``, where ``ψ_c(η)`` is the
-   least of row c's relaxed problem φ_c (:mod:`._certify_split`, docstring 1) with its
-   entry a held at η, less ``ν_ca η``; at the found point the two sides are equal.
+   multipliers ν under a split W of the quadratic (:mod:`._certify_split`, docstring 1;
+   the equal split ``W = 1/(4Σ)`` first). Then ``min F ≥ min_u Φ(u)``, ``Φ(u) = Σ_c
+   W_ac (u_c − H0_ac)² + ℓ_a(u) + Σ_{c≠a} ψ_c(u_c)``, where ``ψ_c(η)`` is the least of row
+   c's relaxed problem φ_c (weights ``W_c·``) with its entry a held at η, less ``ν_ca
+   η``; at the found point the two sides are equal. Only the pairs between the other rows
+   are relaxed, so the split of a pair (a, c) between its two rows does not matter.
 2. *Minorants of ψ_c*, each proved by the weighted row bound
    (:func:`._certify_split._row_dual_weighted`):
 
    - *the tangent quadratic*: ``φ_c(h) − k (h_a − H_ca)² ≥ φ_c(H_c) − tol_c`` for the
-     largest k of ``SHARES·W`` that proves (row c's quadratic on entry a loses k; the found
-     point stays stationary), so ``ψ_c(η) ≥ φ_c(H_c) − tol_c − ν_ca η + k (η − H_ac)²``.
-     A row c that fails itself can still prove a negative k (more weight on entry a,
-     where its own gap lies), a concave piece above ``−W`` that row a's quadratic keeps
-     convex;
+     largest k of ``SHARES·W_ca`` that proves (row c's quadratic on entry a loses k; the
+     found point stays stationary), so ``ψ_c(η) ≥ φ_c(H_c) − tol_c − ν_ca η + k (η −
+     H_ac)²``. A row c that fails itself can still prove a negative k (more weight on
+     entry a, where its own gap lies), a concave piece that row a's quadratic ``W_ac``
+     keeps convex;
    - *lines*: for a slope λ, ``m = min_h φ_c(h) − λ h_a`` (a local minimiser found by
      Newton, then proved global) gives ``ψ_c(η) ≥ m + (λ − ν_ca) η``. The slopes run from
      the tangent's towards that of row a's own lower point (``SLOPES``); each line is
@@ -43,6 +45,14 @@ others.
    :mod:`._certify_split`. The found point is a stationary point of the tangent pieces'
    system (it is the largest piece near ``H_ac``), excluded by its Krawczyk box.
 
+5. *Which split.* Under the equal split a second failing row b takes a tangent of
+   negative share (docstring 2), which rarely proves enough. Where two or three rows
+   fail, the split search of :mod:`._certify_split` runs again with row a left out: a
+   split under which every other row holds gives each column row a tangent of share ≥ 0,
+   and the star of row a follows under that split. A negative share never takes a piece
+   below a tenth of row a's own weight on the entry (``_MIN_WEIGHT``): the search needs
+   convex pieces.
+
 The bound holds with ``tol/T`` for each column row's tangent and ``tol/T`` for row a:
 ``F ≥ F(x) − tol``. Soundness tests: tests/theory/test_certify_star.py.
 """
@@ -61,7 +71,7 @@ from ._certify_dual import (_MAX_COMBINATIONS, _ROOT_PRECISION, _contract, _coor
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
 from ._certify_split import (MAX_ROUNDS, MIN_SHARE, _descend, _descend_row,
                              _found_point_excluded, _multipliers, _row_dual_weighted,
-                             split_search)
+                             _split_weights, split_search)
 from ._kernels import _jit, softmax_inplace
 
 # the tangent quadratic's share of row c's weight on entry a, tried largest first (0: the
@@ -82,7 +92,14 @@ _REFINE = 1
 _REFINE_BELOW = 0.01
 # the star is tried around each failing row where at most this many fail (a row that
 # fails in a column takes a negative share: see SHARES)
-_MAX_CENTRES = 2
+_MAX_CENTRES = 3
+# the split search for the star of one failing row, with that row left out, tries this
+# many splits, the default of ``SoftmaxChannel.star_split_rounds`` (on the stored nodes of
+# the fitted point 4 and 8 rounds certified 18 and 23 of 87 nodes, 12 the same as 8)
+STAR_SPLIT_ROUNDS = 8
+# a tangent piece keeps at least this fraction of row a's own weight on the entry: a
+# negative share may lower it (under the equal split the least share, −0.9, leaves 0.1)
+_MIN_WEIGHT = 0.1
 # kinks and segment ends are located to within this relative precision
 _KINK_SLACK = 1e-9
 
@@ -326,6 +343,8 @@ def star_bound(pieces_per_coordinate, u_star, yrow, beta, tol, budget):
     target = f_star - tol
     # the found pieces' quadratics: weights, centres and least values (docstring 4)
     q0 = np.array([q[0] for q in pieces_per_coordinate], float)
+    if np.any(np.asarray([np.min(np.asarray(q)[:, 0]) for q in pieces_per_coordinate]) <= 0):
+        raise ValueError("every piece of the star bound needs a positive weight")
     w0, z0 = q0[:, 0], -q0[:, 1] / (2 * q0[:, 0])
     o0 = q0[:, 2] - q0[:, 1] ** 2 / (4 * q0[:, 0])
     R2 = f_star - o0.sum()
@@ -353,40 +372,45 @@ def _row_problem(H0_row, nu, w):
 
 
 class _Column:
-    """Row c of the star of row a (docstring 2): its relaxed problem under the equal split
-    and its certified minorants of ψ_c, as quadratics of u_c with row a's own quadratic on
-    that entry added: ``pieces`` rows ``(A2, A1, A0)``, the tangent first."""
+    """Row c of the star of row a (docstring 2): its relaxed problem under the split
+    ``Wsplit`` (:func:`._certify_split._split_weights`) and its certified minorants of
+    ψ_c, as quadratics of u_c with row a's own quadratic on that entry added: ``pieces``
+    rows ``(A2, A1, A0)``, the tangent first."""
 
-    def __init__(self, H, H0, L, y, s, beta, a, c, tol, budget):
-        T = y.shape[0]
-        self.W, self.a, self.tol, self.budget, self.beta = 1 / (4 * s), a, tol, budget, beta
+    def __init__(self, H, H0, L, y, Wsplit, beta, a, c, tol, budget):
+        # W: row c's weight on entry a; W_own: row a's on entry c (their sum is 1/(2Σ))
+        self.W, self.W_own = Wsplit[c, a], Wsplit[a, c]
+        self.a, self.tol, self.budget, self.beta = a, tol, budget, beta
         self.H_row, self.H0_row, self.y_row = H[c].copy(), H0[c].copy(), y[c]
-        self.nu = _multipliers(H, H0, L, np.full((T, T), self.W), c)
-        self.w = np.full(T, self.W)
+        self.nu = _multipliers(H, H0, L, Wsplit, c)
+        self.w = Wsplit[c].copy()
         self.centre, self.offset = _row_problem(self.H0_row, self.nu, self.w)
         self.found = _weighted_value(self.H_row, self.centre, self.offset, self.w, y[c], beta,
-                                     np.empty(T))
+                                     np.empty(y.shape[0]))
         self.pieces, self.start = np.empty((0, 3)), self.H_row
 
     def tangent(self, shares=SHARES):
         """The tangent quadratic with the largest share that proves; False where none."""
-        W, a, H, H0 = self.W, self.a, self.H_row[self.a], self.H0_row[self.a]
+        W, V, a = self.W, self.W_own, self.a
+        H, H0 = self.H_row[a], self.H0_row[a]
         for share in shares:
             k = share * W
+            if V + k < (_MIN_WEIGHT - 1e-9) * V:
+                continue    # the piece must stay convex (docstring 3), by a margin
             w_k, h0_k = self.w.copy(), self.H0_row.copy()
             w_k[a] = W - k
             h0_k[a] = (W * H0 - k * H) / (W - k)
             if _row_dual_weighted(self.H_row.copy(), h0_k, self.nu, w_k, self.y_row,
                                   self.beta, self.tol, self.budget)[0] == CERTIFIED:
-                self.pieces = np.array([[W + k, -2 * W * H0 - self.nu[a] - 2 * k * H,
-                                         W * H0 ** 2 + k * H ** 2 + self.found - self.tol]])
+                self.pieces = np.array([[V + k, -2 * V * H0 - self.nu[a] - 2 * k * H,
+                                         V * H0 ** 2 + k * H ** 2 + self.found - self.tol]])
                 return True
         return False
 
     def line(self, lam):
         """The line of slope ``λ − ν_ca`` below ψ_c (docstring 2), as a piece, lowered to
         lie ``tol`` below the tangent at ``H_ac``; None where its least is not proved."""
-        W, a, beta, y = self.W, self.a, self.beta, self.y_row
+        V, a, beta, y = self.W_own, self.a, self.beta, self.y_row
         nu = self.nu.copy()
         nu[a] -= lam
         centre, offset = _row_problem(self.H0_row, nu, self.w)
@@ -407,8 +431,8 @@ class _Column:
         H, H0 = self.H_row[a], self.H0_row[a]
         slope = lam - self.nu[a]
         top = self.pieces[0] @ np.array([H ** 2, H, 1.0])
-        m = min(f_best - self.tol, top - self.tol - W * (H - H0) ** 2 - slope * H)
-        return np.array([W, -2 * W * H0 + slope, W * H0 ** 2 + m])
+        m = min(f_best - self.tol, top - self.tol - V * (H - H0) ** 2 - slope * H)
+        return np.array([V, -2 * V * H0 + slope, V * H0 ** 2 + m])
 
     def slope_at(self, eta):
         """``λ`` of the line tangent to ψ_c at η: ``∂φ_c/∂h_a`` at row c's least with
@@ -447,25 +471,25 @@ def _prune(pieces, lift):
     return pieces
 
 
-def certify_star(H, H0, L, y, s, beta, a, low, excess, tol, budget):
+def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget):
     """Certify the sample whose rows H, H0, L (:func:`._certify_dual.found_rows`) fail the
-    row-wise bound in row a only, with row a's lower point ``low`` and its ``excess`` (< 0)
-    over the found row, by the star bound (module docstring). Where the search shows a
-    point below the found value, each column row gets the line tangent to its response
-    there and the search runs again (up to ``_REFINE`` times). Returns True where ``F ≥
-    F(x) − tol`` is proved."""
+    row-wise bound under the split ``Wsplit`` in row a (the others may fail too), with row
+    a's lower point ``low`` and its ``excess`` (< 0) over the found row, by the star bound
+    (module docstring). Where the search shows a point below the found value, each column
+    row gets the line tangent to its response there and the search runs again (up to
+    ``_REFINE`` times). Returns True where ``F ≥ F(x) − tol`` is proved."""
     T = y.shape[0]
-    W = 1 / (4 * s)
     columns = {}
     for c in range(T):
         if c == a:
             continue
-        col = columns[c] = _Column(H, H0, L, y, s, beta, a, c, tol / T, budget)
+        col = columns[c] = _Column(H, H0, L, y, Wsplit, beta, a, c, tol / T, budget)
         if not col.tangent():
             return False
-        lines = [col.line(t * 2 * W * (low[c] - H[a, c])) for t in SLOPES]
+        lines = [col.line(t * 2 * Wsplit[a, c] * (low[c] - H[a, c])) for t in SLOPES]
         col.pieces = _prune(np.vstack([col.pieces] + [q for q in lines if q is not None]),
                             _LIFT * abs(excess))
+    W = Wsplit[a, a]
     own = np.array([[W, -2 * W * H0[a, a], W * H0[a, a] ** 2]])
     for rounds in range(_REFINE + 1):
         pieces = [own if c == a else columns[c].pieces for c in range(T)]
@@ -479,16 +503,20 @@ def certify_star(H, H0, L, y, s, beta, a, low, excess, tol, budget):
     return False
 
 def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
-                   max_rounds=MAX_ROUNDS, min_share=MIN_SHARE, star=True):
+                   max_rounds=MAX_ROUNDS, min_share=MIN_SHARE, star=True,
+                   star_rounds=STAR_SPLIT_ROUNDS):
     """Certify ``x`` global for one T ≥ 3 sample: the split search of
     :func:`._certify_split.certify_by_split`, then, where every split fails and the equal
     split failed in at most ``_MAX_CENTRES`` rows, the star bound around each of them in
-    turn, the largest gap first (``star``; module docstring).
+    turn, the largest gap first (``star``; module docstring): under the equal split, then,
+    where several rows failed, under a split where every row but the star's holds (the
+    split search with that row left out, docstring 5).
 
     Returns ``(certified, rounds)``: True where ``F ≥ F(x) − tol`` is proved everywhere;
     ``rounds`` the splits tried."""
     rows = found_rows(x, omega, y, s, B, index, scale, beta)
-    ok, rounds, first = split_search(*rows, y, s, beta, tol, budget, max_rounds, min_share)
+    ok, rounds, first, _ = split_search(*rows, y, s, beta, tol, budget, max_rounds,
+                                        min_share)
     if ok or not star or first is None:
         return ok, rounds
     codes, points, excesses = first
@@ -497,22 +525,36 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
         return False, rounds
     T = y.shape[0]
     H, H0, L = rows
-    for a in failed[np.argsort(excesses[failed])]:      # the largest gap first
-        low, excess = _descend(points[a], excesses[a], a, H, H0, L,
-                               np.full((T, T), 0.25 / s), y[a], beta)
-        if certify_star(H, H0, L, y, s, beta, a, low, excess, tol, budget):
+    equal = np.full((T, T), 0.25 / s)
+    centres = failed[np.argsort(excesses[failed])]      # the largest gap first
+    for a in centres:
+        low, excess = _descend(points[a], excesses[a], a, H, H0, L, equal, y[a], beta)
+        if certify_star(H, H0, L, y, equal, beta, a, low, excess, tol, budget):
+            return True, rounds
+    for a in centres if failed.size > 1 and star_rounds > 0 else ():
+        held, n, _, (theta, codes, points, excesses) = split_search(
+            *rows, y, s, beta, tol, budget, star_rounds, min_share, ignore=a)
+        rounds += n
+        if held and codes[a] == CERTIFIED:         # every row holds under that split
+            return True, rounds
+        if not held or codes[a] != NONCONVEX:
+            continue
+        split = _split_weights(theta, s, T)
+        low, excess = _descend(points[a], excesses[a], a, H, H0, L, split, y[a], beta)
+        if certify_star(H, H0, L, y, split, beta, a, low, excess, tol, budget):
             return True, rounds
     return False, rounds
 
 
 def certify_nodes(x, omega, y, sigma, B, index, scale, beta, tol, budget, rounds, nodes,
-                  n_threads=1, min_share=MIN_SHARE, star=True):
+                  n_threads=1, min_share=MIN_SHARE, star=True,
+                  star_rounds=STAR_SPLIT_ROUNDS):
     """:func:`certify_sample` at the samples ``nodes`` (rows of x, omega, y, sigma);
     returns their certified mask. On ``n_threads`` threads: the compiled row bounds run
     without the GIL, and each sample's search is independent of the others."""
     def one(n):
         return certify_sample(x[n], omega[n], y[n], sigma[n], B, index, scale, beta, tol,
-                              budget, rounds, min_share, star)[0]
+                              budget, rounds, min_share, star, star_rounds)[0]
     if n_threads <= 1 or len(nodes) < 2 * n_threads:
         return np.array([one(n) for n in nodes], dtype=bool)
     with ThreadPoolExecutor(n_threads) as pool:

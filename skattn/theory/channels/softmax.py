@@ -73,11 +73,15 @@ class SoftmaxChannel(_Channel):
         ends a row's search runs out of budget (the measurements: docs: Validation
         report, "The certificate's unequal splits").
     star_bound : bool
-        T ≥ 3: where every split fails and the equal split failed in one or two rows,
+        T ≥ 3: where every split fails and the equal split failed in one to three rows,
         keep one of them coupled to the others (their responses bounded below by
-        certified quadratics and lines) and prove the bound of that star (default True, a class
-        attribute; :mod:`._certify_star`; the measurements: docs: Validation report,
+        certified quadratics and lines) and prove the bound of that star (default True, a
+        class attribute; :mod:`._certify_star`; the measurements: docs: Validation report,
         "The certificate's star bound").
+    star_split_rounds : int
+        T ≥ 3, with ``star_bound``: where two or three rows failed, the splits tried in
+        search of one where every row but the star's holds, before the star of that row
+        under it (default 8, a class attribute; 0: the equal split only).
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
         fixed-point iterations) at the nodes that have no remembered minimiser yet, the
@@ -92,6 +96,7 @@ class SoftmaxChannel(_Channel):
     split_rounds = _certify_split.MAX_ROUNDS
     split_min_share = _certify_split.MIN_SHARE
     star_bound = True
+    star_split_rounds = _certify_star.STAR_SPLIT_ROUNDS
 
     def __init__(self, n_tokens, beta=1.0, target_beta=1.0, n_starts=None, max_iter=100):
         if not isinstance(n_tokens, (int, np.integer)) or isinstance(n_tokens, bool) \
@@ -348,6 +353,8 @@ class SoftmaxChannel(_Channel):
             star = self.star_bound
             if not isinstance(star, (bool, np.bool_)):
                 raise TypeError(f"star_bound must be True or False, got {star!r}.")
+            star_rounds = check_scalar_range(self.star_split_rounds, "star_split_rounds",
+                                             low=0, integer=True)
             # where the equal split of the row-wise bound fails, unequal ones (not in the
             # uncertified evaluations of the fixed-point iterations: budget 0)
             todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
@@ -355,5 +362,6 @@ class SoftmaxChannel(_Channel):
                 cert[todo] = _certify_star.certify_nodes(
                     xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
                     _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
-                    _kernels.thread_count() if threaded else 1, min_share, star)
+                    _kernels.thread_count() if threaded else 1, min_share, star,
+                    star_rounds)
         return omega + xb @ self.basis.T, fb, cert
