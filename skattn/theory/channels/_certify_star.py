@@ -502,6 +502,7 @@ def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget):
                 col.pieces = np.vstack([col.pieces, q])
     return False
 
+
 def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
                    max_rounds=MAX_ROUNDS, min_share=MIN_SHARE, star=True,
                    star_rounds=STAR_SPLIT_ROUNDS):
