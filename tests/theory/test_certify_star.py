@@ -252,3 +252,31 @@ def test_star_bound_is_a_checked_flag():
     omega = rng.normal(size=(4, ch.K))
     with pytest.raises(TypeError, match="star_bound"):
         ch.prox(ch.labels(omega), omega, 50.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(T=st.integers(3, 6), seed=st.integers(0, 2 ** 31), t=st.floats(-1, 1))
+def test_krawczyk_keeps_a_kink_anywhere_in_its_slack(T, seed, t):
+    # a zero of the stationarity system whose kink coordinate's centre b_c lies anywhere
+    # in b_mid ± slack is never dropped as "no stationary point" when the slack is given;
+    # without it, a kink placed off the middle by more than the box is (the test bites)
+    rng = np.random.default_rng(seed)
+    y = rng.dirichlet(np.ones(T))
+    s = rng.dirichlet(np.ones(T))
+    v, mu = np.log(s), rng.normal()
+    g = s @ (s - y)
+    kappa = rng.uniform(0.1, 20, T)
+    kappa[0] = 0.0                              # coordinate 0 sits on a kink
+    b = v + kappa * s * (s - y - g) - mu       # so that (v, μ, g) is a zero
+    slack = np.zeros(T)
+    slack[0] = 1e-2
+    b_mid = b.copy()
+    b_mid[0] -= t * slack[0]
+    x0 = np.r_[v, mu, g]
+    r = np.full(T + 2, 1e-3)
+    work = np.empty((7, T + 2, T + 2))
+    Kc, Kr = np.empty(T + 2), np.empty(T + 2)
+    args = (y, b_mid, 0.0, np.inf, False, np.zeros(T + 2), np.zeros(T + 2), Kc, Kr, work)
+    assert not _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args, slack)
+    if abs(t) > 0.5:
+        assert _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args)

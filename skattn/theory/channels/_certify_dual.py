@@ -57,7 +57,7 @@ from ._certify_rows import (BUDGET, CERTIFIED, NONCONVEX, _box_intervals,
                             _interval_lambda, _local_c3, _row_lambda,
                             _row_logits)
 from ._kernels import _jit, softmax_inplace
-from ._stationarity import _found_point_box, _krawczyk
+from ._stationarity import _found_point_box, _krawczyk_centre, _krawczyk_image
 
 # relative precision of the bisections of S_c's ends, against the box's scale in F
 _ROOT_PRECISION = 1e-3
@@ -642,14 +642,21 @@ def _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
 
 
 @_jit
-def _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc, Kr, work):
+def _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc, Kr, work,
+                    b_slack=None):
     """The Krawczyk test of one combination's box ``xk ± rk`` (:func:`_search`): True
     where it holds no stationary point, or where every one it holds has V at least
     ``target`` or is the found one (``has_box``: in ``[Xlo, Xhi]``); otherwise the box is
-    contracted to ``K ∩ X`` in place (nothing changes where the test cannot run)."""
+    contracted to ``K ∩ X`` in place (nothing changes where the test cannot run).
+    ``b_slack``: where b_c is known only to ``± b_slack[c]`` (a kink of the star bound),
+    the residual's bound grows by it, so that K holds the zeros for every such b."""
     n = xk.shape[0]
-    if not _krawczyk(xk, rk, kappa, yrow, b, Kc, Kr, work):
+    if not _krawczyk_centre(xk, kappa, yrow, b, work):
         return False
+    if b_slack is not None:
+        for c in range(b_slack.shape[0]):
+            work[0, 1, c] += b_slack[c]
+    _krawczyk_image(xk, rk, kappa, yrow, Kc, Kr, work)
     for i in range(n):
         if abs(Kc[i] - xk[i]) > Kr[i] + rk[i]:
             return True             # no stationary point in this combination's box

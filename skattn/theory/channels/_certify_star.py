@@ -38,8 +38,9 @@ others.
    :func:`._certify_dual._search`, with each coordinate's set a union over its *branches*
    (the pieces on their segments, each within ``v ∈ β·segment + μ``, and the kinks), every
    combination tested with its own κ, b and constant. Kinks are located to within a
-   relative 1e-9 and enter with that slack, so their combinations skip the Krawczyk test
-   (its equations are exact): they are dropped by the value floor or split.
+   relative 1e-9 and enter with that slack: in the Krawczyk test as an interval of
+   ``b_c`` (the residual's bound grows by β times the half-width, so the test holds for
+   every place of the kink in it), in the value floor through Ψ_c's least on it.
 4. *Domain and found point.* The pieces of the found point (the tangent ones) are below
    Ψ_c, so every u with ``Φ̃(u) < Φ̃(H_a)`` lies in their ellipsoid: the first box, as in
    :mod:`._certify_split`. The found point is a stationary point of the tangent pieces'
@@ -256,7 +257,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
     kappa_max = np.max(kappa_top)
     work = np.empty((7, n, n))
     xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    kc, bc = np.empty(T), np.empty(T)
+    kc, bc, bs = np.empty(T), np.empty(T), np.empty(T)
     point, A = np.empty(T), np.empty(T)
     cuts, tmp = np.empty(18), np.empty((5, 2))
     ivs = np.empty((T, 5 * nb, 2))
@@ -282,7 +283,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
         _reset_keep(keep, settled, m_lo, m_hi, g_lo, g_hi)
         for comb in range(n_comb if settled else 0):
             r = comb
-            total, smooth, found = 0.0, True, True
+            total, found = 0.0, True
             for c in range(T):
                 i = r % nc[c]
                 r //= nc[c]
@@ -290,8 +291,9 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
                 xk[c] = 0.5 * (ivs[c, i, 0] + ivs[c, i, 1])
                 rk[c] = 0.5 * (ivs[c, i, 1] - ivs[c, i, 0])
                 kc[c], bc[c] = kappa[c, j], b[c, j]
+                # a kink's place is known to its slack: b within ± β times its half-width
+                bs[c] = 0.5 * beta * (h_hi[c, j] - h_lo[c, j]) if kink[c, j] else 0.0
                 total += const[c, j]
-                smooth = smooth and not kink[c, j]
                 found = found and piece[c, j] == 0 and not kink[c, j]
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
@@ -299,8 +301,8 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
                 continue
             if _value_floor(xk, rk, kc, yrow, total) >= target:
                 continue
-            if smooth and _krawczyk_drops(xk, rk, kc, yrow, bc, total, target,
-                                          has_box and found, Xlo, Xhi, Kc, Kr, work):
+            if _krawczyk_drops(xk, rk, kc, yrow, bc, total, target, has_box and found, Xlo,
+                               Xhi, Kc, Kr, work, bs):
                 continue
             settled = False
             # the combination's candidate: h_c = (b_c − κ_c r_c)/β at the box's centre
