@@ -35,7 +35,7 @@ split of :mod:`._certify_dual` has a duality gap.
    better and halves after one that did not. The search stops when every row is
    certified (the node is), after ``max_rounds`` splits, or when the cuts show that no
    split in the whole box brings every row within its tolerance. Where the equal split
-   failed in one or two rows, the star bound of :mod:`._certify_star` follows.
+   failed in one to three rows, the star bound of :mod:`._certify_star` follows.
 """
 
 from __future__ import annotations
