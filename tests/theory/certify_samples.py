@@ -1,5 +1,6 @@
 """Samples shared by the tests of the T ≥ 3 certificates: local minima of a row problem by
-BFGS, quadrature nodes whose prox has two basins, and Newton end points of a node's prox."""
+BFGS, quadrature nodes whose prox has two basins, Newton end points of a node's prox, and
+the nodes where those ends differ."""
 
 import numpy as np
 import pytest
@@ -63,3 +64,18 @@ def newton_ends(channel, omega, y, sigma, rng, n_starts=12):
                                  channel._scale, beta, channel._radius / beta, 100)
         ends.append((f, x))
     return sorted(ends, key=lambda e: e[0])
+
+
+def two_basin_nodes(channel, omega, y, sigma, rng, limit, gap=1e-3):
+    """``(n, ends)`` for the nodes, in order, whose Newton ends (:func:`newton_ends`)
+    differ by at least ``gap`` in objective (the worse is a local minimum that no
+    certificate may pass), up to ``limit`` of them."""
+    found = 0
+    for n in range(omega.shape[0]):
+        ends = newton_ends(channel, omega[n], y[n], sigma, rng)
+        if ends[-1][0] < ends[0][0] + gap:
+            continue
+        yield n, ends
+        found += 1
+        if found >= limit:
+            return

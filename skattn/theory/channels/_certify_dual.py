@@ -603,9 +603,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
         n_split += 1
         # every stationary point that matters lies in the kept hull: where it is much
         # smaller than the box it replaces the box, else the kept box is halved
-        w_m, w_g = m_hi - m_lo, g_hi - g_lo
-        m_lo, m_hi = max(m_lo, keep[0]), min(m_hi, keep[1])
-        g_lo, g_hi = max(g_lo, keep[2]), min(g_hi, keep[3])
+        m_lo, m_hi, g_lo, g_hi, w_m, w_g = _kept_box(keep, m_lo, m_hi, g_lo, g_hi)
         if _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
             return BUDGET, 0.0, n_split, point
         for c in range(T):
@@ -630,6 +628,14 @@ def _widen(keep, xk, rk):
     T = xk.shape[0] - 2
     keep[0], keep[1] = min(keep[0], xk[T] - rk[T]), max(keep[1], xk[T] + rk[T])
     keep[2], keep[3] = min(keep[2], xk[T + 1] - rk[T + 1]), max(keep[3], xk[T + 1] + rk[T + 1])
+
+
+@_jit
+def _kept_box(keep, m_lo, m_hi, g_lo, g_hi):
+    """The (μ, g) box cut to the hull of what survived its combinations (``keep``,
+    :func:`_widen`), and the box's widths before: ``(m_lo, m_hi, g_lo, g_hi, w_m, w_g)``."""
+    return (max(m_lo, keep[0]), min(m_hi, keep[1]), max(g_lo, keep[2]), min(g_hi, keep[3]),
+            m_hi - m_lo, g_hi - g_lo)
 
 
 @_jit

@@ -66,7 +66,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._certify_dual import (_MAX_COMBINATIONS, _ROOT_PRECISION, _contract, _coordinate_set,
-                            _domain, _krawczyk_drops, _log_sum_exp, _out_of_room,
+                            _domain, _kept_box, _krawczyk_drops, _log_sum_exp, _out_of_room,
                             _push_children, _reset_keep, _split_around, _value_floor,
                             _weighted_value, _widen, found_rows)
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
@@ -317,9 +317,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
         if settled:
             continue
         n_split += 1
-        w_m, w_g = m_hi - m_lo, g_hi - g_lo
-        m_lo, m_hi = max(m_lo, keep[0]), min(m_hi, keep[1])
-        g_lo, g_hi = max(g_lo, keep[2]), min(g_hi, keep[3])
+        m_lo, m_hi, g_lo, g_hi, w_m, w_g = _kept_box(keep, m_lo, m_hi, g_lo, g_hi)
         if _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
             return BUDGET, 0.0, n_split, point
         for c in range(T):        # the children's brackets: the hull of what survived
