@@ -412,6 +412,18 @@ def _star_splits(data):
             "on", ["point", "role", *columns], body, note)
 
 
+def _star_local(data):
+    columns, body, note = _arm_comparison(
+        data, "rounds",
+        lambda v: "no local pieces" if v == 0 else f"local pieces, {v} round" + "s" * (v > 1))
+    note = ("Certified fraction of one solve (its seconds and evaluations), 8192 nodes "
+            "unless the run was quick; where the star of one failing row still shows a "
+            "lower point, the star with local pieces (SoftmaxChannel.star_local_rounds) or "
+            "without, everything else as landed. " + note)
+    return ("Local pieces of the star, on and off, on points they were not fitted on",
+            ["point", "role", *columns], body, note)
+
+
 def _first_warm_starts(data):
     columns, body, note = _arm_comparison(
         data, "starts", lambda v: "multi-start" if v is None else f"{v} start" + "s" * (v > 1))
@@ -640,6 +652,7 @@ RENDERERS = {
     "row_relaxations.json": _row_relaxations,
     "star_bound.json": _star_bound,
     "star_splits.json": _star_splits,
+    "star_local.json": _star_local,
     "first_warm_starts.json": _first_warm_starts,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,

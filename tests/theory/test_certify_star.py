@@ -11,6 +11,7 @@ from scipy.optimize import minimize
 from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels
 from skattn.theory.channels import _certify_split as split
 from skattn.theory.channels import _certify_star as star
+from skattn.theory.channels import _star_search as search
 
 from certify_samples import local_minima, newton_ends, two_basin_nodes, two_basin_samples
 
@@ -31,13 +32,13 @@ def test_branches_label_the_largest_piece(P, seed):
     rng = np.random.default_rng(seed)
     pieces = np.column_stack([rng.uniform(0.1, 3, P), rng.normal(size=P) * 3,
                               rng.normal(size=P)])
-    out = star.branches(pieces)
-    kappa, b, const, h_lo, h_hi, piece, kink, n_branch, _, _ = star.branch_arrays(
+    out = search.branches(pieces)
+    kappa, b, const, h_lo, h_hi, piece, kink, n_branch, _, _ = search.branch_arrays(
         [pieces], beta=2.0)
-    for x in np.r_[rng.normal(size=200) * 4, [h for _, lo, hi, _ in out for h in (lo, hi)
+    for x in np.r_[rng.normal(size=200) * 4, [h for _, lo, hi, _, _ in out for h in (lo, hi)
                                                if np.isfinite(h)]]:
         top, _ = _psi(pieces, x)
-        holding = [p for p, lo, hi, is_kink in out if lo <= x <= hi and not is_kink]
+        holding = [p for p, lo, hi, is_kink, _ in out if lo <= x <= hi and not is_kink]
         assert holding, "every point lies on a segment"
         # a segment's piece is the largest on it (to the slack of its ends)
         assert any(_psi(pieces[[p]], x)[0] >= top - 1e-6 * (1 + abs(top)) for p in holding)
@@ -54,6 +55,14 @@ def test_branches_label_the_largest_piece(P, seed):
             assert const[0, j] == pytest.approx(a0 - a1 ** 2 / (4 * a2))
 
 
+def _softmax_loss(u, y, beta):
+    """``‖softmax(βu) − y‖²`` and its gradient."""
+    s = np.exp(beta * u - np.max(beta * u))
+    s /= s.sum()
+    g = s @ (s - y)
+    return (s - y) @ (s - y), 2 * beta * s * (s - y - g)
+
+
 def _random_star(seed, T, beta):
     """A random ``Φ̃(u) = Σ_c max_p q_cp(u_c) + ‖softmax(βu) − y‖²`` (1–3 pieces a
     coordinate, weights 0.03–2, as the row problems' where Σ is large) and Φ̃ with its
@@ -67,10 +76,7 @@ def _random_star(seed, T, beta):
                                        rng.normal(size=P) * 0.3, rng.normal(size=P) * 0.1]))
 
     def phi(u):
-        s = np.exp(beta * u - np.max(beta * u))
-        s /= s.sum()
-        g = s @ (s - y)
-        val, grad = (s - y) @ (s - y), 2 * beta * s * (s - y - g)
+        val, grad = _softmax_loss(u, y, beta)
         for c in range(T):
             top, p = _psi(pieces[c], u[c])
             val += top
@@ -105,7 +111,7 @@ def test_star_search_never_certifies_a_worse_local_minimum(T, beta, seed):
         ordered = _found_first(pieces, u)
         if value <= best + TOL or ordered is None:
             continue
-        code, _, point, below = star.star_bound(ordered, u, y, beta, TOL, 3000)
+        code, _, point, below = search.star_bound(ordered, u, y, beta, TOL, 3000)
         assert code != _certify_rows.CERTIFIED
         if code == _certify_rows.NONCONVEX:       # its witness is below the found point
             assert phi(point)[0] < value - TOL
@@ -125,7 +131,7 @@ def test_star_search_certifies_global_minima(T):
         if ordered is None:
             continue
         total += 1
-        code, _, point, _ = star.star_bound(ordered, minima[0][1], y, beta, TOL, 3000)
+        code, _, point, _ = search.star_bound(ordered, minima[0][1], y, beta, TOL, 3000)
         right += code == _certify_rows.CERTIFIED or (
             code == _certify_rows.NONCONVEX and phi(point)[0] < minima[0][0] - TOL)
     assert total >= 20
@@ -275,3 +281,167 @@ def test_krawczyk_keeps_a_kink_anywhere_in_its_slack(T, seed, t):
     assert not _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args, slack)
     if abs(t) > 0.5:
         assert _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args)
+
+
+# ------------------------------------------------------------------ pieces valid on intervals
+def _psi_valid(pieces, valid, x):
+    """``max q_p(x)`` over the pieces valid at x (−∞ where none is)."""
+    values = [q @ np.array([x * x, x, 1.0]) for q, (lo, hi) in zip(pieces, valid)
+              if lo <= x <= hi]
+    return max(values, default=-np.inf)
+
+
+@settings(max_examples=80, deadline=None)
+@given(P=st.integers(1, 5), seed=st.integers(0, 2 ** 31))
+def test_branches_of_pieces_valid_on_intervals(P, seed):
+    # Ψ = the largest piece valid at η, pieces on random intervals (some bounded, some
+    # concave there), one piece valid everywhere or none: every point of the domain lies
+    # on a segment whose piece is valid there and at most Ψ (within the kink slack), every
+    # kink's constant is at most Ψ on its slack, and no segment reaches outside the domain
+    rng = np.random.default_rng(seed)
+    pieces = np.column_stack([rng.uniform(-1, 3, P), rng.normal(size=P) * 3,
+                              rng.normal(size=P)])
+    lo = rng.normal(size=P) * 2
+    valid = np.column_stack([lo, lo + rng.uniform(0.1, 3, P)])
+    if rng.random() < 0.5:                      # a global piece of positive weight
+        pieces[0, 0], valid[0] = abs(pieces[0, 0]) + 0.1, (-np.inf, np.inf)
+    out = search.branches(pieces, valid)
+    _, _, const, h_lo, h_hi, _, kink, n_branch, _, _ = search.branch_arrays(
+        [pieces], 2.0, [valid])
+    slack = 1e-6
+    for x in np.r_[rng.normal(size=300) * 4, valid[np.isfinite(valid)]]:
+        top = _psi_valid(pieces, valid, x)
+        holding = [p for p, a, b, is_kink, _ in out if a <= x <= b and not is_kink]
+        if top == -np.inf:
+            # outside the domain: a segment may reach only its slack past an end
+            assert all(min(abs(x - valid[p]).min(), np.inf) <= slack * (1 + abs(x))
+                       for p in holding)
+            continue
+        assert holding, "every point of the domain lies on a segment"
+        for p in holding:
+            near = valid[p, 0] - slack * (1 + abs(x)) <= x <= valid[p, 1] + slack * (1 + abs(x))
+            assert near, "a segment's piece is valid on it"
+            if valid[p, 0] <= x <= valid[p, 1]:
+                assert pieces[p] @ np.array([x * x, x, 1.0]) <= top + 1e-9 * (1 + abs(top))
+    for j in range(n_branch[0]):
+        if kink[0, j]:
+            for x in np.linspace(h_lo[0, j], h_hi[0, j], 9):
+                top = _psi_valid(pieces, valid, x)
+                assert top == -np.inf or const[0, j] <= top + 1e-9 * (1 + abs(top))
+
+
+def _boxed_problem(seed, T, beta, concave=(0.05, 1.0)):
+    """A random Φ̃ with coordinate 0 boxed in [lo, hi] and concave there (weight in
+    −``concave``), the others one convex quadratic each; Φ̃ with its gradient, and the
+    box."""
+    rng = np.random.default_rng(seed)
+    y = rng.dirichlet(np.full(T, rng.uniform(0.3, 2.0)))
+    pieces = [np.array([[10 ** rng.uniform(-1.5, 0.3), rng.normal() * 0.3,
+                         rng.normal() * 0.1]]) for _ in range(T)]
+    pieces[0][0, 0] = -rng.uniform(*concave)
+    lo = rng.normal() * 0.5
+    box = (lo, lo + rng.uniform(0.3, 2.0))
+
+    def phi(u):
+        val, grad = _softmax_loss(u, y, beta)
+        for c in range(T):
+            a2, a1, a0 = pieces[c][0]
+            val += (a2 * u[c] + a1) * u[c] + a0
+            grad[c] += 2 * a2 * u[c] + a1
+        return val, grad
+    return rng, y, pieces, box, phi
+
+
+def _boxed_minima(rng, phi, T, box, n_starts=30):
+    """Distinct local minima (value, point) of Φ̃ with u_0 inside the box (L-BFGS-B), the
+    points strictly inside and stationary; lowest first, and the least value seen."""
+    bounds = [box] + [(None, None)] * (T - 1)
+    found, least = [], np.inf
+    for _ in range(n_starts):
+        x0 = np.r_[rng.uniform(*box), rng.normal(size=T - 1)]
+        res = minimize(phi, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 3000})
+        least = min(least, res.fun)
+        inside = box[0] + 1e-6 < res.x[0] < box[1] - 1e-6
+        if inside and np.linalg.norm(phi(res.x)[1]) < 1e-9 and all(
+                np.linalg.norm(res.x - x) > 1e-4 for _, x in found):
+            found.append((float(res.fun), res.x))
+    return sorted(found, key=lambda m: m[0]), least
+
+
+@settings(max_examples=150, deadline=None)
+@given(T=st.sampled_from([3, 4]), beta=st.floats(4.0, 8.0), seed=st.integers(0, 2 ** 31))
+def test_boxed_concave_coordinate_never_certifies_a_worse_point(T, beta, seed):
+    # a coordinate boxed and concave (κ < 0 in the search): a stationary point inside the
+    # box above the least value of Φ̃ on the box (a worse local minimum, or one beaten at
+    # the box's end) is never certified (about one draw in ten has one)
+    rng, y, pieces, box, phi = _boxed_problem(seed, T, beta, concave=(0.01, 0.5))
+    minima, least = _boxed_minima(rng, phi, T, box)
+    for value, u in minima:
+        if value <= least + 1e-7:
+            continue
+        valid = [[box]] + [None] * (T - 1)
+        domain = [None] + [q[0] for q in pieces[1:]]
+        code = search.star_bound(pieces, u, y, beta, TOL, 3000, valid, domain)[0]
+        assert code != _certify_rows.CERTIFIED
+
+
+@pytest.mark.parametrize("T", [3, 4])
+def test_boxed_concave_coordinate_certifies_the_least_point(T):
+    # completeness: where the lowest point found lies inside the box and is stationary,
+    # the search certifies it or shows a lower point, 90 % of the time
+    right = total = 0
+    for seed in range(200):
+        beta = np.random.default_rng(seed).uniform(3, 6)
+        rng, y, pieces, box, phi = _boxed_problem(seed, T, beta, concave=(0.01, 0.2))
+        minima, least = _boxed_minima(rng, phi, T, box, n_starts=20)
+        if not minima or minima[0][0] > least + 1e-9:
+            continue
+        total += 1
+        valid = [[box]] + [None] * (T - 1)
+        domain = [None] + [q[0] for q in pieces[1:]]
+        code, _, point, _ = search.star_bound(pieces, minima[0][1], y, beta, TOL, 3000,
+                                              valid, domain)
+        right += code == _certify_rows.CERTIFIED or (
+            code == _certify_rows.NONCONVEX and phi(point)[0] < least - TOL)
+    assert total >= 15
+    assert right >= 0.9 * total
+
+
+@pytest.mark.parametrize("T", [3, 4])
+def test_local_pieces_are_minorants_on_their_interval(T):
+    # a proved local piece lies below ψ_c + row a's quadratic all over its interval
+    # (BFGS's estimate of ψ_c), though more curved than W_ca where ψ_c is; and a piece far
+    # more curved than ψ_c is never proved (the proof can fail)
+    ch, omega, y, _ = two_basin_samples(T, n=40)
+    sigma, beta = 0.5, ch.beta_
+    rng = np.random.default_rng(2)
+    proved = steep = refused = 0
+    for n in range(0, 40, 4):
+        Wsplit = np.full((T, T), 1 / (4 * sigma))
+        x = newton_ends(ch, omega[n], y[n], sigma, rng)[0][1]
+        rows = _certify_dual.found_rows(x, omega[n], y[n], sigma, ch.basis, ch._index,
+                                        ch._scale, beta)
+        H, H0 = rows[0], rows[1]
+        a = n % T
+        for c in range(T):
+            if c == a:
+                continue
+            col = star._Column(*rows, y[n], Wsplit, beta, a, c, TOL, 2000)
+            if not col.tangent():
+                continue
+            eps = 1e-4
+            half = (col.slope_at(H[a, c] + eps) - col.slope_at(H[a, c] - eps)) / (4 * eps)
+            for k, r in ((0.9 * half, 0.3), (0.7 * half, 1.0)):
+                q = col.local(k, H[a, c] - r, H[a, c] + r)
+                if q is None:
+                    continue
+                proved += 1
+                steep += k > col.W
+                for eta in H[a, c] + np.linspace(-r, r, 7):
+                    psi = _column_psi(*rows, y[n], Wsplit, beta, a, c, eta, rng)
+                    assert q @ np.array([eta ** 2, eta, 1.0]) <= \
+                        psi + Wsplit[a, c] * (eta - H0[a, c]) ** 2 + 1e-7
+            refused += col.local(4 * abs(half) + 4 * col.W, H[a, c] - 1.0,
+                                 H[a, c] + 1.0) is None
+    assert proved >= 5 and steep >= 1 and refused >= 5

@@ -105,7 +105,9 @@ def _add_critical_points(kappa, w, a, b, out, n):
     """Append the zeros of ``∂_v F = 1 + κu(2u − w)`` in ``(a, b)`` (v coordinates) to
     ``out[n:]``; returns the new count."""
     disc = kappa * kappa * w * w - 8 * kappa
-    if w > 0 and disc > 0:
+    # κ > 0: two zeros where w > 0 and disc > 0; κ < 0 (a concave piece of the star's
+    # bounded coordinates): one, whatever w is
+    if (kappa < 0 or w > 0) and disc > 0:
         root = math.sqrt(disc)
         for sign in (-1.0, 1.0):
             u = (kappa * w + sign * root) / (4 * kappa)
@@ -156,7 +158,10 @@ def _monotone_set(lo, hi, f_lo, f_hi, kappa, w, m, below, prec):
 def _coordinate_set(a, b, kappa, yc, g_lo, g_hi, m_lo, m_hi, prec, cuts, out):
     """S_c of the docstring (3) within the bracket [a, b] of v: its intervals are written
     to ``out`` (rows lo, hi; ≤ 5) and their number returned (``cuts``: scratch of ≥ 18,
-    the cuts, then F at them for both ends of g)."""
+    the cuts, then F at them for both ends of g). For κ < 0, F increases in g: the ends
+    of g trade places."""
+    if kappa < 0:
+        g_lo, g_hi = g_hi, g_lo
     cuts[0] = a
     n = _add_critical_points(kappa, yc + g_hi, a, b, cuts, 1)
     n = _add_critical_points(kappa, yc + g_lo, a, b, cuts, n)
@@ -202,7 +207,8 @@ def _distance_to_zero(lo, hi):
 @_jit
 def _value_floor(xc, r, kappa, yrow, const):
     """A lower bound on V (docstring 2) over the box ``xc ± r`` of (v, μ, g); ``kappa``:
-    κ_c per coordinate (all equal in this module's row bound)."""
+    κ_c per coordinate (all equal in this module's row bound; negative for a concave
+    piece of :mod:`._certify_star`)."""
     T = yrow.shape[0]
     g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
     val = const
@@ -210,7 +216,11 @@ def _value_floor(xc, r, kappa, yrow, const):
         ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
         dr = _distance_to_zero(ul - yrow[c] - g_hi, uh - yrow[c] - g_lo)
         dy = _distance_to_zero(ul - yrow[c], uh - yrow[c])
-        val += kappa[c] * ul * ul * dr * dr + dy * dy
+        if kappa[c] >= 0:
+            val += kappa[c] * ul * ul * dr * dr + dy * dy
+        else:                       # a concave piece: the largest of u² r² on the box
+            dr = max(abs(ul - yrow[c] - g_hi), abs(uh - yrow[c] - g_lo))
+            val += kappa[c] * uh * uh * dr * dr + dy * dy
     # less a relative margin for the rounding of these sums
     return val * (1 - 1e-12) - 1e-15 if val > 0 else val * (1 + 1e-12) - 1e-15
 

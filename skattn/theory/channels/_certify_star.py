@@ -29,22 +29,12 @@ others.
    So ``min F ≥ min_u Φ̃(u)``, ``Φ̃(u) = ℓ_a(u) + Σ_c Ψ_c(u_c)`` with ``Ψ_c = max_p q_cp``,
    quadratics ``q_cp(η) = w_p (η − z_p)² + o_p`` of weight ``w_p > 0`` (row a's own
    quadratic included; the diagonal entry has one piece).
-3. *Its stationary points.* On a segment of η where piece p is the largest, Φ̃'s
-   stationary points solve the row system of :mod:`._certify_dual` (docstring 2) with
-   ``κ_c = β²/w_p`` and ``b_c = βz_p``; at a kink η_k of Ψ_c (two pieces equal), ``u_c =
-   η_k``: ``v_c = βη_k + μ``, κ_c = 0. Ψ_c is convex and ℓ_a smooth, so Φ̃'s least value
-   (Φ̃ is coercive) is at such a point, where ``Φ̃ = V = Σ_c (κ_c r_c² + o_c) + ‖s − y‖²``
-   (``o_c = Ψ_c(η_k)`` at a kink). The branch and bound over (μ, g) boxes is that of
-   :func:`._certify_dual._search`, with each coordinate's set a union over its *branches*
-   (the pieces on their segments, each within ``v ∈ β·segment + μ``, and the kinks), every
-   combination tested with its own κ, b and constant. Kinks are located to within a
-   relative 1e-9 and enter with that slack: in the Krawczyk test as an interval of
-   ``b_c`` (the residual's bound grows by β times the half-width, so the test holds for
-   every place of the kink in it), in the value floor through Ψ_c's least on it.
+3. *Its least value* is proved by the compiled search of :mod:`._star_search` at its
+   stationary points (the pieces on their segments, and the kinks of Ψ_c).
 4. *Domain and found point.* The pieces of the found point (the tangent ones) are below
    Ψ_c, so every u with ``Φ̃(u) < Φ̃(H_a)`` lies in their ellipsoid: the first box, as in
-   :mod:`._certify_split`. The found point is a stationary point of the tangent pieces'
-   system (it is the largest piece near ``H_ac``), excluded by its Krawczyk box.
+   :mod:`._certify_split`. The found point is a stationary point of the most curved
+   pieces at ``H_ac`` (tangent or local), excluded by its Krawczyk box.
 
 5. *Which split.* Under the equal split a second failing row b takes a tangent of
    negative share (docstring 2), which rarely proves enough. Where two or three rows
@@ -53,6 +43,19 @@ others.
    and the star of row a follows under that split. A negative share never takes a piece
    below a tenth of row a's own weight on the entry (``_MIN_WEIGHT``): the search needs
    convex pieces.
+
+6. *Local pieces.* ψ_c is often more curved at ``H_ac`` than any quadratic below it on
+   all of R can be (k < W_ca: row c's weight on entry a must stay positive), and where
+   row a's own problem is not convex there, the star needs that curvature. A *local
+   piece* ``ψ_c(η) ≥ φ_c(H_c) − tol_c − ν_ca η + k (η − H_ac)²`` holds only for η in an
+   interval I ∋ ``H_ac``, with any k: it is proved by the search of :mod:`._star_search`
+   on row c alone, its entry a boxed in I with weight ``W_ca − k`` (negative where k >
+   W_ca; the box keeps the problem bounded). Where the star still shows a lower point
+   (the refinement above done), one row failing, each column row gets, for each radius
+   of ``LOCAL_RADII`` times the distance to row a's lower point, the most curved local
+   piece of ``LOCAL_FRACTIONS`` of ψ_c''/2 at ``H_ac`` that proves, then pieces that
+   cover each new lower point and the line tangent there, for ``LOCAL_ROUNDS`` rounds;
+   Ψ_c, the largest piece valid at η, is then not convex, which the search allows.
 
 The bound holds with ``tol/T`` for each column row's tangent and ``tol/T`` for row a:
 ``F ≥ F(x) − tol``. Soundness tests: tests/theory/test_certify_star.py.
@@ -65,15 +68,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._certify_dual import (_MAX_COMBINATIONS, _ROOT_PRECISION, _contract, _coordinate_set,
-                            _domain, _kept_box, _krawczyk_drops, _log_sum_exp, _out_of_room,
-                            _push_children, _reset_keep, _split_around, _value_floor,
-                            _weighted_value, _widen, found_rows)
-from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
-from ._certify_split import (MAX_ROUNDS, MIN_SHARE, _descend, _descend_row,
-                             _found_point_excluded, _multipliers, _row_dual_weighted,
-                             _split_weights, split_search)
-from ._kernels import _jit, softmax_inplace
+from ._certify_dual import _weighted_value, found_rows
+from ._certify_rows import CERTIFIED, NONCONVEX
+from ._certify_split import (MAX_ROUNDS, MIN_SHARE, _descend, _descend_row, _multipliers,
+                             _row_dual_weighted, _split_weights, split_search)
+from ._star_search import branches, star_bound
 
 # the tangent quadratic's share of row c's weight on entry a, tried largest first (0: the
 # affine tangent of the row-wise bound, which the failing round proved where row c did not
@@ -91,6 +90,18 @@ _REFINE = 1
 # ... only where that point is less than this fraction of row a's gap below the found
 # value: the refinement closes near misses, and costs a round of lines at every node
 _REFINE_BELOW = 0.01
+# local pieces (docstring 6), where the star still shows a lower point: the intervals
+# ``H_ac ± r·d`` (d: the distance to row a's lower point in that entry, at least
+# _LOCAL_MIN_DISTANCE), for each r the largest curvature ``f·ψ_c''/2`` of LOCAL_FRACTIONS
+# that proves; each round adds pieces that cover the search's new lower point, and the
+# line tangent there (the measurements: docs: Validation report, "Local pieces")
+LOCAL_RADII = (1.5,)
+LOCAL_FRACTIONS = (0.95, 0.8, 0.6, 0.4)
+_LOCAL_MIN_DISTANCE = 0.05
+# the rounds of the local stage, the default of ``SoftmaxChannel.star_local_rounds``
+LOCAL_ROUNDS = 1
+# the local stage's searches stop at this fraction of the budget of splits
+_LOCAL_BUDGET = 0.25
 # the star is tried around each failing row where at most this many fail (a row that
 # fails in a column takes a negative share: see SHARES)
 _MAX_CENTRES = 3
@@ -101,267 +112,9 @@ STAR_SPLIT_ROUNDS = 8
 # a tangent piece keeps at least this fraction of row a's own weight on the entry: a
 # negative share may lower it (under the equal split the least share, −0.9, leaves 0.1)
 _MIN_WEIGHT = 0.1
-# kinks and segment ends are located to within this relative precision
-_KINK_SLACK = 1e-9
-
-
-# ------------------------------------------------------------- Ψ_c: pieces and branches
-def _real_roots(a2, a1, a0):
-    """The real roots of ``a2 x² + a1 x + a0`` (a line where a2 is negligible)."""
-    scale = max(abs(a2), abs(a1), abs(a0), 1e-300)
-    if abs(a2) <= 1e-14 * scale:
-        return [] if abs(a1) <= 1e-14 * scale else [-a0 / a1]
-    disc = a1 * a1 - 4 * a2 * a0
-    if disc < 0:
-        return []
-    root = math.sqrt(disc)
-    # the stable pair of roots
-    q = -0.5 * (a1 + math.copysign(root, a1))
-    return [q / a2] + ([a0 / q] if q != 0 else [])
-
-
-def branches(pieces):
-    """The branches of ``Ψ = max_p q_p`` (docstring 3), ``pieces`` rows ``(A2, A1, A0)`` of
-    ``q_p(η) = A2 η² + A1 η + A0``. Returns rows ``(piece, lo, hi, kink)``: each maximal
-    segment ``[lo, hi]`` where one piece is the largest (widened by the kink slack), and
-    each kink (``lo = hi`` its place ± slack, ``piece`` the piece on its left)."""
-    P = len(pieces)
-    cuts = []
-    for p in range(P):
-        for j in range(p + 1, P):
-            cuts += _real_roots(*(pieces[p] - pieces[j]))
-    cuts = sorted(x for x in cuts if math.isfinite(x))
-
-    def top(x):
-        return int(np.argmax(pieces @ np.array([x * x, x, 1.0])))
-
-    if not cuts:
-        return [(top(0.0), -math.inf, math.inf, False)]
-    probes = [cuts[0] - 1 - abs(cuts[0])] + [0.5 * (l + r) for l, r in zip(cuts, cuts[1:])] \
-        + [cuts[-1] + 1 + abs(cuts[-1])]
-    runs = []                     # (piece, left end) of each maximal run
-    for k, x in enumerate(probes):
-        p = top(x)
-        if not runs or runs[-1][0] != p:
-            runs.append((p, -math.inf if k == 0 else cuts[k - 1]))
-    out = []
-    for k, (p, left) in enumerate(runs):
-        right = runs[k + 1][1] if k + 1 < len(runs) else math.inf
-        out.append((p, left - _KINK_SLACK * (1 + abs(left)),
-                    right + _KINK_SLACK * (1 + abs(right)), False))
-        if k + 1 < len(runs):
-            out.append((p, right - _KINK_SLACK * (1 + abs(right)),
-                        right + _KINK_SLACK * (1 + abs(right)), True))
-    return out
-
-
-def branch_arrays(pieces_per_coordinate, beta):
-    """The compiled search's arrays: per coordinate c and branch j, ``kappa``, ``b``,
-    ``const`` (o of the piece, or Ψ_c's least on a kink's slack interval), the ends of its
-    segment in h, its piece and whether it is a kink; and the pieces' coefficients."""
-    T = len(pieces_per_coordinate)
-    per = [branches(np.asarray(q, float)) for q in pieces_per_coordinate]
-    nb = max(len(b) for b in per)
-    npieces = max(len(q) for q in pieces_per_coordinate)
-    kappa, b, const = np.zeros((T, nb)), np.zeros((T, nb)), np.zeros((T, nb))
-    h_lo, h_hi = np.zeros((T, nb)), np.zeros((T, nb))
-    piece, kink = np.zeros((T, nb), np.int64), np.zeros((T, nb), np.bool_)
-    coef = np.zeros((T, npieces, 3))
-    n_branch, n_piece = np.zeros(T, np.int64), np.zeros(T, np.int64)
-    for c, (q, brs) in enumerate(zip(pieces_per_coordinate, per)):
-        q = np.asarray(q, float)
-        coef[c, :len(q)] = q
-        n_piece[c], n_branch[c] = len(q), len(brs)
-        for j, (p, lo, hi, is_kink) in enumerate(brs):
-            a2, a1, a0 = q[p]
-            piece[c, j], kink[c, j], h_lo[c, j], h_hi[c, j] = p, is_kink, lo, hi
-            if is_kink:
-                x = 0.5 * (lo + hi)
-                # Ψ's least on [lo, hi]: its value at the kink less its largest slope there
-                # times the slack, less the quadratic's rise
-                vals = q @ np.array([x * x, x, 1.0])
-                slope = np.max(np.abs(2 * q[:, 0] * x + q[:, 1]))
-                half = 0.5 * (hi - lo)
-                const[c, j] = np.max(vals) - slope * half - np.max(q[:, 0]) * half * half
-                const[c, j] -= 1e-12 * (1 + abs(const[c, j]))
-                b[c, j] = beta * x
-            else:
-                z = -a1 / (2 * a2)
-                kappa[c, j], b[c, j] = beta * beta / a2, beta * z
-                const[c, j] = a0 - a1 * a1 / (4 * a2)
-    return kappa, b, const, h_lo, h_hi, piece, kink, n_branch, coef, n_piece
-
-
-# ------------------------------------------------------------------- the compiled search
-@_jit
-def _star_value(h, coef, n_piece, yrow, beta, A):
-    """``Φ̃(h) = Σ_c max_p q_cp(h_c) + ‖softmax(βh) − y‖²`` (A: scratch of T)."""
-    T = yrow.shape[0]
-    val = 0.0
-    for c in range(T):
-        best = -math.inf
-        for p in range(n_piece[c]):
-            best = max(best, (coef[c, p, 0] * h[c] + coef[c, p, 1]) * h[c] + coef[c, p, 2])
-        val += best
-        A[c] = beta * h[c]
-    softmax_inplace(A)
-    for c in range(T):
-        val += (A[c] - yrow[c]) ** 2
-    return val
-
-
-@_jit
-def _coordinate_branches(c, m_lo, m_hi, g_lo, g_hi, lo_v, hi_v, yrow, beta, kappa, b, h_lo,
-                         h_hi, kink, n_branch, prec, cuts, tmp, ivs, tags):
-    """Coordinate c's set on a (μ, g) box within its bracket ``[lo_v, hi_v]`` of v: the
-    union over its branches (docstring 3), to ``ivs[c]``, each interval's branch to
-    ``tags[c]``; returns their number."""
-    k = 0
-    for j in range(n_branch[c]):
-        # v = βh + μ on the branch's segment, outward for rounding
-        lo = beta * h_lo[c, j] + m_lo
-        hi = beta * h_hi[c, j] + m_hi
-        lo = max(lo_v, lo - 1e-12 * (1 + abs(lo)))
-        hi = min(hi_v, hi + 1e-12 * (1 + abs(hi)))
-        if lo > hi:
-            continue
-        if kink[c, j]:
-            ivs[c, k, 0], ivs[c, k, 1], tags[c, k] = lo, hi, j
-            k += 1
-            continue
-        eps = 1e-12 * (1 + abs(b[c, j] + m_lo) + abs(b[c, j] + m_hi) + kappa[c, j])
-        n = _coordinate_set(lo, hi, kappa[c, j], yrow[c], g_lo, g_hi, b[c, j] + m_lo - eps,
-                            b[c, j] + m_hi + eps, prec + 1e-13 * (1 + abs(lo) + abs(hi)),
-                            cuts, tmp)
-        for i in range(n):
-            ivs[c, k, 0], ivs[c, k, 1], tags[c, k] = tmp[i, 0], tmp[i, 1], j
-            k += 1
-    return k
-
-
-@_jit
-def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink, n_branch,
-                coef, n_piece, target, has_box, Xlo, Xhi, budget):
-    """The branch and bound of docstring 3 from the boxes ``stack[:top]`` (μ, g, then each
-    v_c's bracket): every stationary point of Φ̃ with V below ``target``, outside the found
-    point's box ``[Xlo, Xhi]`` of the pieces 0 (``has_box``), is ruled out. Returns
-    ``(code, f, n_split, point)``: CERTIFIED, BUDGET, or NONCONVEX with ``point`` a point
-    below the target and ``f`` its value."""
-    T = yrow.shape[0]
-    n = T + 2
-    nb = kappa.shape[1]
-    kappa_top = np.zeros(T)
-    for c in range(T):
-        for j in range(n_branch[c]):
-            kappa_top[c] = max(kappa_top[c], kappa[c, j])
-    kappa_max = np.max(kappa_top)
-    work = np.empty((7, n, n))
-    xk, rk, Kc, Kr = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    kc, bc, bs = np.empty(T), np.empty(T), np.empty(T)
-    point, A = np.empty(T), np.empty(T)
-    cuts, tmp = np.empty(18), np.empty((5, 2))
-    ivs = np.empty((T, 5 * nb, 2))
-    tags = np.empty((T, 5 * nb), np.int64)
-    nc = np.empty(T, np.int64)
-    lo_v, hi_v, keep = np.empty(T), np.empty(T), np.empty(4)
-    n_split = 0
-    while top > 0:
-        top -= 1
-        m_lo, m_hi, g_lo, g_hi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
-        prec_f = _ROOT_PRECISION * ((m_hi - m_lo) + kappa_max * (g_hi - g_lo))
-        n_comb = 1
-        for c in range(T):
-            nc[c] = _coordinate_branches(c, m_lo, m_hi, g_lo, g_hi, stack[top, 4 + 2 * c],
-                                         stack[top, 5 + 2 * c], yrow, beta, kappa, b, h_lo,
-                                         h_hi, kink, n_branch, prec_f, cuts, tmp, ivs, tags)
-            n_comb *= nc[c]
-            if n_comb == 0:
-                break
-        if n_comb == 0:
-            continue
-        settled = n_comb <= _MAX_COMBINATIONS
-        _reset_keep(keep, settled, m_lo, m_hi, g_lo, g_hi)
-        for comb in range(n_comb if settled else 0):
-            r = comb
-            total, found = 0.0, True
-            for c in range(T):
-                i = r % nc[c]
-                r //= nc[c]
-                j = tags[c, i]
-                xk[c] = 0.5 * (ivs[c, i, 0] + ivs[c, i, 1])
-                rk[c] = 0.5 * (ivs[c, i, 1] - ivs[c, i, 0])
-                kc[c], bc[c] = kappa[c, j], b[c, j]
-                # a kink's place is known to its slack: b within ± β times its half-width
-                bs[c] = 0.5 * beta * (h_hi[c, j] - h_lo[c, j]) if kink[c, j] else 0.0
-                total += const[c, j]
-                found = found and piece[c, j] == 0 and not kink[c, j]
-            xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
-            xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
-            if not _contract(xk, rk, yrow, 1e-12 * T):
-                continue
-            if _value_floor(xk, rk, kc, yrow, total) >= target:
-                continue
-            if _krawczyk_drops(xk, rk, kc, yrow, bc, total, target, has_box and found, Xlo,
-                               Xhi, Kc, Kr, work, bs):
-                continue
-            settled = False
-            # the combination's candidate: h_c = (b_c − κ_c r_c)/β at the box's centre
-            g = xk[T + 1]
-            for c in range(T):
-                u = math.exp(xk[c])
-                point[c] = (bc[c] - kc[c] * u * (u - yrow[c] - g)) / beta
-            f = _star_value(point, coef, n_piece, yrow, beta, A)
-            if f < target:
-                return NONCONVEX, f, n_split, point
-            _widen(keep, xk, rk)
-        if settled:
-            continue
-        n_split += 1
-        m_lo, m_hi, g_lo, g_hi, w_m, w_g = _kept_box(keep, m_lo, m_hi, g_lo, g_hi)
-        if _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
-            return BUDGET, 0.0, n_split, point
-        for c in range(T):        # the children's brackets: the hull of what survived
-            lo_v[c], hi_v[c] = math.inf, -math.inf
-            for i in range(nc[c]):
-                lo_v[c], hi_v[c] = min(lo_v[c], ivs[c, i, 0]), max(hi_v[c], ivs[c, i, 1])
-        top = _push_children(stack, top, m_lo, m_hi, g_lo, g_hi, w_m, w_g, lo_v, hi_v,
-                             kappa_top)
-    return CERTIFIED, 0.0, n_split, point
-
-
-def star_bound(pieces_per_coordinate, u_star, yrow, beta, tol, budget):
-    """Prove ``Φ̃ ≥ Φ̃(u*) − tol`` on all of R^T (docstrings 3, 4), where piece 0 of every
-    coordinate is the largest at ``u*_c`` and ``u*`` is stationary for them.
-
-    Returns ``(code, n_split, point, excess)``: CERTIFIED, BUDGET, or NONCONVEX with a
-    point below the target and its ``excess`` (< 0) over ``Φ̃(u*)``."""
-    T = yrow.shape[0]
-    arrays = branch_arrays(pieces_per_coordinate, beta)
-    kappa, b, const, h_lo, h_hi, piece, kink, n_branch, coef, n_piece = arrays
-    A = np.empty(T)
-    f_star = _star_value(u_star, coef, n_piece, yrow, beta, A)
-    target = f_star - tol
-    # the found pieces' quadratics: weights, centres and least values (docstring 4)
-    q0 = np.array([q[0] for q in pieces_per_coordinate], float)
-    if np.any(np.asarray([np.min(np.asarray(q)[:, 0]) for q in pieces_per_coordinate]) <= 0):
-        raise ValueError("every piece of the star bound needs a positive weight")
-    w0, z0 = q0[:, 0], -q0[:, 1] / (2 * q0[:, 0])
-    o0 = q0[:, 2] - q0[:, 1] ** 2 / (4 * q0[:, 0])
-    R2 = f_star - o0.sum()
-    if R2 <= 0:
-        return CERTIFIED, 0, u_star.copy(), 0.0
-    spread = beta * math.sqrt(R2) / np.sqrt(w0)
-    b0, k0 = beta * z0, beta * beta / w0
-    stack = np.empty((256, 4 + 2 * T))
-    mu_lo, mu_hi = -_log_sum_exp(b0 + spread), -_log_sum_exp(b0 - spread)
-    _domain(stack, mu_lo, mu_hi, b0, spread, yrow, A)
-    Xlo, Xhi = np.empty(T + 2), np.empty(T + 2)
-    has_box = _found_point_excluded(u_star, k0, b0, yrow, beta, o0.sum(), target, Xlo, Xhi)
-    top = _split_around(stack, Xlo[T], Xhi[T], Xlo[T + 1], Xhi[T + 1]) if has_box else 1
-    code, f, n_split, point = search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi,
-                                          piece, kink, n_branch, coef, n_piece, target,
-                                          has_box, Xlo, Xhi, budget)
-    return code, n_split, point.copy(), (f - f_star if code == NONCONVEX else 0.0)
+# a local piece's curvature k keeps this fraction of W away from W (where row c's boxed
+# entry has no weight, κ = β²/(W − k) would blow up)
+_LOCAL_GAP = 0.05
 
 
 # ------------------------------------------------------------------ the column rows' pieces
@@ -388,6 +141,7 @@ class _Column:
         self.found = _weighted_value(self.H_row, self.centre, self.offset, self.w, y[c], beta,
                                      np.empty(y.shape[0]))
         self.pieces, self.start = np.empty((0, 3)), self.H_row
+        self.locals, self.half_curvature = [], None
 
     def tangent(self, shares=SHARES):
         """The tangent quadratic with the largest share that proves; False where none."""
@@ -406,6 +160,60 @@ class _Column:
                                          V * H0 ** 2 + k * H ** 2 + self.found - self.tol]])
                 return True
         return False
+
+    def local(self, k, lo, hi):
+        """The tangent quadratic of any curvature k, valid where ``u_c ∈ [lo, hi]`` (∋
+        ``H_ac``): ``φ_c(h) − k (h_a − H_ca)² ≥ φ_c(H_c) − tol_c`` for ``h_a ∈ [lo, hi]``,
+        proved by :func:`star_bound` on row c with entry a boxed there (its weight ``W −
+        k`` may be negative: the box keeps the problem bounded). Returns the piece, or
+        None where it is not proved (docstring 6)."""
+        W, V, a = self.W, self.W_own, self.a
+        H, H0 = self.H_row[a], self.H0_row[a]
+        if not lo < H < hi or abs(W - k) < _LOCAL_GAP * W or V + k <= 0:
+            return None
+        pieces = [np.array([[w, -2 * w * z, w * z * z]]) for w, z in zip(self.w, self.centre)]
+        w, z = self.w[a], self.centre[a]
+        pieces[a] = np.array([[w - k, -2 * w * z + 2 * k * H, w * z * z - k * H * H]])
+        pieces[a][0, 2] += self.offset
+        valid = [None] * len(pieces)
+        valid[a] = [[lo, hi]]
+        domain = [q[0] for q in pieces]
+        domain[a] = None
+        code = star_bound(pieces, self.H_row.copy(), self.y_row, self.beta, self.tol,
+                          self.budget, valid, domain)[0]
+        if code != CERTIFIED:
+            return None
+        return np.array([V + k, -2 * V * H0 - self.nu[a] - 2 * k * H,
+                         V * H0 ** 2 + k * H ** 2 + self.found - self.tol])
+
+    def add_local(self, distance):
+        """Add, for each radius of LOCAL_RADII, the most curved local piece (of
+        LOCAL_FRACTIONS of ψ_c''/2 at ``H_ac``) on ``H_ac ± r·distance`` that proves and
+        is more curved than the tangent."""
+        if self.half_curvature is None:
+            # ψ_c''/2 by a central difference of its slope (the choice of k only)
+            eps, H = 1e-4, self.H_row[self.a]
+            self.half_curvature = (self.slope_at(H + eps) - self.slope_at(H - eps)) / (4 * eps)
+        H = self.H_row[self.a]
+        for r in LOCAL_RADII:
+            for f in LOCAL_FRACTIONS:
+                lo, hi = H - r * distance, H + r * distance
+                q = self.local(f * self.half_curvature, lo, hi)
+                if q is not None and q[0] > self.pieces[0, 0] * (1 + 1e-3):
+                    self.locals.append((q, (lo, hi)))
+                    break
+
+    def covered(self):
+        """How far from ``H_ac`` the local pieces reach (0 where there are none)."""
+        return max([hi - self.H_row[self.a] for _, (_, hi) in self.locals], default=0.0)
+
+    def star_pieces(self):
+        """Ψ_c's pieces, the local ones first (the most curved first: the largest at
+        ``H_ac``), and their intervals of validity."""
+        local = sorted(self.locals, key=lambda item: -item[0][0])
+        pieces = np.vstack([q for q, _ in local] + [self.pieces])
+        valid = [v for _, v in local] + [(-math.inf, math.inf)] * len(self.pieces)
+        return pieces, valid
 
     def line(self, lam):
         """The line of slope ``λ − ν_ca`` below ψ_c (docstring 2), as a piece, lowered to
@@ -456,7 +264,7 @@ def _prune(pieces, lift):
     search, and a line that barely shows cannot close a gap (dropping one stays sound)."""
     while len(pieces) > 1:
         lifts = np.full(len(pieces), -math.inf)    # each line's largest lift
-        for p, lo, hi, kink in branches(pieces):
+        for p, lo, hi, kink, _ in branches(pieces):
             if p == 0 or kink:
                 continue
             grid = np.linspace(max(lo, -1e6), min(hi, 1e6), 33)
@@ -471,13 +279,15 @@ def _prune(pieces, lift):
     return pieces
 
 
-def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget):
+def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget,
+                 local_rounds=LOCAL_ROUNDS):
     """Certify the sample whose rows H, H0, L (:func:`._certify_dual.found_rows`) fail the
     row-wise bound under the split ``Wsplit`` in row a (the others may fail too), with row
     a's lower point ``low`` and its ``excess`` (< 0) over the found row, by the star bound
     (module docstring). Where the search shows a point below the found value, each column
     row gets the line tangent to its response there and the search runs again (up to
-    ``_REFINE`` times). Returns True where ``F ≥ F(x) − tol`` is proved."""
+    ``_REFINE`` times); then up to ``local_rounds`` rounds of local pieces (docstring 6).
+    Returns True where ``F ≥ F(x) − tol`` is proved."""
     T = y.shape[0]
     columns = {}
     for c in range(T):
@@ -491,21 +301,48 @@ def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget):
                             _LIFT * abs(excess))
     W = Wsplit[a, a]
     own = np.array([[W, -2 * W * H0[a, a], W * H0[a, a] ** 2]])
-    for rounds in range(_REFINE + 1):
-        pieces = [own if c == a else columns[c].pieces for c in range(T)]
-        code, _, point, below = star_bound(pieces, H[a].copy(), y[a], beta, tol / T, budget)
-        if code != NONCONVEX or rounds == _REFINE or below < _REFINE_BELOW * excess:
-            return code == CERTIFIED
+
+    def search(budget=budget):
+        pieces, valid, domain = [], [], []
+        for c in range(T):
+            p, v = (own, None) if c == a else columns[c].star_pieces()
+            pieces.append(p)
+            valid.append(v)
+            domain.append(own[0] if c == a else columns[c].pieces[0])
+        return star_bound(pieces, H[a].copy(), y[a], beta, tol / T, budget, valid, domain)
+
+    def add_lines(point):
         for c, col in columns.items():
             q = col.line(col.slope_at(point[c]))
             if q is not None:
                 col.pieces = np.vstack([col.pieces, q])
+
+    for rounds in range(_REFINE + 1):
+        code, _, point, below = search()
+        if code != NONCONVEX:
+            return code == CERTIFIED
+        if rounds == _REFINE or below < _REFINE_BELOW * excess:
+            break
+        add_lines(point)
+    for rounds in range(local_rounds):
+        for c, col in columns.items():
+            if rounds == 0:
+                col.add_local(max(abs(low[c] - H[a, c]), _LOCAL_MIN_DISTANCE))
+            # a lower point at (or past) the reach of the local pieces: pieces that
+            # reach past it
+            distance = abs(point[c] - H[a, c])
+            if distance > 0.9 * col.covered() and distance > 1e-3:
+                col.add_local(1.3 * distance)
+        add_lines(point)
+        code, _, point, below = search(max(1, int(_LOCAL_BUDGET * budget)))
+        if code != NONCONVEX:
+            return code == CERTIFIED
     return False
 
 
 def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
                    max_rounds=MAX_ROUNDS, min_share=MIN_SHARE, star=True,
-                   star_rounds=STAR_SPLIT_ROUNDS):
+                   star_rounds=STAR_SPLIT_ROUNDS, local_rounds=LOCAL_ROUNDS):
     """Certify ``x`` global for one T ≥ 3 sample: the split search of
     :func:`._certify_split.certify_by_split`, then, where every split fails and the equal
     split failed in at most ``_MAX_CENTRES`` rows, the star bound around each of them in
@@ -527,10 +364,15 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
     T = y.shape[0]
     H, H0, L = rows
     equal = np.full((T, T), 0.25 / s)
+    if failed.size > 1:
+        # local pieces where one row fails only: where two fail they certified 4 more of
+        # the fitted point's 87 nodes, at twice the cost
+        local_rounds = 0
     centres = failed[np.argsort(excesses[failed])]      # the largest gap first
     for a in centres:
         low, excess = _descend(points[a], excesses[a], a, H, H0, L, equal, y[a], beta)
-        if certify_star(H, H0, L, y, equal, beta, a, low, excess, tol, budget):
+        if certify_star(H, H0, L, y, equal, beta, a, low, excess, tol, budget,
+                        local_rounds):
             return True, rounds
     for a in centres if failed.size > 1 and star_rounds > 0 else ():
         held, n, _, (theta, codes, points, excesses) = split_search(
@@ -542,20 +384,22 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
             continue
         split = _split_weights(theta, s, T)
         low, excess = _descend(points[a], excesses[a], a, H, H0, L, split, y[a], beta)
-        if certify_star(H, H0, L, y, split, beta, a, low, excess, tol, budget):
+        if certify_star(H, H0, L, y, split, beta, a, low, excess, tol, budget,
+                        local_rounds):
             return True, rounds
     return False, rounds
 
 
 def certify_nodes(x, omega, y, sigma, B, index, scale, beta, tol, budget, rounds, nodes,
                   n_threads=1, min_share=MIN_SHARE, star=True,
-                  star_rounds=STAR_SPLIT_ROUNDS):
+                  star_rounds=STAR_SPLIT_ROUNDS, local_rounds=LOCAL_ROUNDS):
     """:func:`certify_sample` at the samples ``nodes`` (rows of x, omega, y, sigma);
     returns their certified mask. On ``n_threads`` threads: the compiled row bounds run
     without the GIL, and each sample's search is independent of the others."""
     def one(n):
         return certify_sample(x[n], omega[n], y[n], sigma[n], B, index, scale, beta, tol,
-                              budget, rounds, min_share, star, star_rounds)[0]
+                              budget, rounds, min_share, star, star_rounds,
+                              local_rounds)[0]
     if n_threads <= 1 or len(nodes) < 2 * n_threads:
         return np.array([one(n) for n in nodes], dtype=bool)
     with ThreadPoolExecutor(n_threads) as pool:

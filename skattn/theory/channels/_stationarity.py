@@ -57,7 +57,7 @@ def _jacobian_point(xc, kappa, yrow, f, ferr, J):
     for c in range(T):
         u = math.exp(xc[c])
         f[c] = xc[c] + kappa[c] * u * (u - yrow[c] - g) - mu
-        ferr[c] = 1e-14 * (abs(xc[c]) + kappa[c] * u * (u + abs(yrow[c] + g)) + abs(mu) + 1)
+        ferr[c] = 1e-14 * (abs(xc[c]) + abs(kappa[c]) * u * (u + abs(yrow[c] + g)) + abs(mu) + 1)
         total += u
         q += u * (u - yrow[c])
         q_abs += u * (u + yrow[c])
@@ -124,9 +124,9 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
         lo = min(ul * (2 * ul - yrow[c] - g_hi), uh * (2 * ul - yrow[c] - g_hi))
         hi = max(ul * (2 * uh - yrow[c] - g_lo), uh * (2 * uh - yrow[c] - g_lo))
         Jc[c, c] = 1 + kappa[c] * 0.5 * (lo + hi) - J[c, c]
-        Jr[c, c] = kappa[c] * 0.5 * (hi - lo)
+        Jr[c, c] = abs(kappa[c]) * 0.5 * (hi - lo)
         Jc[c, T + 1] = -kappa[c] * 0.5 * (ul + uh) - J[c, T + 1]
-        Jr[c, T + 1] = kappa[c] * 0.5 * (uh - ul)
+        Jr[c, T + 1] = abs(kappa[c]) * 0.5 * (uh - ul)
         Jc[T, c], Jr[T, c] = 0.5 * (ul + uh) - J[T, c], 0.5 * (uh - ul)
         lo = min(ul * (2 * ul - yrow[c]), uh * (2 * ul - yrow[c]))
         hi = max(ul * (2 * uh - yrow[c]), uh * (2 * uh - yrow[c]))

@@ -82,6 +82,11 @@ class SoftmaxChannel(_Channel):
         T ≥ 3, with ``star_bound``: where two or three rows failed, the splits tried in
         search of one where every row but the star's holds, before the star of that row
         under it (default 8, a class attribute; 0: the equal split only).
+    star_local_rounds : int
+        T ≥ 3, with ``star_bound``: where the star still fails in one row, the rounds of
+        *local pieces*, bounds on the other rows' responses proved on an interval only,
+        as curved as those responses are there (default 1, a class attribute; 0: off;
+        the measurements: docs: Validation report, "Local pieces of the star").
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
         fixed-point iterations) at the nodes that have no remembered minimiser yet, the
@@ -97,6 +102,7 @@ class SoftmaxChannel(_Channel):
     split_min_share = _certify_split.MIN_SHARE
     star_bound = True
     star_split_rounds = _certify_star.STAR_SPLIT_ROUNDS
+    star_local_rounds = _certify_star.LOCAL_ROUNDS
 
     def __init__(self, n_tokens, beta=1.0, target_beta=1.0, n_starts=None, max_iter=100):
         if not isinstance(n_tokens, (int, np.integer)) or isinstance(n_tokens, bool) \
@@ -355,6 +361,8 @@ class SoftmaxChannel(_Channel):
                 raise TypeError(f"star_bound must be True or False, got {star!r}.")
             star_rounds = check_scalar_range(self.star_split_rounds, "star_split_rounds",
                                              low=0, integer=True)
+            local_rounds = check_scalar_range(self.star_local_rounds, "star_local_rounds",
+                                              low=0, integer=True)
             # where the equal split of the row-wise bound fails, unequal ones (not in the
             # uncertified evaluations of the fixed-point iterations: budget 0)
             todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
@@ -363,5 +371,5 @@ class SoftmaxChannel(_Channel):
                     xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
                     _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
                     _kernels.thread_count() if threaded else 1, min_share, star,
-                    star_rounds)
+                    star_rounds, local_rounds)
         return omega + xb @ self.basis.T, fb, cert
