@@ -5,7 +5,7 @@ rows' responses are often more curved there than any bound valid on all of R can
 certificate then proves *local pieces*, quadratics as curved as those responses but valid
 on an interval only, and searches the star again with them
 (``SoftmaxChannel.star_local_rounds``; docs: Theory, "Certificate"). This study solves
-each grid point with the local pieces on (the default, 1 round) and off (0) and records
+each grid point with the local pieces on (the default, 2 rounds) and off (0) and records
 the seconds and the certified fraction. They change which nodes are certified, never the
 minimisers, so the solves should differ in those two only: each records its state (m, q,
 Σ), and the report says whether they are equal.

@@ -100,7 +100,7 @@ LOCAL_RADII = (1.5,)
 LOCAL_FRACTIONS = (0.95, 0.8, 0.6, 0.4)
 _LOCAL_MIN_DISTANCE = 0.05
 # the rounds of the local stage, the default of ``SoftmaxChannel.star_local_rounds``
-LOCAL_ROUNDS = 1
+LOCAL_ROUNDS = 2
 # the local stage's searches stop at this fraction of the budget of splits
 _LOCAL_BUDGET = 0.25
 # the star is tried around each failing row where at most this many fail (a row that
@@ -367,8 +367,9 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
     equal = np.full((T, T), 0.25 / s)
     if failed.size > 1:
         # local pieces where one row fails only: where two or three fail, under the split
-        # below they certified 4 more of the fitted point's 87 nodes (one thread: 44 → 48,
-        # 12.1 → 15.8 s) and took its solve from 17.8 to 19.2 s, near the goal of 20 s
+        # below they certified 4 more of the fitted point's 87 nodes (one round and the
+        # walk's first tests, one thread: 44 → 48, 12.1 → 15.8 s) and took its solve from
+        # 17.8 to 19.2 s, near the goal of 20 s
         local_rounds = 0
     centres = failed[np.argsort(excesses[failed])]      # the largest gap first
     for a in centres:

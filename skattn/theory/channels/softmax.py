@@ -85,7 +85,7 @@ class SoftmaxChannel(_Channel):
     star_local_rounds : int
         T ≥ 3, with ``star_bound``: where the star still fails in one row, the rounds of
         *local pieces*, bounds on the other rows' responses proved on an interval only,
-        as curved as those responses are there (default 1, a class attribute; 0: off;
+        as curved as those responses are there (default 2, a class attribute; 0: off;
         the measurements: docs: Validation report, "Local pieces of the star").
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
