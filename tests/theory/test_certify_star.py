@@ -445,3 +445,44 @@ def test_local_pieces_are_minorants_on_their_interval(T):
             refused += col.local(4 * abs(half) + 4 * col.W, H[a, c] - 1.0,
                                  H[a, c] + 1.0) is None
     assert proved >= 5 and steep >= 1 and refused >= 5
+
+
+@settings(max_examples=150, deadline=None)
+@given(T=st.integers(3, 5), seed=st.integers(0, 2 ** 31))
+def test_combination_walk_keeps_every_combination_the_tests_keep(T, seed):
+    # the walk prunes on sums over the coordinates; every combination of intervals that
+    # the search's own tests keep (contraction, then the value floor below the target)
+    # must be among those it returns, and some combinations are pruned (it bites)
+    rng = np.random.default_rng(seed)
+    y = rng.dirichlet(np.ones(T))
+    nc = rng.integers(1, 5, T)
+    width = int(nc.max())
+    ivs = np.zeros((T, width, 2))
+    tags = np.zeros((T, width), np.int64)
+    for c in range(T):
+        ends = np.sort(rng.uniform(-5, 0, 2 * nc[c]))
+        ivs[c, :nc[c]] = ends.reshape(-1, 2)
+        tags[c, :nc[c]] = np.arange(nc[c])
+    kappa = rng.uniform(-3, 20, (T, width))
+    const = rng.normal(size=(T, width)) * 0.1
+    g_lo = rng.uniform(-0.3, 0.5)
+    g_hi = g_lo + rng.uniform(0.01, 0.5)
+    target = rng.uniform(0, 1)
+    margin = 1e-12 * T
+    out = np.empty((int(np.prod(nc)), T), np.int64)
+    n = search._combinations(nc, ivs, tags, const, kappa, y, g_lo, g_hi, target, margin, out)
+    walked = {tuple(row) for row in out[:n]}
+    kept = 0
+    for combo in np.ndindex(*nc):
+        xk, rk = np.empty(T + 2), np.empty(T + 2)
+        for c, i in enumerate(combo):
+            xk[c], rk[c] = ivs[c, i].mean(), 0.5 * np.ptp(ivs[c, i])
+        xk[T], rk[T] = 0.0, 1.0
+        xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
+        kc = np.array([kappa[c, tags[c, i]] for c, i in enumerate(combo)])
+        total = sum(const[c, tags[c, i]] for c, i in enumerate(combo))
+        if _certify_dual._contract(xk, rk, y, margin) and \
+                _certify_dual._value_floor(xk, rk, kc, y, total) < target:
+            kept += 1
+            assert combo in walked
+    assert n >= kept
