@@ -361,10 +361,22 @@ class PanelQuadrature:
 
     def _refine(self, pan, components=None):
         """Adaptive Gauss–Kronrod panels on the root panels ``pan`` (sorted by x; the
-        components ``components``)."""
+        components ``components``): from the template's layout where there is one, and
+        again from the root panels where that one is not monotone."""
+        if self._template is not None and self.delta > 0 and components is not None:
+            out = self._refine_from(pan, components, use_template=True)
+            if out is not None and _monotone(*out, self.panel_space):
+                return out
+        return self._refine_from(pan, components, use_template=False)
+
+    def _refine_from(self, pan, components, use_template):
+        """:meth:`_refine` from the template's layout (``use_template``; None where it
+        does not fit) or from the root panels."""
         roots = pan
         warm = self._template_panels(pan, components) \
-            if self.delta > 0 and components is not None else None
+            if use_template and self.delta > 0 and components is not None else None
+        if use_template and warm is None:
+            return None
         if warm is not None:
             pan, guess = warm
         elif self.delta > 0 and self.panel_space == "x" and self._PRESPLIT:
@@ -469,3 +481,15 @@ class PanelQuadrature:
                 start = i
         self.component_slices = comps
 
+
+def _monotone(pan, nod, panel_space):
+    """Whether the built panels' nodes have the other coordinate strictly increasing along
+    theirs (x(u) is an increasing map on each support component). A warm start whose
+    node guesses led the root solves astray can leave a panel at one clamped (u, s), whose
+    Gauss and Kronrod sums then agree: such a build is redone from the root panels."""
+    if pan["xp"].size == 0:
+        return True
+    key, other = ("u", "x") if panel_space == "u" else ("x", "u")
+    order = np.argsort(nod[key].ravel(), kind="stable")
+    values = nod[other].ravel()[order]
+    return bool(np.all(np.diff(values) > 0))
