@@ -611,14 +611,10 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
         if settled:
             continue
         n_split += 1
-        # every stationary point that matters lies in the kept hull: where it is much
-        # smaller than the box it replaces the box, else the kept box is halved
-        m_lo, m_hi, g_lo, g_hi, w_m, w_g = _kept_box(keep, m_lo, m_hi, g_lo, g_hi)
-        if _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
+        top = _split_kept(stack, top, keep, m_lo, m_hi, g_lo, g_hi, nc, ivs, lo_v, hi_v,
+                          kappa, n_split, budget)
+        if top < 0:
             return BUDGET, 0.0, n_split, point
-        for c in range(T):
-            lo_v[c], hi_v[c] = ivs[c, 0, 0], ivs[c, nc[c] - 1, 1]
-        top = _push_children(stack, top, m_lo, m_hi, g_lo, g_hi, w_m, w_g, lo_v, hi_v, kappa)
     return CERTIFIED, 0.0, n_split, point
 
 
@@ -641,20 +637,27 @@ def _widen(keep, xk, rk):
 
 
 @_jit
-def _kept_box(keep, m_lo, m_hi, g_lo, g_hi):
-    """The (μ, g) box cut to the hull of what survived its combinations (``keep``,
-    :func:`_widen`), and the box's widths before: ``(m_lo, m_hi, g_lo, g_hi, w_m, w_g)``."""
-    return (max(m_lo, keep[0]), min(m_hi, keep[1]), max(g_lo, keep[2]), min(g_hi, keep[3]),
-            m_hi - m_lo, g_hi - g_lo)
-
-
-@_jit
-def _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
-    """Whether the search must stop: over its budget of splits, its stack full, or the
-    kept box too narrow to split (rounding)."""
-    return n_split > budget or top + 2 > stack.shape[0] or (
-        m_hi - m_lo <= _MIN_WIDTH * (1 + abs(m_lo))
-        and g_hi - g_lo <= _MIN_WIDTH * (1 + abs(g_lo)))
+def _split_kept(stack, top, keep, m_lo, m_hi, g_lo, g_hi, nc, ivs, lo_v, hi_v, kappa,
+                n_split, budget):
+    """Push the children of a box whose combinations were not all settled
+    (:func:`_push_children`): every stationary point that matters lies in the hull
+    ``keep`` of what survived them (:func:`_widen`), so the (μ, g) box is cut to it, and
+    each coordinate's v bracket is the hull of its intervals ``ivs[c, :nc[c]]``
+    (``lo_v``, ``hi_v``: scratch). Returns the new top, or −1 where the search must stop:
+    over its budget of splits, its stack full, or the kept box too narrow to split
+    (rounding)."""
+    w_m, w_g = m_hi - m_lo, g_hi - g_lo
+    m_lo, m_hi = max(m_lo, keep[0]), min(m_hi, keep[1])
+    g_lo, g_hi = max(g_lo, keep[2]), min(g_hi, keep[3])
+    if n_split > budget or top + 2 > stack.shape[0] or (
+            m_hi - m_lo <= _MIN_WIDTH * (1 + abs(m_lo))
+            and g_hi - g_lo <= _MIN_WIDTH * (1 + abs(g_lo))):
+        return -1
+    for c in range(nc.shape[0]):
+        lo_v[c], hi_v[c] = math.inf, -math.inf
+        for i in range(nc[c]):
+            lo_v[c], hi_v[c] = min(lo_v[c], ivs[c, i, 0]), max(hi_v[c], ivs[c, i, 1])
+    return _push_children(stack, top, m_lo, m_hi, g_lo, g_hi, w_m, w_g, lo_v, hi_v, kappa)
 
 
 @_jit

@@ -366,10 +366,9 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
     H, H0, L = rows
     equal = np.full((T, T), 0.25 / s)
     if failed.size > 1:
-        # local pieces where one row fails only: where two or three fail, under the split
-        # below they certified 4 more of the fitted point's 87 nodes (one round and the
-        # walk's first tests, one thread: 44 → 48, 12.1 → 15.8 s) and took its solve from
-        # 17.8 to 19.2 s, near the goal of 20 s
+        # local pieces where one row fails only: where two or three fail they certified
+        # a few more nodes at a cost near the time goal (docs: Validation report, "Local
+        # pieces of the star")
         local_rounds = 0
     centres = failed[np.argsort(excesses[failed])]      # the largest gap first
     for a in centres:

@@ -43,9 +43,8 @@ import math
 import numpy as np
 
 from ._certify_dual import (_ROOT_PRECISION, _contract, _coordinate_set, _distance_to_zero,
-                            _domain, _kept_box, _krawczyk_drops, _log_sum_exp, _out_of_room,
-                            _push_children, _reset_keep, _split_around, _value_floor,
-                            _widen)
+                            _domain, _krawczyk_drops, _log_sum_exp, _reset_keep,
+                            _split_around, _split_kept, _value_floor, _widen)
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
 from ._certify_split import _found_point_excluded
 from ._kernels import _jit, softmax_inplace
@@ -55,9 +54,8 @@ _KINK_SLACK = 1e-9
 # the search's stack of (μ, g) boxes
 _STACK = 256
 # a box's surviving combinations of the coordinates' intervals (after the separable tests
-# of _combinations) are tested one by one up to this many; more: the box is split (on
-# the fitted point's 87 nodes, two rounds of local pieces: 49 certified in 12.7 s with
-# 4096, 50 in 18.6 s with 8192)
+# of _combinations) are tested one by one up to this many; more: the box is split (the
+# measurements: docs: Validation report, "Local pieces of the star")
 _STAR_COMBINATIONS = 4096
 
 
@@ -168,7 +166,7 @@ def branch_arrays(pieces_per_coordinate, beta, valid_per_coordinate=None):
         coef[c, :len(q), 3:] = _valid(q, v)
         n_piece[c], n_branch[c] = len(q), len(brs)
         for j, (p, lo, hi, is_kink, right) in enumerate(brs):
-            piece[c, j], kink[c, j], h_lo[c, j], h_hi[c, j] = max(p, right), is_kink, lo, hi
+            piece[c, j], kink[c, j], h_lo[c, j], h_hi[c, j] = p, is_kink, lo, hi
             if is_kink:
                 x, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
                 # the least on [lo, hi] of either side's piece: its value at the kink less
@@ -258,7 +256,8 @@ def _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target, margin,
     # least and greatest u(u − y)
     rest = np.zeros((5, T + 1))
     for c in range(T - 1, -1, -1):
-        best = np.array([math.inf, math.inf, -math.inf, math.inf, -math.inf])
+        for m in range(5):          # least of each sum's term, greatest of e^hi and q_hi
+            rest[m, c] = -math.inf if m in (2, 4) else math.inf
         for i in range(nc[c]):
             ul, uh = math.exp(ivs[c, i, 0]), math.exp(ivs[c, i, 1])
             k = kappa[c, tags[c, i]]
@@ -275,10 +274,10 @@ def _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target, margin,
             per[3, c, i] = um * (um - yrow[c])
             per[4, c, i] = max(ul * (ul - yrow[c]), uh * (uh - yrow[c]))
             for m in range(5):
-                best[m] = max(best[m], per[m, c, i]) if m in (2, 4) else min(best[m],
-                                                                              per[m, c, i])
+                rest[m, c] = max(rest[m, c], per[m, c, i]) if m in (2, 4) else \
+                    min(rest[m, c], per[m, c, i])
         for m in range(5):
-            rest[m, c] = rest[m, c + 1] + best[m]
+            rest[m, c] += rest[m, c + 1]
     # relative margins, as _value_floor's and _contract's, for the order of the sums
     slack = 1e-10 * (1 + abs(target))
     idx = np.zeros(T, np.int64)
@@ -434,15 +433,10 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
         if settled:
             continue
         n_split += 1
-        m_lo, m_hi, g_lo, g_hi, w_m, w_g = _kept_box(keep, m_lo, m_hi, g_lo, g_hi)
-        if _out_of_room(n_split, budget, top, stack, m_lo, m_hi, g_lo, g_hi):
+        top = _split_kept(stack, top, keep, m_lo, m_hi, g_lo, g_hi, nc, ivs, lo_v, hi_v,
+                          kappa_top, n_split, budget)
+        if top < 0:
             return BUDGET, 0.0, n_split, point
-        for c in range(T):        # the children's brackets: the hull of what survived
-            lo_v[c], hi_v[c] = math.inf, -math.inf
-            for i in range(nc[c]):
-                lo_v[c], hi_v[c] = min(lo_v[c], ivs[c, i, 0]), max(hi_v[c], ivs[c, i, 1])
-        top = _push_children(stack, top, m_lo, m_hi, g_lo, g_hi, w_m, w_g, lo_v, hi_v,
-                             kappa_top)
     return CERTIFIED, 0.0, n_split, point
 
 
