@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench bench-gpu docs validate clean
+.PHONY: install numba-cache demo test test-slow bench bench-gpu docs validate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,17 +18,27 @@ $(STAMP): $(PY) pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# numba's on-disk cache is checked against each function's own file only: a caller
+# compiled before an edit to a function it calls (another module) keeps the old code.
+# The package's cache is dropped whenever any of its sources changed.
+SOURCES_HASH := $(VENV)/.sources-hash
+numba-cache: $(STAMP)
+	@h=$$(find skattn -name '*.py' | LC_ALL=C sort | xargs cat | sha256sum); \
+	if [ "$$h" != "$$(cat $(SOURCES_HASH) 2>/dev/null)" ]; then \
+		find skattn \( -name '*.nbi' -o -name '*.nbc' \) -delete; echo "$$h" > $(SOURCES_HASH); \
+	fi
+
+demo: $(STAMP) numba-cache
 	MPLBACKEND=Agg $(PY) -m skattn demo
 
 # on every core (pytest-xdist): most tests are single-threaded
-test: $(STAMP)
+test: $(STAMP) numba-cache
 	$(PY) -m pytest -q -p no:cacheprovider -n auto
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) numba-cache
 	$(PY) -m pytest -q -p no:cacheprovider -m slow
 
-bench: $(STAMP)
+bench: $(STAMP) numba-cache
 	$(PY) benchmarks/run_benchmarks.py
 	$(PY) benchmarks/prediction_engine.py
 

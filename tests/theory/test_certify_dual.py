@@ -113,6 +113,47 @@ def test_krawczyk_image_holds_the_zero(T, log_radius, seed):
         assert np.all(np.abs(x - Kc) <= Kr)
 
 
+def _dense_image(xc, r, kappa, y, work):
+    """The Krawczyk image from the whole matrices: ``x̃ − Y f`` and ``|I − Y J(X)|``'s
+    bound by numpy products over all entries, J(X) the interval hull of the Jacobian on
+    the box by its entries' ranges."""
+    T = y.shape[0]
+    n = T + 2
+    f, J, Y = work[0, 0], work[1], work[2]
+    lo, hi = J.copy(), J.copy()
+    ul, uh = np.exp(xc[:T] - r[:T]), np.exp(xc[:T] + r[:T])
+    g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
+    for c in range(T):
+        a = [u * (2 * w - y[c] - g) for u in (ul[c], uh[c]) for w in (ul[c], uh[c])
+             for g in (g_lo, g_hi)]
+        lo[c, c] = 1 + min(kappa[c] * min(a), kappa[c] * max(a))
+        hi[c, c] = 1 + max(kappa[c] * min(a), kappa[c] * max(a))
+        lo[c, T + 1], hi[c, T + 1] = sorted((-kappa[c] * ul[c], -kappa[c] * uh[c]))
+        lo[T, c], hi[T, c] = ul[c], uh[c]
+        a = [u * (2 * w - y[c]) for u in (ul[c], uh[c]) for w in (ul[c], uh[c])]
+        lo[T + 1, c], hi[T + 1, c] = min(a), max(a)
+    C = np.abs(np.eye(n) - Y @ (0.5 * (lo + hi))) + np.abs(Y) @ (0.5 * (hi - lo))
+    return xc - Y @ f, C @ r
+
+
+@settings(max_examples=300, deadline=None)
+@given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0), seed=st.integers(0, 2 ** 31))
+def test_krawczyk_image_on_the_arrowhead_is_that_of_the_whole_matrices(T, log_radius, seed):
+    # the image sums over the Jacobian's pattern only (rows c, T, T + 1 of column c; the
+    # μ and g columns): the same image as the products over every entry
+    _, kappa, y, b, xc, r = _box_around_zero(seed, T, log_radius)
+    n = T + 2
+    Kc, Kr, work = np.empty(n), np.empty(n), np.empty((7, n, n))
+    if _stationarity._krawczyk(xc, r, kappa, y, b, Kc, Kr, work):
+        centre, spread = _dense_image(xc, r, kappa, y, work)
+        scale = np.abs(work[2]) @ (np.abs(work[1]) @ (np.abs(xc) + r) + np.abs(work[0, 0]))
+        np.testing.assert_allclose(Kc, centre, rtol=0, atol=1e-12 * (1 + scale.max()))
+        # Kr adds the residual's rounding bound and a relative margin to C r
+        assert np.all(Kr >= spread * (1 - 1e-9) - 1e-12 * (1 + scale.max()))
+        ferr_part = np.abs(work[2]) @ work[0, 1]
+        assert np.all(Kr <= (spread + ferr_part) * (1 + 1e-6) + 1e-12 * (1 + scale.max()))
+
+
 @settings(max_examples=300, deadline=None)
 @given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0.5),
        seed=st.integers(0, 2 ** 31))

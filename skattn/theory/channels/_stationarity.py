@@ -115,9 +115,8 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
     n = T + 2
     f, ferr = work[0, 0], work[0, 1]
     J, Y, Jc, Jr, C = work[1], work[2], work[3], work[4], work[5]
-    # the interval hull of J on the box: centre offset from J(x̃) (Jc) and radius (Jr)
-    Jc[:, :] = 0.0
-    Jr[:, :] = 0.0
+    # the interval hull of J on the box: centre offset from J(x̃) (Jc) and radius (Jr),
+    # on J's arrowhead pattern only (the entries off it are 0 and never read)
     g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
     for c in range(T):
         ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
@@ -131,15 +130,29 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
         lo = min(ul * (2 * ul - yrow[c]), uh * (2 * ul - yrow[c]))
         hi = max(ul * (2 * uh - yrow[c]), uh * (2 * uh - yrow[c]))
         Jc[T + 1, c], Jr[T + 1, c] = 0.5 * (lo + hi) - J[T + 1, c], 0.5 * (hi - lo)
-    # |I − Y J(X)| ≤ |I − Y J(x̃) − Y Jc| + |Y| Jr, entrywise
+    # |I − Y J(X)| ≤ |I − Y J(x̃) − Y Jc| + |Y| Jr, entrywise, each sum over the rows of
+    # J's pattern in column j, in increasing order (the same sums as over all rows):
+    # column c < T has rows c, T and T + 1; column T (μ) rows < T, constant (no Jr);
+    # column T + 1 (g) rows < T and T + 1 (−1, constant)
     for i in range(n):
-        for j in range(n):
+        for j in range(T):
             cij = 1.0 if i == j else 0.0
-            rij = 0.0
-            for k in range(n):
-                cij -= Y[i, k] * (J[k, j] + Jc[k, j])
-                rij += abs(Y[i, k]) * Jr[k, j]
+            cij -= Y[i, j] * (J[j, j] + Jc[j, j])
+            cij -= Y[i, T] * (J[T, j] + Jc[T, j])
+            cij -= Y[i, T + 1] * (J[T + 1, j] + Jc[T + 1, j])
+            rij = abs(Y[i, j]) * Jr[j, j] + abs(Y[i, T]) * Jr[T, j]
+            rij += abs(Y[i, T + 1]) * Jr[T + 1, j]
             C[i, j] = abs(cij) + rij
+        c_mu = 1.0 if i == T else 0.0
+        c_g = 1.0 if i == T + 1 else 0.0
+        r_g = 0.0
+        for k in range(T):
+            c_mu -= Y[i, k] * J[k, T]
+            c_g -= Y[i, k] * (J[k, T + 1] + Jc[k, T + 1])
+            r_g += abs(Y[i, k]) * Jr[k, T + 1]
+        c_g -= Y[i, T + 1] * J[T + 1, T + 1]
+        C[i, T] = abs(c_mu)
+        C[i, T + 1] = abs(c_g) + r_g
     for i in range(n):
         step, spread = 0.0, 0.0
         for k in range(n):
