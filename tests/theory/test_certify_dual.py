@@ -113,6 +113,49 @@ def test_krawczyk_image_holds_the_zero(T, log_radius, seed):
         assert np.all(np.abs(x - Kc) <= Kr)
 
 
+@settings(max_examples=300, deadline=None)
+@given(T=st.sampled_from([3, 4, 6]), log_kappa=st.floats(-1, 2.5), seed=st.integers(0, 2 ** 31))
+def test_arrowhead_inverse_is_the_inverse(T, log_kappa, seed):
+    # the Schur-complement inverse of the stationarity Jacobian, where it is used (every
+    # diagonal entry of D large enough), is J's inverse as Gauss–Jordan's is
+    rng = np.random.default_rng(seed)
+    n = T + 2
+    x = np.concatenate([np.log(np.maximum(rng.dirichlet(np.ones(T)), 1e-9)),
+                        rng.normal(size=2)])
+    kappa = rng.normal(size=T) * 10 ** log_kappa
+    y = rng.dirichlet(np.ones(T))
+    f, ferr, J = np.empty(n), np.empty(n), np.empty((n, n))
+    _stationarity._jacobian_point(x, kappa, y, f, ferr, J)
+    Y, Y_gj = np.empty((n, n)), np.empty((n, n))
+    if _stationarity._invert_arrowhead(J, Y):
+        assert _stationarity._invert(J, Y_gj, np.empty((n, n)))
+        scale = np.abs(Y_gj).sum(axis=1).max() * np.abs(J).sum(axis=1).max()
+        np.testing.assert_allclose(Y, Y_gj, rtol=0, atol=1e-11 * scale * np.abs(Y_gj).max())
+    else:
+        d = np.abs(np.diag(J)[:T])
+        # it declines at a small pivot of D or a nearly singular J only
+        assert d.min() < _stationarity._ARROWHEAD_PIVOT * np.abs(J).max() \
+            or np.linalg.cond(J) > 1e10
+
+
+def test_arrowhead_inverse_leaves_a_small_pivot_to_gauss_jordan():
+    # a diagonal entry of D at 0 (a coordinate at F_c's turning point): the Schur form
+    # declines, and the Krawczyk centre still inverts J by pivoting
+    T, n = 4, 6
+    y = np.full(T, 0.25)
+    x = np.concatenate([np.log(np.full(T, 0.25)), [0.3, 0.0]])
+    u = 0.25
+    kappa = np.full(T, 2.0)
+    kappa[1] = -1.0 / (u * (2 * u - y[1] - x[-1]))     # J[1, 1] = 1 + κ u (2u − y − g) = 0
+    f, ferr, J = np.empty(n), np.empty(n), np.empty((n, n))
+    _stationarity._jacobian_point(x, kappa, y, f, ferr, J)
+    assert abs(J[1, 1]) < 1e-12
+    assert not _stationarity._invert_arrowhead(J, np.empty((n, n)))
+    work = np.empty((7, n, n))
+    assert _stationarity._krawczyk_centre(x, kappa, y, np.zeros(T), work)
+    np.testing.assert_allclose(work[2] @ J, np.eye(n), atol=1e-10)
+
+
 def _dense_image(xc, r, kappa, y, work):
     """The Krawczyk image from the whole matrices: ``x̃ − Y f`` and ``|I − Y J(X)|``'s
     bound by numpy products over all entries, J(X) the interval hull of the Jacobian on

@@ -139,9 +139,10 @@ def _grid():
 # below the goal of 99.9 % the test at that size is an expected failure that says so.
 # At T = 4 and 5 every uncapped point is now certified in full: points 3 and 1 stay, the
 # worst before. The star bound lifted T = 6 from 0.966 and 0.9375, its unequal splits from
-# 0.989 and 0.9805, its local pieces from 0.993 and 0.9844 (and T = 4 from 0.9999).
+# 0.989 and 0.9805, its local pieces from 0.993 and 0.9844 (and T = 4 from 0.9999), and
+# local pieces where two rows fail from 0.9954 at 8192 nodes.
 WORST_GRID_POINT = {2: (0, 1.0, 1.0), 4: (3, 1.0, 1.0), 5: (1, 1.0, 1.0),
-                    6: (2, 0.9954, 0.9922)}
+                    6: (2, 0.9960, 0.9922)}
 GOAL = 0.999
 
 

@@ -227,40 +227,51 @@ def _value_floor(xc, r, kappa, yrow, const):
 
 @_jit
 def _contract(xk, rk, yrow, margin):
+    """:func:`_contract_into` with its own scratch."""
+    return _contract_into(xk, rk, yrow, margin, np.empty((4, yrow.shape[0])))
+
+
+@_jit
+def _contract_into(xk, rk, yrow, margin, scratch):
     """Hull consistency of a combination's box ``xk ± rk`` of (v, μ, g), in place: each
     ``u_c = e^{v_c}`` within one less the others' least and greatest sums (``Σ u = 1``),
     then g within the range of ``Σ u(u − y)`` on what is left; False where the box empties
-    (no stationary point in it). ``margin``: the absolute slack of both equations."""
+    (no stationary point in it). ``margin``: the absolute slack of both equations;
+    ``scratch``: 4 × T, reused by the searches (one per combination: no allocation)."""
     T = yrow.shape[0]
-    ul, uh = np.empty(T), np.empty(T)
+    ul, uh, after_lo, after_hi = scratch[0], scratch[1], scratch[2], scratch[3]
     total_lo = 0.0
     for c in range(T):
         ul[c], uh[c] = math.exp(xk[c] - rk[c]), math.exp(xk[c] + rk[c])
         total_lo += ul[c]
     if total_lo > 1 + margin:
         return False
+    # the others' sums from the sums before and after c (not the total less u_c: a huge
+    # u_c would cancel them), each off by at most T ulps of itself
+    after_lo[T - 1], after_hi[T - 1] = 0.0, 0.0
+    for c in range(T - 1, 0, -1):
+        after_lo[c - 1], after_hi[c - 1] = after_lo[c] + ul[c], after_hi[c] + uh[c]
+    before_lo, before_hi = 0.0, 0.0
     q_lo, q_hi = 0.0, 0.0
     for c in range(T):
-        # the others' sums term by term (not the total less u_c: a huge u_c would cancel
-        # them), each off by at most T ulps of itself
-        others_lo, others_hi = 0.0, 0.0
-        for a in range(T):
-            if a != c:
-                others_lo += ul[a]
-                others_hi += uh[a]
+        others_lo, others_hi = before_lo + after_lo[c], before_hi + after_hi[c]
+        before_lo, before_hi = before_lo + ul[c], before_hi + uh[c]
         cap_lo = 1 - others_hi * (1 + 1e-12) - margin
         cap_hi = 1 - others_lo * (1 - 1e-12) + margin
         lo_v, hi_v = xk[c] - rk[c], xk[c] + rk[c]
         if cap_hi <= 0 or cap_hi < ul[c] or cap_lo > uh[c]:
             return False
+        # the ends' u, again only where an end moved
+        u_lo, u_hi = ul[c], uh[c]
         if cap_lo > ul[c]:
             lo_v = max(lo_v, math.log(cap_lo) - 1e-13 * (1 + abs(lo_v)))
+            u_lo = math.exp(lo_v)
         if cap_hi < uh[c]:
             hi_v = min(hi_v, math.log(cap_hi) + 1e-13 * (1 + abs(hi_v)))
+            u_hi = math.exp(hi_v)
         if lo_v > hi_v:
             return False
         xk[c], rk[c] = 0.5 * (lo_v + hi_v), 0.5 * (hi_v - lo_v)
-        u_lo, u_hi = math.exp(lo_v), math.exp(hi_v)
         um = min(max(0.5 * yrow[c], u_lo), u_hi)
         q_lo += um * (um - yrow[c])
         q_hi += max(u_lo * (u_lo - yrow[c]), u_hi * (u_hi - yrow[c]))
@@ -565,6 +576,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
     ivs = np.empty((T, 5, 2))
     nc = np.empty(T, np.int64)
     lo_v, hi_v, keep = np.empty(T), np.empty(T), np.empty(4)
+    scratch = np.empty((4, T))
     n_split = 0
     while top > 0:
         top -= 1
@@ -595,7 +607,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
                 rk[c] = 0.5 * (ivs[c, j, 1] - ivs[c, j, 0])
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
-            if not _contract(xk, rk, yrow, 1e-12 * T):
+            if not _contract_into(xk, rk, yrow, 1e-12 * T, scratch):
                 continue
             if _value_floor(xk, rk, kappa, yrow, const) >= target:
                 continue

@@ -56,7 +56,8 @@ others.
    piece of ``LOCAL_FRACTIONS`` of ψ_c''/2 at ``H_ac`` that proves, then pieces that
    cover each new lower point and the line tangent there, for ``LOCAL_ROUNDS`` rounds;
    Ψ_c, the largest piece valid at η, is then not convex, which the search allows. They
-   are tried where one row fails only.
+   are tried in the star under the equal split where one row fails, and under the split
+   where the others hold where two or three do.
 
 The bound holds with ``tol/T`` for each column row's tangent and ``tol/T`` for row a:
 ``F ≥ F(x) − tol``. Soundness tests: tests/theory/test_certify_star.py.
@@ -365,16 +366,15 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
     T = y.shape[0]
     H, H0, L = rows
     equal = np.full((T, T), 0.25 / s)
-    if failed.size > 1:
-        # local pieces where one row fails only: where two or three fail they certified
-        # a few more nodes at a cost near the time goal (docs: Validation report, "Local
-        # pieces of the star")
-        local_rounds = 0
+    # where two or three rows fail, local pieces under the split where the others hold
+    # only: under the equal split they certified few more nodes, at a cost (docs:
+    # Validation report, "Local pieces of the star")
+    equal_rounds = local_rounds if failed.size == 1 else 0
     centres = failed[np.argsort(excesses[failed])]      # the largest gap first
     for a in centres:
         low, excess = _descend(points[a], excesses[a], a, H, H0, L, equal, y[a], beta)
         if certify_star(H, H0, L, y, equal, beta, a, low, excess, tol, budget,
-                        local_rounds):
+                        equal_rounds):
             return True, rounds
     for a in centres if failed.size > 1 and star_rounds > 0 else ():
         held, n, _, (theta, codes, points, excesses) = split_search(

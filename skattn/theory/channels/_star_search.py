@@ -23,10 +23,10 @@ outside the domain).
    with its own κ, b and constant. The combinations are walked depth first and pruned
    on the tests that are sums over the coordinates (the value floor, ``Σ u = 1``, ``Σ
    u(u − y) = g``); where too many remain, the coordinate with the most intervals is
-   split between two groups of them, or else the (μ, g) box. Kinks are located to within a relative 1e-9
-   and enter with that slack: in the Krawczyk test as an interval of ``b_c`` (the
-   residual's bound grows by β times the half-width), in the value floor through the
-   least of the pieces on it.
+   split between two groups of them, or else the (μ, g) box. Kinks are located to within
+   a relative 1e-9 and enter with that slack: in the Krawczyk test as an interval of
+   ``b_c`` (the residual's bound grows by β times the half-width), in the value floor
+   through the least of the pieces on it.
 3. *Domain and found point.* A quadratic of positive weight below Ψ_c (the tangent of
    :mod:`._certify_star`) per coordinate, or the hull of a bounded coordinate's
    intervals: every u with ``Φ̃(u) < Φ̃(u*)`` lies in that ellipsoid times box, the first
@@ -42,9 +42,9 @@ import math
 
 import numpy as np
 
-from ._certify_dual import (_ROOT_PRECISION, _contract, _coordinate_set, _distance_to_zero,
-                            _domain, _krawczyk_drops, _log_sum_exp, _reset_keep,
-                            _split_around, _split_kept, _value_floor, _widen)
+from ._certify_dual import (_ROOT_PRECISION, _contract_into, _coordinate_set,
+                            _distance_to_zero, _domain, _krawczyk_drops, _log_sum_exp,
+                            _reset_keep, _split_around, _split_kept, _value_floor, _widen)
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
 from ._certify_split import _found_point_excluded
 from ._kernels import _jit, softmax_inplace
@@ -369,6 +369,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
     nc = np.empty(T, np.int64)
     combos = np.empty((_STAR_COMBINATIONS, T), np.int64)
     lo_v, hi_v, keep = np.empty(T), np.empty(T), np.empty(4)
+    scratch = np.empty((4, T))
     n_split = 0
     while top > 0:
         top -= 1
@@ -413,7 +414,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
                 found = found and piece[c, j] == 0 and not kink[c, j]
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
-            if not _contract(xk, rk, yrow, 1e-12 * T):
+            if not _contract_into(xk, rk, yrow, 1e-12 * T, scratch):
                 continue
             if _value_floor(xk, rk, kc, yrow, total) >= target:
                 continue

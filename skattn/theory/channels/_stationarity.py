@@ -104,7 +104,56 @@ def _krawczyk_centre(xc, kappa, yrow, b, work):
         for j in range(n):
             if not math.isfinite(J[i, j]):
                 return False
-    return _invert(J, Y, tmp)
+    return _invert_arrowhead(J, Y) or _invert(J, Y, tmp)
+
+
+# the arrowhead inverse is used where every diagonal entry of J's first T is at least this
+# fraction of J's largest entry (else Gauss–Jordan with pivoting)
+_ARROWHEAD_PIVOT = 1e-3
+
+
+@_jit
+def _invert_arrowhead(J, Y):
+    """``Y = J⁻¹`` for the arrowhead ``J = [[D, B], [C, E]]`` of the stationarity system
+    (D diagonal T × T, B T × 2, C 2 × T, E 2 × 2) by the Schur complement ``S = E −
+    C D⁻¹ B``: O(T²), against Gauss–Jordan's O(T³). False where a diagonal entry of D or
+    S's determinant is small (any Y is sound in the Krawczyk test, which bounds
+    ``I − Y J`` itself; a poor one only weakens it)."""
+    n = J.shape[0]
+    T = n - 2
+    scale = 0.0
+    for i in range(n):
+        for j in range(n):
+            scale = max(scale, abs(J[i, j]))
+    s00, s01, s10, s11 = J[T, T], J[T, T + 1], J[T + 1, T], J[T + 1, T + 1]
+    for c in range(T):
+        d = J[c, c]
+        if not abs(d) >= _ARROWHEAD_PIVOT * scale:
+            return False
+        # Y's last two rows hold C D⁻¹ for now
+        Y[T, c], Y[T + 1, c] = J[T, c] / d, J[T + 1, c] / d
+        s00 -= Y[T, c] * J[c, T]
+        s01 -= Y[T, c] * J[c, T + 1]
+        s10 -= Y[T + 1, c] * J[c, T]
+        s11 -= Y[T + 1, c] * J[c, T + 1]
+    det = s00 * s11 - s01 * s10
+    if not abs(det) > 1e-12 * (abs(s00 * s11) + abs(s01 * s10)):
+        return False
+    i00, i01, i10, i11 = s11 / det, -s01 / det, -s10 / det, s00 / det
+    for c in range(T):
+        # −S⁻¹ C D⁻¹ (the last two rows) and −D⁻¹ B S⁻¹ (the last two columns)
+        q0, q1 = Y[T, c], Y[T + 1, c]
+        Y[T, c], Y[T + 1, c] = -(i00 * q0 + i01 * q1), -(i10 * q0 + i11 * q1)
+        p0, p1 = J[c, T] / J[c, c], J[c, T + 1] / J[c, c]
+        Y[c, T], Y[c, T + 1] = -(p0 * i00 + p1 * i10), -(p0 * i01 + p1 * i11)
+    Y[T, T], Y[T, T + 1], Y[T + 1, T], Y[T + 1, T + 1] = i00, i01, i10, i11
+    # D⁻¹ + D⁻¹ B S⁻¹ C D⁻¹ = D⁻¹ − (D⁻¹ B)(−S⁻¹ C D⁻¹)
+    for i in range(T):
+        p0, p1 = J[i, T] / J[i, i], J[i, T + 1] / J[i, i]
+        for j in range(T):
+            Y[i, j] = -(p0 * Y[T, j] + p1 * Y[T + 1, j])
+        Y[i, i] += 1.0 / J[i, i]
+    return True
 
 
 @_jit

@@ -83,10 +83,12 @@ class SoftmaxChannel(_Channel):
         search of one where every row but the star's holds, before the star of that row
         under it (default 8, a class attribute; 0: the equal split only).
     star_local_rounds : int
-        T ≥ 3, with ``star_bound``: where the star still fails in one row, the rounds of
-        *local pieces*, bounds on the other rows' responses proved on an interval only,
-        as curved as those responses are there (default 2, a class attribute; 0: off;
-        the measurements: docs: Validation report, "Local pieces of the star").
+        T ≥ 3, with ``star_bound``: where the star of a failing row still fails (under
+        the equal split where one row fails, else under the split where the others
+        hold), the rounds of *local pieces*, bounds on the other rows' responses proved
+        on an interval only, as curved as those responses are there (default 2, a class
+        attribute; 0: off; the measurements: docs: Validation report, "Local pieces of
+        the star").
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
         fixed-point iterations) at the nodes that have no remembered minimiser yet, the
