@@ -57,7 +57,8 @@ others.
    cover each new lower point and the line tangent there, for ``LOCAL_ROUNDS`` rounds;
    Ψ_c, the largest piece valid at η, is then not convex, which the search allows. They
    are tried in the star under the equal split where one row fails, and under the split
-   where the others hold where two or three do.
+   where the others hold where two or three do (at most ``_SPLIT_LOCAL_ROUNDS`` rounds
+   there).
 
 The bound holds with ``tol/T`` for each column row's tangent and ``tol/T`` for row a:
 ``F ≥ F(x) − tol``. Soundness tests: tests/theory/test_certify_star.py.
@@ -104,6 +105,10 @@ _LOCAL_MIN_DISTANCE = 0.05
 LOCAL_ROUNDS = 2
 # the local stage's searches stop at this fraction of the budget of splits
 _LOCAL_BUDGET = 0.25
+# where two or three rows fail, the local stage (under the split where the others hold)
+# has at most this many rounds: a second certified no more nodes at the fitted point and
+# cost at large Σ (docs: Validation report, "Local pieces of the star")
+_SPLIT_LOCAL_ROUNDS = 1
 # the star is tried around each failing row where at most this many fail (a row that
 # fails in a column takes a negative share: see SHARES)
 _MAX_CENTRES = 3
@@ -367,9 +372,10 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
     H, H0, L = rows
     equal = np.full((T, T), 0.25 / s)
     # where two or three rows fail, local pieces under the split where the others hold
-    # only: under the equal split they certified few more nodes, at a cost (docs:
-    # Validation report, "Local pieces of the star")
+    # only (under the equal split they certified few more nodes, at a cost), and fewer
+    # rounds (docs: Validation report, "Local pieces of the star")
     equal_rounds = local_rounds if failed.size == 1 else 0
+    split_rounds = min(local_rounds, _SPLIT_LOCAL_ROUNDS)
     centres = failed[np.argsort(excesses[failed])]      # the largest gap first
     for a in centres:
         low, excess = _descend(points[a], excesses[a], a, H, H0, L, equal, y[a], beta)
@@ -387,7 +393,7 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
         split = _split_weights(theta, s, T)
         low, excess = _descend(points[a], excesses[a], a, H, H0, L, split, y[a], beta)
         if certify_star(H, H0, L, y, split, beta, a, low, excess, tol, budget,
-                        local_rounds):
+                        split_rounds):
             return True, rounds
     return False, rounds
 

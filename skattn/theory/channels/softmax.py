@@ -86,9 +86,9 @@ class SoftmaxChannel(_Channel):
         T ≥ 3, with ``star_bound``: where the star of a failing row still fails (under
         the equal split where one row fails, else under the split where the others
         hold), the rounds of *local pieces*, bounds on the other rows' responses proved
-        on an interval only, as curved as those responses are there (default 2, a class
-        attribute; 0: off; the measurements: docs: Validation report, "Local pieces of
-        the star").
+        on an interval only, as curved as those responses are there (default 2, at most
+        1 under that split; a class attribute; 0: off; the measurements: docs:
+        Validation report, "Local pieces of the star").
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
         fixed-point iterations) at the nodes that have no remembered minimiser yet, the
