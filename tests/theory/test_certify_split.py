@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.optimize import linprog
 
 from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels
 from skattn.theory.channels import _certify_split as split
@@ -171,3 +172,24 @@ def test_equal_split_row_bound_matches_the_equal_one():
         agree += np.all(codes == _certify_rows.CERTIFIED)
     assert total >= 10
     assert agree >= 0.9 * total
+
+
+@settings(max_examples=200, deadline=None)
+@given(n_pairs=st.sampled_from([3, 6, 10, 15]), seed=st.integers(0, 2 ** 31))
+def test_one_cut_split_is_the_linear_programme_optimum(n_pairs, seed):
+    # one cut: the best split in closed form (each share at the end its slope points to)
+    # reaches the optimum of the linear programme that two or more cuts go to
+    rng = np.random.default_rng(seed)
+    g = rng.normal(size=n_pairs) * (rng.uniform(size=n_pairs) < 0.7)
+    e = rng.normal()
+    lower = rng.uniform(0.0, 1.0, n_pairs)
+    upper = lower + rng.uniform(0.01, 1.0, n_pairs)
+    theta, value = split._best_split([g], [e], lower, upper)
+    lp = linprog(np.r_[np.zeros(n_pairs), -1.0], A_ub=np.r_[-g, 1.0][None], b_ub=[e],
+                 bounds=list(zip(lower, upper)) + [(None, None)], method="highs")
+    assert np.all((lower <= theta) & (theta <= upper))
+    assert value == pytest.approx(e + g @ theta, abs=1e-12)
+    assert value == pytest.approx(-lp.fun, rel=1e-9, abs=1e-9)
+    # two copies of the cut go through the linear programme: the same optimum
+    two = split._best_split([g, g], [e, e], lower, upper)[1]
+    assert two == pytest.approx(value, rel=1e-7, abs=1e-9)
