@@ -82,6 +82,19 @@ def _valid(pieces, valid):
     return np.asarray(valid, float).reshape(len(pieces), 2)
 
 
+def _tops(pieces, ranges, xs):
+    """The largest valid piece at each of the points ``xs`` (−1 where none is valid); a
+    tie (pieces tangent there, or rounding) goes to the most curved: the largest on both
+    sides of a point where pieces touch, so that no kink is made there."""
+    on = (ranges[:, :1] <= xs) & (xs <= ranges[:, 1:])
+    values = np.where(on, pieces @ np.stack([xs * xs, xs, np.ones_like(xs)]), -math.inf)
+    best = values.max(axis=0)
+    ties = values >= best - 1e-12 * (1 + np.abs(best))
+    tops = np.argmax(np.where(ties, pieces[:, :1], -math.inf), axis=0)
+    tops[~on.any(axis=0)] = -1
+    return tops
+
+
 def branches(pieces, valid=None):
     """The branches of ``Ψ(η) = max q_p(η)`` over the pieces valid at η (docstring 3),
     ``pieces`` rows ``(A2, A1, A0)`` of ``q_p(η) = A2 η² + A1 η + A0``, ``valid`` rows
@@ -107,25 +120,14 @@ def branches(pieces, valid=None):
                 cuts.append(-a1 / (2 * a2))
     cuts = sorted(set(x for x in cuts if math.isfinite(x)))
 
-    def top(x):
-        on = (ranges[:, 0] <= x) & (x <= ranges[:, 1])
-        if not on.any():
-            return -1
-        values = np.where(on, pieces @ np.array([x * x, x, 1.0]), -math.inf)
-        # a tie (pieces tangent at x, or rounding) goes to the most curved: the largest
-        # on both sides of a point where pieces touch, so that no kink is made there
-        best = values.max()
-        ties = values >= best - 1e-12 * (1 + abs(best))
-        return int(np.argmax(np.where(ties, pieces[:, 0], -math.inf)))
-
     if not cuts:
-        p = top(0.0)
+        p = int(_tops(pieces, ranges, np.zeros(1))[0])
         return [] if p < 0 else [(p, -math.inf, math.inf, False, -1)]
     probes = [cuts[0] - 1 - abs(cuts[0])] + [0.5 * (l + r) for l, r in zip(cuts, cuts[1:])] \
         + [cuts[-1] + 1 + abs(cuts[-1])]
+    tops = _tops(pieces, ranges, np.array(probes))
     runs = []                     # (piece, left end) of each maximal run
-    for k, x in enumerate(probes):
-        p = top(x)
+    for k, p in enumerate(tops.tolist()):
         if not runs or runs[-1][0] != p:
             runs.append((p, -math.inf if k == 0 else cuts[k - 1]))
     out = []
