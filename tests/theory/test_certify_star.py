@@ -2,6 +2,8 @@
 maximum of quadratics, the column rows' certified minorants, and that neither the star's
 search nor the whole star certificate ever certifies a worse local minimum."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -408,42 +410,55 @@ def test_boxed_concave_coordinate_certifies_the_least_point(T):
     assert right >= 0.9 * total
 
 
-@pytest.mark.parametrize("T", [3, 4])
-def test_local_pieces_are_minorants_on_their_interval(T):
-    # a proved local piece lies below ψ_c + row a's quadratic all over its interval
-    # (BFGS's estimate of ψ_c), though more curved than W_ca where ψ_c is; and a piece far
-    # more curved than ψ_c is never proved (the proof can fail)
+def _equal_split_columns(T, rng):
+    """Column rows of the star under the equal split whose tangent proves, over one
+    node in four of the two-basin samples: ``(rows, yrow, W, a, c, column)``."""
     ch, omega, y, _ = two_basin_samples(T, n=40)
     sigma, beta = 0.5, ch.beta_
-    rng = np.random.default_rng(2)
-    proved = steep = refused = 0
     for n in range(0, 40, 4):
         Wsplit = np.full((T, T), 1 / (4 * sigma))
         x = newton_ends(ch, omega[n], y[n], sigma, rng)[0][1]
         rows = _certify_dual.found_rows(x, omega[n], y[n], sigma, ch.basis, ch._index,
                                         ch._scale, beta)
-        H, H0 = rows[0], rows[1]
         a = n % T
         for c in range(T):
             if c == a:
                 continue
             col = star._Column(*rows, y[n], Wsplit, beta, a, c, TOL, 2000)
-            if not col.tangent():
+            if col.tangent():
+                yield rows, y[n], Wsplit, a, c, col
+
+
+def _below_psi(q, rows, yrow, W, beta, a, c, etas, rng):
+    """Whether the piece q lies below ψ_c + row a's quadratic at each η (BFGS's estimate
+    of ψ_c)."""
+    H0 = rows[1]
+    return all(q @ np.array([eta ** 2, eta, 1.0])
+               <= _column_psi(*rows, yrow, W, beta, a, c, eta, rng)
+               + W[a, c] * (eta - H0[a, c]) ** 2 + 1e-7 for eta in etas)
+
+
+@pytest.mark.parametrize("T", [3, 4])
+def test_local_pieces_are_minorants_on_their_interval(T):
+    # a proved local piece lies below ψ_c + row a's quadratic all over its interval
+    # (BFGS's estimate of ψ_c), though more curved than W_ca where ψ_c is; and a piece far
+    # more curved than ψ_c is never proved (the proof can fail)
+    rng = np.random.default_rng(2)
+    proved = steep = refused = 0
+    for rows, yrow, W, a, c, col in _equal_split_columns(T, rng):
+        H = rows[0]
+        eps = 1e-4
+        half = (col.slope_at(H[a, c] + eps) - col.slope_at(H[a, c] - eps)) / (4 * eps)
+        for k, r in ((0.9 * half, 0.3), (0.7 * half, 1.0)):
+            q = col.local(k, H[a, c] - r, H[a, c] + r)
+            if q is None:
                 continue
-            eps = 1e-4
-            half = (col.slope_at(H[a, c] + eps) - col.slope_at(H[a, c] - eps)) / (4 * eps)
-            for k, r in ((0.9 * half, 0.3), (0.7 * half, 1.0)):
-                q = col.local(k, H[a, c] - r, H[a, c] + r)
-                if q is None:
-                    continue
-                proved += 1
-                steep += k > col.W
-                for eta in H[a, c] + np.linspace(-r, r, 7):
-                    psi = _column_psi(*rows, y[n], Wsplit, beta, a, c, eta, rng)
-                    assert q @ np.array([eta ** 2, eta, 1.0]) <= \
-                        psi + Wsplit[a, c] * (eta - H0[a, c]) ** 2 + 1e-7
-            refused += col.local(4 * abs(half) + 4 * col.W, H[a, c] - 1.0,
-                                 H[a, c] + 1.0) is None
+            proved += 1
+            steep += k > col.W
+            assert _below_psi(q, rows, yrow, W, col.beta, a, c,
+                              H[a, c] + np.linspace(-r, r, 7), rng)
+        refused += col.local(4 * abs(half) + 4 * col.W, H[a, c] - 1.0,
+                             H[a, c] + 1.0) is None
     assert proved >= 5 and steep >= 1 and refused >= 5
 
 
@@ -535,3 +550,73 @@ def test_local_pieces_certify_a_node_where_two_rows_fail():
     assert not ok and np.sum(first[0] != _certify_rows.CERTIFIED) == 2
     assert not star.certify_sample(*args, local_rounds=0)[0]
     assert star.certify_sample(*args, local_rounds=2)[0]
+
+
+# another node of T = 6 grid point 2: the stars' local pieces leave a lower point that
+# pieces centred there close
+_OFF_CENTRE_NODE = dict(
+    beta=3.493784039170011, sigma=0.4337289426027357,
+    x=np.array([
+        -0.00419485543355835, -0.00012352258869800664, -0.08855862367068267,
+        -0.0028083958398226632, 0.08475907785807119, 0.01995319607860487,
+        0.00042491423234400366, -0.006540948023868086, -0.12327292714568276,
+        -0.010077691582123616, 0.04946217190503232, 0.0662530238869131,
+        0.001372717844574638, -0.3130803913131799, -0.04348515938852211,
+        -0.051694270933090106, -0.011149944805211254, -0.05679399426709331,
+        0.32171846780128316, -0.07895549233984941]),
+    omega=np.array([
+        0.03956834174905479, -0.1716272152029714, 1.6334169798404725, -2.259601966307072,
+        0.8063023479029502, 0.043350883932709895, -0.5975206390756893, 0.2854908482556154,
+        1.505140463933582, -1.1564875359220468, 0.7977122849673987, 2.6292949005712876,
+        -1.041915283893359, 2.011641153510161, -0.9185785624757509, -3.6772160985896334,
+        1.462237761898964, 0.16428522061204054, 0.5737354706398874, -2.1309051330440285,
+        1.4684558275705764]),
+    y=np.array([
+        2.2160210654953175e-05, 1.653711730316601e-06, 0.0001763298899211642,
+        0.9985215319795133, 2.8548361515274962e-08, 0.0012782956598187418,
+        4.699925169630627e-06, 2.2671077383444643e-05, 0.9950212024776907,
+        8.728073995357047e-08, 0.004951159166289334, 1.800727268818101e-07,
+        0.00046651755844114424, 0.9262820675575135, 0.05470856501517475,
+        2.0890541931262664e-10, 0.018398957726376692, 0.00014389193358849795,
+        0.5619074529804754, 1.728202548683982e-08, 4.443395867954803e-11,
+        4.370605674858683e-09, 0.4380925143964095, 1.0926050028780564e-08,
+        3.5991266310628693e-08, 0.0021963001487335597, 0.008767324946826789,
+        0.9814640891038493, 0.004279544889971033, 0.00329270491935292, 0.2507342290202094,
+        1.2427939096980878e-05, 0.010667845133302595, 3.80836125419907e-06,
+        0.5122938998775846, 0.22628778966855223]).reshape(6, 6))
+
+
+def test_off_centre_pieces_certify_a_node_local_pieces_leave():
+    node = _OFF_CENTRE_NODE
+    ch = SoftmaxChannel(6, beta=node["beta"])
+    args = (node["x"], node["omega"], node["y"], node["sigma"], ch.basis, ch._index,
+            ch._scale, node["beta"], 1e-9, 2000)
+    assert not star.certify_sample(*args, off_centre_rounds=0)[0]
+    assert star.certify_sample(*args, off_centre_rounds=1)[0]
+    # no off-centre rounds where the local stage is off
+    assert not star.certify_sample(*args, local_rounds=0, off_centre_rounds=1)[0]
+
+
+@pytest.mark.parametrize("T", [3, 4])
+def test_off_centre_pieces_are_minorants_on_their_interval(T):
+    # a proved off-centre piece lies below ψ_c + row a's quadratic all over its interval
+    # (BFGS's estimate of ψ_c), touches it at its centre, and a piece far more curved
+    # than ψ_c is never proved (the proof can fail)
+    rng = np.random.default_rng(3)
+    proved = refused = 0
+    for rows, yrow, W, a, c, col in _equal_split_columns(T, rng):
+        H = rows[0]
+        for p, r in ((H[a, c] + 0.6, 0.3), (H[a, c] - 0.8, 0.5)):
+            q = col.off_centre(p, p - r, p + r, 500)
+            if q is None:
+                continue
+            proved += 1
+            assert _below_psi(q, rows, yrow, W, col.beta, a, c, p + np.linspace(-r, r, 7),
+                              rng)
+            # (held by a penalty of 1e6·W: the centre's value is that close)
+            assert abs(q @ np.array([p * p, p, 1.0]) - col.response(p)) < 1e-5
+        # ψ_c''/2 + W far exceeded: the piece must fail
+        with mock.patch.object(star, "_OFF_CENTRE_FRACTIONS", (40.0,)):
+            refused += col.off_centre(H[a, c] + 0.6, H[a, c] + 0.1, H[a, c] + 1.1,
+                                      500) is None
+    assert proved >= 5 and refused >= 5

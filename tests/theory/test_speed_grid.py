@@ -140,9 +140,10 @@ def _grid():
 # At T = 4 and 5 every uncapped point is now certified in full: points 3 and 1 stay, the
 # worst before. The star bound lifted T = 6 from 0.966 and 0.9375, its unequal splits from
 # 0.989 and 0.9805, its local pieces from 0.993 and 0.9844 (and T = 4 from 0.9999), and
-# local pieces where two rows fail from 0.9954 at 8192 nodes.
+# local pieces where two rows fail from 0.9954 at 8192 nodes, off-centre pieces (and the
+# local searches' full budget) from 0.9960 there (256 nodes: the same 0.9922).
 WORST_GRID_POINT = {2: (0, 1.0, 1.0), 4: (3, 1.0, 1.0), 5: (1, 1.0, 1.0),
-                    6: (2, 0.9960, 0.9922)}
+                    6: (2, 0.9971, 0.9922)}
 GOAL = 0.999
 
 

@@ -60,6 +60,16 @@ others.
    where the others hold where two or three do (at most ``_SPLIT_LOCAL_ROUNDS`` rounds
    there).
 
+7. *Off-centre pieces.* Where the star still shows a lower point u after the local
+   stage, each column row gets a piece centred at ``p = u_c``: with ``h_p`` row c's least
+   with entry a held at p and ``λ = ∂φ_c/∂h_a`` there (``h_p`` is then stationary for
+   ``φ_c(h) − λ h_a − k (h_a − p)²``), the search of :mod:`._star_search` proves that
+   problem's least on an interval I ∋ p (which leaves out ``H_ac``), so ``ψ_c(η) ≥
+   φ_c(h_p) − λ p − tol_c + (λ − ν_ca) η + k (η − p)²`` on I. The local and off-centre
+   rounds run only where the column rows' own least values at the lower point lift it
+   by enough (``_HOPE_FACTOR``): where they do not, ψ_c itself leaves the star below
+   the found value there, and no minorant of it can close the node.
+
 The bound holds with ``tol/T`` for each column row's tangent and ``tol/T`` for row a:
 ``F ≥ F(x) − tol``. Soundness tests: tests/theory/test_certify_star.py.
 """
@@ -103,8 +113,21 @@ LOCAL_FRACTIONS = (0.95, 0.8, 0.6, 0.4)
 _LOCAL_MIN_DISTANCE = 0.05
 # the rounds of the local stage, the default of ``SoftmaxChannel.star_local_rounds``
 LOCAL_ROUNDS = 2
-# the local stage's searches stop at this fraction of the budget of splits
-_LOCAL_BUDGET = 0.25
+# off-centre pieces (docstring 7): rounds after the local stage, each piece's interval
+# ``p ± r·|p − H_ac|`` for r = _OFF_CENTRE_RADIUS (kept off ``H_ac ±`` _OFF_CENTRE_MARGIN
+# times that distance), its curvature the largest of _OFF_CENTRE_FRACTIONS of ψ_c''/2 at
+# p that proves, its proof's budget _OFF_CENTRE_BUDGET of the splits (docs: Validation
+# report, "Off-centre pieces")
+_OFF_CENTRE_ROUNDS = 1
+_OFF_CENTRE_RADIUS = 0.5
+_OFF_CENTRE_MARGIN = 0.02
+_OFF_CENTRE_FRACTIONS = (0.8, 0.4)
+_OFF_CENTRE_BUDGET = 0.25
+# a round of the local or off-centre stage runs only where the column rows' own least
+# values at the star's lower point (held there by Newton) lift Φ̃ at that point by at
+# least this many times its depth below the found value: otherwise no piece of theirs
+# can close it (the rule decides the work, not the proof)
+_HOPE_FACTOR = 1.5
 # where two or three rows fail, the local stage (under the split where the others hold)
 # has at most this many rounds: a second certified no more nodes at the fitted point and
 # cost at large Σ (docs: Validation report, "Local pieces of the star")
@@ -249,20 +272,100 @@ class _Column:
         m = min(f_best - self.tol, top - self.tol - V * (H - H0) ** 2 - slope * H)
         return np.array([V, -2 * V * H0 + slope, V * H0 ** 2 + m])
 
-    def slope_at(self, eta):
-        """``λ`` of the line tangent to ψ_c at η: ``∂φ_c/∂h_a`` at row c's least with
-        ``h_a`` held at η (held by a weight 1e6 times W there; an approximation, which
-        changes only how tight the line is)."""
+    def held(self, eta, start=None):
+        """Row c's least with ``h_a`` held at η (by a weight 1e6 times W there; Newton
+        from ``start``, by default the found row) and ``λ = ∂φ_c/∂h_a`` there: the point
+        and λ, approximations (they set how tight a piece is, never whether it holds)."""
         a, beta, y = self.a, self.beta, self.y_row
         w, centre = self.w.copy(), self.centre.copy()
         w[a], centre[a] = 1e6 * self.W, eta
-        h0 = self.H_row.copy()
+        h0 = (self.H_row if start is None else start).copy()
         h0[a] = eta
         h, _ = _descend_row(h0, centre, 0.0, w, y, beta)
         e = np.exp(beta * (h - h.max()))
         e /= e.sum()
         g = e @ (e - y)
-        return 2 * self.W * (h[a] - self.centre[a]) + 2 * beta * e[a] * (e[a] - y[a] - g)
+        return h, 2 * self.W * (h[a] - self.centre[a]) + 2 * beta * e[a] * (e[a] - y[a] - g)
+
+    def slope_at(self, eta):
+        """``λ`` of the line tangent to ψ_c at η (:meth:`held`)."""
+        return self.held(eta)[1]
+
+    def response(self, eta):
+        """ψ_c(η) plus row a's own quadratic, at row c's least held at η (:meth:`held`;
+        an upper estimate: a local least)."""
+        h, _ = self.held(eta)
+        a = self.a
+        return (_weighted_value(h, self.centre, self.offset, self.w, self.y_row, self.beta,
+                                np.empty(h.shape[0]))
+                - self.nu[a] * eta + self.W_own * (eta - self.H0_row[a]) ** 2)
+
+    def top(self, eta):
+        """Ψ_c(η): the largest of the pieces valid at η (−∞ where none is)."""
+        pieces, valid = self.star_pieces()
+        x = np.array([eta * eta, eta, 1.0])
+        return max((q @ x for q, (lo, hi) in zip(pieces, valid) if lo <= eta <= hi),
+                   default=-math.inf)
+
+    def off_centre(self, p, lo, hi, budget):
+        """The piece centred at ``p`` (module docstring 7), valid on ``[lo, hi]`` ∋ p: the
+        most curved of _OFF_CENTRE_FRACTIONS of ψ_c''/2 at p that proves, or None."""
+        W, V, a, beta, y = self.W, self.W_own, self.a, self.beta, self.y_row
+        z = self.centre[a]
+        h_p, lam = self.held(p)
+        eps = 1e-4
+        half = (self.held(p + eps, h_p)[1] - self.held(p - eps, h_p)[1]) / (4 * eps)
+        for fraction in _OFF_CENTRE_FRACTIONS:
+            k = fraction * half
+            if abs(W - k) < _LOCAL_GAP * W or V + k <= 0:
+                continue
+            # φ_c(h) − λ h_a − k (h_a − p)² in the weighted row's form, and its least
+            # near h_p (the found point of its proof)
+            w, centre = self.w.copy(), self.centre.copy()
+            w[a] = W - k
+            centre[a] = (2 * W * z + lam - 2 * k * p) / (2 * (W - k))
+            offset = self.offset + W * z * z - k * p * p - (W - k) * centre[a] ** 2
+            h, f = _descend_row(h_p, centre, offset, w, y, beta)
+            if not lo < h[a] < hi or np.max(np.abs(h - h_p)) > 0.1:
+                continue
+            pieces = [np.array([[wc, -2 * wc * zc, wc * zc * zc]])
+                      for wc, zc in zip(self.w, self.centre)]
+            pieces[a] = np.array([[W - k, -2 * W * z - lam + 2 * k * p,
+                                   W * z * z - k * p * p + self.offset]])
+            valid = [None] * len(pieces)
+            valid[a] = [[lo, hi]]
+            domain = [q[0] for q in pieces]
+            domain[a] = None
+            if star_bound(pieces, h.copy(), y, beta, self.tol, budget, valid,
+                          domain)[0] == CERTIFIED:
+                H0 = self.H0_row[a]
+                return np.array([V + k, -2 * V * H0 + lam - self.nu[a] - 2 * k * p,
+                                 V * H0 ** 2 + k * p * p + f - self.tol])
+        return None
+
+    def add_off_centre(self, p):
+        """Add the piece centred at the star's lower point's entry p (docstring 7), on
+        ``p ± _OFF_CENTRE_RADIUS·|p − H_ac|`` less a margin around ``H_ac``."""
+        H = self.H_row[self.a]
+        distance = abs(p - H)
+        lo, hi = p - _OFF_CENTRE_RADIUS * distance, p + _OFF_CENTRE_RADIUS * distance
+        if p > H:
+            lo = max(lo, H + _OFF_CENTRE_MARGIN * distance)
+        else:
+            hi = min(hi, H - _OFF_CENTRE_MARGIN * distance)
+        q = self.off_centre(p, lo, hi, max(1, int(_OFF_CENTRE_BUDGET * self.budget)))
+        if q is not None:
+            self.locals.append((q, (lo, hi)))
+
+
+def _hopeless(columns, point, below, H, a):
+    """Whether the column rows' own least values at the star's lower point (their
+    :meth:`_Column.response`, an upper estimate) lift Φ̃ there by less than
+    ``_HOPE_FACTOR`` times its depth ``−below``: then no minorant of ψ_c is likely to
+    close the node (module docstring 7)."""
+    lift = sum(max(col.response(point[c]) - col.top(point[c]), 0.0)
+               for c, col in columns.items() if abs(point[c] - H[a, c]) > 1e-6)
+    return lift < _HOPE_FACTOR * -below
 
 
 def _prune(pieces, lift):
@@ -287,14 +390,15 @@ def _prune(pieces, lift):
 
 
 def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget,
-                 local_rounds=LOCAL_ROUNDS):
+                 local_rounds=LOCAL_ROUNDS, off_centre_rounds=_OFF_CENTRE_ROUNDS):
     """Certify the sample whose rows H, H0, L (:func:`._certify_dual.found_rows`) fail the
     row-wise bound under the split ``Wsplit`` in row a (the others may fail too), with row
     a's lower point ``low`` and its ``excess`` (< 0) over the found row, by the star bound
     (module docstring). Where the search shows a point below the found value, each column
     row gets the line tangent to its response there and the search runs again (up to
-    ``_REFINE`` times); then up to ``local_rounds`` rounds of local pieces (docstring 6).
-    Returns True where ``F ≥ F(x) − tol`` is proved."""
+    ``_REFINE`` times); then up to ``local_rounds`` rounds of local pieces (docstring 6)
+    and ``off_centre_rounds`` of off-centre ones (docstring 7). Returns True where
+    ``F ≥ F(x) − tol`` is proved."""
     T = y.shape[0]
     columns = {}
     for c in range(T):
@@ -332,6 +436,8 @@ def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget,
             break
         add_lines(point)
     for rounds in range(local_rounds):
+        if _hopeless(columns, point, below, H, a):
+            return False
         for c, col in columns.items():
             if rounds == 0:
                 col.add_local(max(abs(low[c] - H[a, c]), _LOCAL_MIN_DISTANCE))
@@ -341,7 +447,17 @@ def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget,
             if distance > 0.9 * col.covered() and distance > 1e-3:
                 col.add_local(1.3 * distance)
         add_lines(point)
-        code, _, point, below = search(max(1, int(_LOCAL_BUDGET * budget)))
+        code, _, point, below = search()
+        if code != NONCONVEX:
+            return code == CERTIFIED
+    for rounds in range(off_centre_rounds):
+        if _hopeless(columns, point, below, H, a):
+            return False
+        for c, col in columns.items():
+            if abs(point[c] - H[a, c]) > 1e-3:
+                col.add_off_centre(point[c])
+        add_lines(point)
+        code, _, point, below = search()
         if code != NONCONVEX:
             return code == CERTIFIED
     return False
@@ -349,13 +465,15 @@ def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget,
 
 def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
                    max_rounds=MAX_ROUNDS, min_share=MIN_SHARE, star=True,
-                   star_rounds=STAR_SPLIT_ROUNDS, local_rounds=LOCAL_ROUNDS):
+                   star_rounds=STAR_SPLIT_ROUNDS, local_rounds=LOCAL_ROUNDS,
+                   off_centre_rounds=_OFF_CENTRE_ROUNDS):
     """Certify ``x`` global for one T ≥ 3 sample: the split search of
     :func:`._certify_split.certify_by_split`, then, where every split fails and the equal
     split failed in at most ``_MAX_CENTRES`` rows, the star bound around each of them in
     turn, the largest gap first (``star``; module docstring): under the equal split, then,
     where several rows failed, under a split where every row but the star's holds (the
-    split search with that row left out, docstring 5).
+    split search with that row left out, docstring 5). ``off_centre_rounds`` rounds of
+    off-centre pieces (docstring 7) follow in each star, none where ``local_rounds`` is 0.
 
     Returns ``(certified, rounds)``: True where ``F ≥ F(x) − tol`` is proved everywhere;
     ``rounds`` the splits tried."""
@@ -376,11 +494,12 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
     # rounds (docs: Validation report, "Local pieces of the star")
     equal_rounds = local_rounds if failed.size == 1 else 0
     split_rounds = min(local_rounds, _SPLIT_LOCAL_ROUNDS)
+    off_rounds = off_centre_rounds if local_rounds > 0 else 0
     centres = failed[np.argsort(excesses[failed])]      # the largest gap first
     for a in centres:
         low, excess = _descend(points[a], excesses[a], a, H, H0, L, equal, y[a], beta)
         if certify_star(H, H0, L, y, equal, beta, a, low, excess, tol, budget,
-                        equal_rounds):
+                        equal_rounds, off_rounds):
             return True, rounds
     for a in centres if failed.size > 1 and star_rounds > 0 else ():
         held, n, _, (theta, codes, points, excesses) = split_search(
@@ -393,7 +512,7 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
         split = _split_weights(theta, s, T)
         low, excess = _descend(points[a], excesses[a], a, H, H0, L, split, y[a], beta)
         if certify_star(H, H0, L, y, split, beta, a, low, excess, tol, budget,
-                        split_rounds):
+                        split_rounds, off_rounds):
             return True, rounds
     return False, rounds
 

@@ -87,7 +87,8 @@ class SoftmaxChannel(_Channel):
         the equal split where one row fails, else under the split where the others
         hold), the rounds of *local pieces*, bounds on the other rows' responses proved
         on an interval only, as curved as those responses are there (default 2, at most
-        1 under that split; a class attribute; 0: off; the measurements: docs:
+        1 under that split; a class attribute; 0: off, and with it the round of pieces
+        centred at the star's lower point that follows; the measurements: docs:
         Validation report, "Local pieces of the star").
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
