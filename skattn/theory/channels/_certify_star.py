@@ -198,32 +198,38 @@ class _Column:
         k`` may be negative: the box keeps the problem bounded). Returns the piece, or
         None where it is not proved (docstring 6)."""
         W, V, a = self.W, self.W_own, self.a
-        H, H0 = self.H_row[a], self.H0_row[a]
+        H = self.H_row[a]
         if not lo < H < hi or abs(W - k) < _LOCAL_GAP * W or V + k <= 0:
             return None
-        pieces = [np.array([[w, -2 * w * z, w * z * z]]) for w, z in zip(self.w, self.centre)]
-        w, z = self.w[a], self.centre[a]
-        pieces[a] = np.array([[w - k, -2 * w * z + 2 * k * H, w * z * z - k * H * H]])
+        return self._boxed_piece(k, H, 0.0, self.H_row, self.found, lo, hi, self.budget)
+
+    def _boxed_piece(self, k, p, lam, h, f, lo, hi, budget):
+        """Prove ``φ_c(h) − λ h_a − k (h_a − p)² ≥ f − tol_c`` for ``h_a ∈ [lo, hi]`` by
+        :func:`star_bound` on row c with entry a boxed there, from its stationary point h
+        of value f (the local pieces: p = ``H_ac``, λ = 0; the off-centre ones, docstring
+        7). Returns the piece of u_c it gives, row a's quadratic added, or None."""
+        W, V, a = self.W, self.W_own, self.a
+        z = self.centre[a]
+        pieces = [np.array([[w, -2 * w * c, w * c * c]]) for w, c in zip(self.w, self.centre)]
+        pieces[a] = np.array([[W - k, -2 * W * z - lam + 2 * k * p, W * z * z - k * p * p]])
         pieces[a][0, 2] += self.offset
         valid = [None] * len(pieces)
         valid[a] = [[lo, hi]]
         domain = [q[0] for q in pieces]
         domain[a] = None
-        code = star_bound(pieces, self.H_row.copy(), self.y_row, self.beta, self.tol,
-                          self.budget, valid, domain)[0]
-        if code != CERTIFIED:
+        if star_bound(pieces, h.copy(), self.y_row, self.beta, self.tol, budget, valid,
+                      domain)[0] != CERTIFIED:
             return None
-        return np.array([V + k, -2 * V * H0 - self.nu[a] - 2 * k * H,
-                         V * H0 ** 2 + k * H ** 2 + self.found - self.tol])
+        H0 = self.H0_row[a]
+        return np.array([V + k, -2 * V * H0 + lam - self.nu[a] - 2 * k * p,
+                         V * H0 ** 2 + k * p ** 2 + f - self.tol])
 
     def add_local(self, distance):
         """Add, for each radius of LOCAL_RADII, the most curved local piece (of
         LOCAL_FRACTIONS of ψ_c''/2 at ``H_ac``) on ``H_ac ± r·distance`` that proves and
         is more curved than the tangent."""
         if self.half_curvature is None:
-            # ψ_c''/2 by a central difference of its slope (the choice of k only)
-            eps, H = 1e-4, self.H_row[self.a]
-            self.half_curvature = (self.slope_at(H + eps) - self.slope_at(H - eps)) / (4 * eps)
+            self.half_curvature = self.half_curvature_at(self.H_row[self.a])
         H = self.H_row[self.a]
         for r in LOCAL_RADII:
             for f in LOCAL_FRACTIONS:
@@ -291,6 +297,11 @@ class _Column:
         """``λ`` of the line tangent to ψ_c at η (:meth:`held`)."""
         return self.held(eta)[1]
 
+    def half_curvature_at(self, eta, start=None):
+        """ψ_c''(η)/2 by a central difference of its slope (it sets a piece's k only)."""
+        eps = 1e-4
+        return (self.held(eta + eps, start)[1] - self.held(eta - eps, start)[1]) / (4 * eps)
+
     def response(self, eta):
         """ψ_c(η) plus row a's own quadratic, at row c's least held at η (:meth:`held`;
         an upper estimate: a local least)."""
@@ -310,14 +321,13 @@ class _Column:
     def off_centre(self, p, lo, hi, budget):
         """The piece centred at ``p`` (module docstring 7), valid on ``[lo, hi]`` ∋ p: the
         most curved of _OFF_CENTRE_FRACTIONS of ψ_c''/2 at p that proves, or None."""
-        W, V, a, beta, y = self.W, self.W_own, self.a, self.beta, self.y_row
+        W, a = self.W, self.a
         z = self.centre[a]
         h_p, lam = self.held(p)
-        eps = 1e-4
-        half = (self.held(p + eps, h_p)[1] - self.held(p - eps, h_p)[1]) / (4 * eps)
+        half = self.half_curvature_at(p, h_p)
         for fraction in _OFF_CENTRE_FRACTIONS:
             k = fraction * half
-            if abs(W - k) < _LOCAL_GAP * W or V + k <= 0:
+            if abs(W - k) < _LOCAL_GAP * W or self.W_own + k <= 0:
                 continue
             # φ_c(h) − λ h_a − k (h_a − p)² in the weighted row's form, and its least
             # near h_p (the found point of its proof)
@@ -325,22 +335,12 @@ class _Column:
             w[a] = W - k
             centre[a] = (2 * W * z + lam - 2 * k * p) / (2 * (W - k))
             offset = self.offset + W * z * z - k * p * p - (W - k) * centre[a] ** 2
-            h, f = _descend_row(h_p, centre, offset, w, y, beta)
+            h, f = _descend_row(h_p, centre, offset, w, self.y_row, self.beta)
             if not lo < h[a] < hi or np.max(np.abs(h - h_p)) > 0.1:
                 continue
-            pieces = [np.array([[wc, -2 * wc * zc, wc * zc * zc]])
-                      for wc, zc in zip(self.w, self.centre)]
-            pieces[a] = np.array([[W - k, -2 * W * z - lam + 2 * k * p,
-                                   W * z * z - k * p * p + self.offset]])
-            valid = [None] * len(pieces)
-            valid[a] = [[lo, hi]]
-            domain = [q[0] for q in pieces]
-            domain[a] = None
-            if star_bound(pieces, h.copy(), y, beta, self.tol, budget, valid,
-                          domain)[0] == CERTIFIED:
-                H0 = self.H0_row[a]
-                return np.array([V + k, -2 * V * H0 + lam - self.nu[a] - 2 * k * p,
-                                 V * H0 ** 2 + k * p * p + f - self.tol])
+            q = self._boxed_piece(k, p, lam, h, f, lo, hi, budget)
+            if q is not None:
+                return q
         return None
 
     def add_off_centre(self, p):
