@@ -2,6 +2,7 @@
 maximum of quadratics, the column rows' certified minorants, and that neither the star's
 search nor the whole star certificate ever certifies a worse local minimum."""
 
+import itertools
 from unittest import mock
 
 import numpy as np
@@ -620,3 +621,23 @@ def test_off_centre_pieces_are_minorants_on_their_interval(T):
             refused += col.off_centre(H[a, c] + 0.6, H[a, c] + 0.1, H[a, c] + 1.1,
                                       500) is None
     assert proved >= 5 and refused >= 5
+
+
+def test_held_answer_kept_for_the_same_point_only():
+    # the column keeps its last held least from the found row: the same answer as a fresh
+    # column's Newton at that point, a copy each time, and never reused at another point
+    rng = np.random.default_rng(5)
+    for rows, yrow, W, a, c, col in itertools.islice(_equal_split_columns(3, rng), 4):
+        fresh = star._Column(*rows, yrow, W, col.beta, a, c, TOL, 2000)
+        eta = rows[0][a, c] + 0.4
+        h, lam = col.held(eta)
+        h[:] = np.nan                              # the caller's copy, not the kept one
+        h2, lam2 = col.held(eta)
+        h3, lam3 = fresh.held(eta)
+        np.testing.assert_array_equal(h2, h3)
+        assert lam2 == lam3 == lam
+        h2[:] = np.nan
+        np.testing.assert_array_equal(col.held(eta)[0], h3)
+        other, _ = col.held(eta + 0.1)
+        assert other[a] != h2[a]
+        np.testing.assert_array_equal(other, fresh.held(eta + 0.1)[0])

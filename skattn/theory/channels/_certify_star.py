@@ -171,7 +171,7 @@ class _Column:
         self.found = _weighted_value(self.H_row, self.centre, self.offset, self.w, y[c], beta,
                                      np.empty(y.shape[0]))
         self.pieces, self.start = np.empty((0, 3)), self.H_row
-        self.locals, self.half_curvature = [], None
+        self.locals, self.half_curvature, self._held = [], None, None
 
     def tangent(self, shares=SHARES):
         """The tangent quadratic with the largest share that proves; False where none."""
@@ -281,7 +281,11 @@ class _Column:
     def held(self, eta, start=None):
         """Row c's least with ``h_a`` held at η (by a weight 1e6 times W there; Newton
         from ``start``, by default the found row) and ``λ = ∂φ_c/∂h_a`` there: the point
-        and λ, approximations (they set how tight a piece is, never whether it holds)."""
+        and λ, approximations (they set how tight a piece is, never whether it holds).
+        From the found row the last answer is kept: :func:`_hopeless` and the off-centre
+        piece ask at the same lower point."""
+        if start is None and self._held is not None and self._held[0] == eta:
+            return self._held[1].copy(), self._held[2]
         a, beta, y = self.a, self.beta, self.y_row
         w, centre = self.w.copy(), self.centre.copy()
         w[a], centre[a] = 1e6 * self.W, eta
@@ -291,7 +295,10 @@ class _Column:
         e = np.exp(beta * (h - h.max()))
         e /= e.sum()
         g = e @ (e - y)
-        return h, 2 * self.W * (h[a] - self.centre[a]) + 2 * beta * e[a] * (e[a] - y[a] - g)
+        lam = 2 * self.W * (h[a] - self.centre[a]) + 2 * beta * e[a] * (e[a] - y[a] - g)
+        if start is None:
+            self._held = (eta, h.copy(), lam)
+        return h, lam
 
     def slope_at(self, eta):
         """``λ`` of the line tangent to ψ_c at η (:meth:`held`)."""

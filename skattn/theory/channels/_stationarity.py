@@ -141,15 +141,15 @@ def _invert_arrowhead(J, Y):
         return False
     i00, i01, i10, i11 = s11 / det, -s01 / det, -s10 / det, s00 / det
     for c in range(T):
-        # −S⁻¹ C D⁻¹ (the last two rows) and −D⁻¹ B S⁻¹ (the last two columns)
+        # −S⁻¹ C D⁻¹ (the last two rows)
         q0, q1 = Y[T, c], Y[T + 1, c]
         Y[T, c], Y[T + 1, c] = -(i00 * q0 + i01 * q1), -(i10 * q0 + i11 * q1)
-        p0, p1 = J[c, T] / J[c, c], J[c, T + 1] / J[c, c]
-        Y[c, T], Y[c, T + 1] = -(p0 * i00 + p1 * i10), -(p0 * i01 + p1 * i11)
     Y[T, T], Y[T, T + 1], Y[T + 1, T], Y[T + 1, T + 1] = i00, i01, i10, i11
-    # D⁻¹ + D⁻¹ B S⁻¹ C D⁻¹ = D⁻¹ − (D⁻¹ B)(−S⁻¹ C D⁻¹)
     for i in range(T):
+        # −D⁻¹ B S⁻¹ (the last two columns), and D⁻¹ + D⁻¹ B S⁻¹ C D⁻¹ = D⁻¹ − (D⁻¹ B)(−S⁻¹
+        # C D⁻¹), with one D⁻¹ B row
         p0, p1 = J[i, T] / J[i, i], J[i, T + 1] / J[i, i]
+        Y[i, T], Y[i, T + 1] = -(p0 * i00 + p1 * i10), -(p0 * i01 + p1 * i11)
         for j in range(T):
             Y[i, j] = -(p0 * Y[T, j] + p1 * Y[T + 1, j])
         Y[i, i] += 1.0 / J[i, i]
