@@ -15,10 +15,13 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skattn.data import WishartTarget
 from skattn.theory import solve_state_evolution
 from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels, output_side
+from skattn.theory.channels.common import uncertified_bound
 from skattn.theory.channels.output import _trace_resolvent_complement
 
 HERE = pathlib.Path(__file__).parent
@@ -121,6 +124,54 @@ def test_uncertified_bound_holds():
     assert easy.certified_fraction == 1.0
     assert all(v == 0.0 for v in easy.uncertified_bound.values())
 
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2 ** 31 - 1), sigma=st.floats(0.05, 5.0),
+       n_unc=st.integers(1, 6))
+def test_uncertified_bound_covers_any_better_point(seed, sigma, n_unc):
+    # any replacement of the uncertified minimisers by points of no larger objective (the
+    # only thing a global minimiser is known to satisfy) moves each quantity by at most
+    # the bound; certified nodes keep theirs; the bound is reached for q̂ and the losses
+    rng = np.random.default_rng(seed)
+    n, K, alpha, m, q, V = 12, 3, 0.3, 0.4, 0.7, 0.5
+    omega, zeta1, zeta2 = (rng.normal(size=(n, K)) for _ in range(3))
+    z = omega + rng.normal(size=(n, K)) * rng.uniform(0, 2 * np.sqrt(sigma), size=(n, 1))
+    loss = rng.uniform(0, 2, size=n)
+    certified = np.arange(n) >= n_unc
+    bound = uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, alpha=alpha,
+                              m=m, q=q, V=V, mean=np.mean)
+    F = np.sum((z - omega) ** 2, axis=1) / (2 * sigma) + loss
+
+    def quantities(z_, loss_):
+        g = (z_ - omega) / sigma
+        m_hat = 2 * alpha * np.mean(np.sum(g * zeta2, axis=1)) / np.sqrt(V)
+        return dict(m_hat=m_hat, q_hat=2 * alpha * np.mean(np.sum(g * g, axis=1)),
+                    sigma_hat_stein=-2 * alpha * np.mean(np.sum(g * zeta1, axis=1))
+                    / np.sqrt(q) + m / q * m_hat,
+                    train_error=np.mean(loss_),
+                    moreau=np.mean(np.sum((z_ - omega) ** 2, axis=1) / (2 * sigma) + loss_))
+
+    found = quantities(z, loss)
+    for trial in range(20):
+        z_g, loss_g = z.copy(), loss.copy()
+        for i in range(n_unc):
+            # a point of the ball ‖z_g − ω‖² ≤ 2ΣF (its edge or the centre, at times)
+            u = rng.normal(size=K)
+            radius = np.sqrt(2 * sigma * F[i]) * (trial % 3 != 0) * rng.uniform() ** 0.1
+            z_g[i] = omega[i] + radius * u / np.linalg.norm(u)
+            room = F[i] - radius ** 2 / (2 * sigma)
+            loss_g[i] = (0.0, room, rng.uniform(0, room))[trial % 3]
+        moved = quantities(z_g, loss_g)
+        for key, value in moved.items():
+            assert abs(value - found[key]) <= bound[key] * (1 + 1e-12) + 1e-12, key
+    # q̂: a node at the ball's centre or edge reaches its share of the bound, as do the
+    # losses; the bound on each is that largest move
+    g2 = np.sum(((z - omega) / sigma) ** 2, axis=1)[:n_unc]
+    assert bound["q_hat"] == pytest.approx(
+        2 * alpha * np.sum(np.maximum(2 * F[:n_unc] / sigma - g2, g2)) / n)
+    assert bound["train_error"] == pytest.approx(
+        np.sum(np.maximum(F[:n_unc] - loss[:n_unc], loss[:n_unc])) / n)
 
 def _grid():
     sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
