@@ -128,13 +128,13 @@ def test_uncertified_bound_holds():
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1), sigma=st.floats(0.05, 5.0),
-       n_unc=st.integers(1, 6))
-def test_uncertified_bound_covers_any_better_point(seed, sigma, n_unc):
+       n_unc=st.integers(1, 6), m=st.floats(-0.8, 0.8))
+def test_uncertified_bound_covers_any_better_point(seed, sigma, n_unc, m):
     # any replacement of the uncertified minimisers by points of no larger objective (the
     # only thing a global minimiser is known to satisfy) moves each quantity by at most
     # the bound; certified nodes keep theirs; the bound is reached for q̂ and the losses
     rng = np.random.default_rng(seed)
-    n, K, alpha, m, q, V = 12, 3, 0.3, 0.4, 0.7, 0.5
+    n, K, alpha, q, V = 12, 3, 0.3, 0.7, 0.5
     omega, zeta1, zeta2 = (rng.normal(size=(n, K)) for _ in range(3))
     z = omega + rng.normal(size=(n, K)) * rng.uniform(0, 2 * np.sqrt(sigma), size=(n, 1))
     loss = rng.uniform(0, 2, size=n)
@@ -165,6 +165,21 @@ def test_uncertified_bound_covers_any_better_point(seed, sigma, n_unc):
         moved = quantities(z_g, loss_g)
         for key, value in moved.items():
             assert abs(value - found[key]) <= bound[key] * (1 + 1e-12) + 1e-12, key
+    # m̂ and Σ̂: every uncertified minimiser at the ball's edge along (or against) its
+    # node's vector of that average, loss 0, reaches the bound
+    r = np.sqrt(2 * sigma * F)
+    vectors = dict(m_hat=zeta2 / np.sqrt(V),
+                   sigma_hat_stein=-zeta1 / np.sqrt(q) + m / q * zeta2 / np.sqrt(V))
+    for key, eta in vectors.items():
+        moves = []
+        for sign in (1.0, -1.0):
+            z_g, loss_g = z.copy(), loss.copy()
+            unit = eta[:n_unc] / np.linalg.norm(eta[:n_unc], axis=1, keepdims=True)
+            z_g[:n_unc] = omega[:n_unc] + sign * r[:n_unc, None] * unit
+            loss_g[:n_unc] = 0.0
+            moves.append(abs(quantities(z_g, loss_g)[key] - found[key]))
+        assert max(moves) <= bound[key] * (1 + 1e-9) + 1e-12
+        assert max(moves) == pytest.approx(bound[key], rel=1e-9)
     # q̂: a node at the ball's centre or edge reaches its share of the bound, as do the
     # losses; the bound on each is that largest move
     g2 = np.sum(((z - omega) / sigma) ** 2, axis=1)[:n_unc]

@@ -159,15 +159,17 @@ def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, 
                       mean):
     """Bounds on how much the uncertified nodes can move the output side.
 
-    At a node with objective ``F`` at the found ``z`` (its loss ℓ, ``ρ = ‖z − ω‖``), every
-    global minimiser lies in the ball ``‖z_g − ω‖ ≤ r = √(2ΣF)`` (``‖z_g − ω‖²/(2Σ) ≤
-    F(z_g) ≤ F``, ℓ ≥ 0), so ``‖g_g − g‖ ≤ (r + ρ)/Σ`` (``g = (z − ω)/Σ``), ``‖g_g‖²``
-    lies in ``[0, (r/Σ)²]`` (a change of at most ``max((r/Σ)² − ‖g‖², ‖g‖²)``), its loss
-    in ``[0, F]`` (at most ``max(F − ℓ, ℓ)``) and its objective in ``[0, F]`` (at most F).
-    Averaged over the nodes that are not certified (the certified ones already hold a
-    global minimiser), with Cauchy–Schwarz on ``gᵀζ``: bounds on the change of ``m̂ =
-    2α E[gᵀζ2]/√V``, ``q̂ = 2α E‖g‖²``, the Stein ``Σ̂``, the train error and the Moreau
-    envelope. A node-by-node worst case, so a bound, not an estimate.
+    At a node with objective ``F`` at the found ``z`` (its loss ℓ), every global minimiser
+    lies in the ball ``‖z_g − ω‖ ≤ r = √(2ΣF)`` (``‖z_g − ω‖²/(2Σ) ≤ F(z_g) ≤ F``, ℓ ≥
+    0). With ``g = (z − ω)/Σ``, a linear average ``E[gᵀη]`` (``m̂ = 2α E[gᵀζ2]/√V``; the
+    Stein ``Σ̂ = 2α E[gᵀ(−ζ1/√q + (m/q)ζ2/√V)]``) moves by ``E[(z_g − z)ᵀη]/Σ`` over the
+    uncertified nodes, with ``z_g − z = (ω − z) + (z_g − ω)``: at most ``(|E[(ω − z)ᵀη]|
+    + E[r‖η‖])/Σ`` (the first term keeps its sign across nodes). ``‖g_g‖²`` lies in ``[0,
+    (r/Σ)²]`` (a change of at most ``max((r/Σ)² − ‖g‖², ‖g‖²)``), the loss in ``[0, F]``
+    (at most ``max(F − ℓ, ℓ)``) and the objective in ``[0, F]`` (at most F). The
+    certified nodes already hold a global minimiser. Bounds on the change of m̂, q̂ =
+    2α E‖g‖², the Stein Σ̂, the train error and the Moreau envelope: a worst case over
+    each node's ball, so a bound, not an estimate.
 
     Returns
     -------
@@ -180,17 +182,18 @@ def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, 
     rho2 = np.sum((z - omega) ** 2, axis=1)
     F = rho2 / (2 * sigma) + loss
     r = np.sqrt(2 * sigma * np.maximum(F, 0.0))
-    # the found point's own distance, not r again: it lies inside the ball
-    step = np.where(unc, (r + np.sqrt(rho2)) / sigma, 0.0)
-    dm = (2 * alpha * float(mean(step * np.linalg.norm(zeta2, axis=1)))
-          / float(np.sqrt(V)) if V > 0 else np.inf)
+
+    def linear(eta):
+        # the largest move of E[gᵀη] over the uncertified nodes' balls
+        shift = float(mean(np.where(unc, np.sum((omega - z) * eta, axis=1), 0.0)))
+        spread = float(mean(np.where(unc, r * np.linalg.norm(eta, axis=1), 0.0)))
+        return (abs(shift) + spread) / sigma
+
+    dm = 2 * alpha * linear(zeta2 / np.sqrt(V)) if V > 0 else np.inf
+    ds = (2 * alpha * linear(-zeta1 / np.sqrt(q) + (m / q) * zeta2 / np.sqrt(V))
+          if V > 0 and q > 0 else np.inf)
     g2, g2_max = rho2 / sigma ** 2, (r / sigma) ** 2
     dq = 2 * alpha * float(mean(np.where(unc, np.maximum(g2_max - g2, g2), 0.0)))
-    if q > 0:
-        ds = (2 * alpha * float(mean(step * np.linalg.norm(zeta1, axis=1)))
-              / float(np.sqrt(q)) + abs(m / q) * dm)
-    else:
-        ds = np.inf
     d_loss = float(mean(np.where(unc, np.maximum(F - loss, loss), 0.0)))
     d_objective = float(mean(np.where(unc, F, 0.0)))
     return dict(m_hat=dm, q_hat=dq, sigma_hat_stein=ds, train_error=d_loss,
