@@ -165,8 +165,9 @@ def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, 
     Stein ``Σ̂ = 2α E[gᵀ(−ζ1/√q + (m/q)ζ2/√V)]``) moves by ``E[(z_g − z)ᵀη]/Σ`` over the
     uncertified nodes, with ``z_g − z = (ω − z) + (z_g − ω)``: at most ``(|E[(ω − z)ᵀη]|
     + E[r‖η‖])/Σ`` (the first term keeps its sign across nodes). ``‖g_g‖²`` lies in ``[0,
-    (r/Σ)²]`` (a change of at most ``max((r/Σ)² − ‖g‖², ‖g‖²)``), the loss in ``[0, F]``
-    (at most ``max(F − ℓ, ℓ)``) and the objective in ``[0, F]`` (at most F). The
+    (r/Σ)²]``, so E‖g‖² moves by at most ``max(E[(r/Σ)² − ‖g‖²], E‖g‖²)``; the loss lies
+    in ``[0, F]`` (at most ``max(E[F − ℓ], E[ℓ])``) and the objective in ``[0, F]`` (at
+    most E[F]). The
     certified nodes already hold a global minimiser. Bounds on the change of m̂, q̂ =
     2α E‖g‖², the Stein Σ̂, the train error and the Moreau envelope: a worst case over
     each node's ball, so a bound, not an estimate.
@@ -192,9 +193,12 @@ def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, 
     dm = 2 * alpha * linear(zeta2 / np.sqrt(V)) if V > 0 else np.inf
     ds = (2 * alpha * linear(-zeta1 / np.sqrt(q) + (m / q) * zeta2 / np.sqrt(V))
           if V > 0 and q > 0 else np.inf)
+    # ‖g_g‖² and the loss move within their ranges, all nodes the same way at worst
     g2, g2_max = rho2 / sigma ** 2, (r / sigma) ** 2
-    dq = 2 * alpha * float(mean(np.where(unc, np.maximum(g2_max - g2, g2), 0.0)))
-    d_loss = float(mean(np.where(unc, np.maximum(F - loss, loss), 0.0)))
+    dq = 2 * alpha * max(float(mean(np.where(unc, g2_max - g2, 0.0))),
+                         float(mean(np.where(unc, g2, 0.0))))
+    d_loss = max(float(mean(np.where(unc, F - loss, 0.0))),
+                 float(mean(np.where(unc, loss, 0.0))))
     d_objective = float(mean(np.where(unc, F, 0.0)))
     return dict(m_hat=dm, q_hat=dq, sigma_hat_stein=ds, train_error=d_loss,
                 moreau=d_objective)
