@@ -184,22 +184,23 @@ def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, 
     F = rho2 / (2 * sigma) + loss
     r = np.sqrt(2 * sigma * np.maximum(F, 0.0))
 
+    def over(values):
+        # an average over the nodes with the uncertified ones' values only
+        return float(mean(np.where(unc, values, 0.0)))
+
     def linear(eta):
         # the largest move of E[gᵀη] over the uncertified nodes' balls
-        shift = float(mean(np.where(unc, np.sum((omega - z) * eta, axis=1), 0.0)))
-        spread = float(mean(np.where(unc, r * np.linalg.norm(eta, axis=1), 0.0)))
-        return (abs(shift) + spread) / sigma
+        shift = over(np.sum((omega - z) * eta, axis=1))
+        return (abs(shift) + over(r * np.linalg.norm(eta, axis=1))) / sigma
 
     dm = 2 * alpha * linear(zeta2 / np.sqrt(V)) if V > 0 else np.inf
     ds = (2 * alpha * linear(-zeta1 / np.sqrt(q) + (m / q) * zeta2 / np.sqrt(V))
           if V > 0 and q > 0 else np.inf)
     # ‖g_g‖² and the loss move within their ranges, all nodes the same way at worst
     g2, g2_max = rho2 / sigma ** 2, (r / sigma) ** 2
-    dq = 2 * alpha * max(float(mean(np.where(unc, g2_max - g2, 0.0))),
-                         float(mean(np.where(unc, g2, 0.0))))
-    d_loss = max(float(mean(np.where(unc, F - loss, 0.0))),
-                 float(mean(np.where(unc, loss, 0.0))))
-    d_objective = float(mean(np.where(unc, F, 0.0)))
+    dq = 2 * alpha * max(over(g2_max - g2), over(g2))
+    d_loss = max(over(F - loss), over(loss))
+    d_objective = over(F)
     return dict(m_hat=dm, q_hat=dq, sigma_hat_stein=ds, train_error=d_loss,
                 moreau=d_objective)
 
