@@ -641,3 +641,27 @@ def test_held_answer_kept_for_the_same_point_only():
         other, _ = col.held(eta + 0.1)
         assert other[a] != h2[a]
         np.testing.assert_array_equal(other, fresh.held(eta + 0.1)[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(n_whole=st.integers(0, 3), n_local=st.integers(0, 4), seed=st.integers(0, 2 ** 31))
+def test_column_top_is_the_largest_valid_piece(n_whole, n_local, seed):
+    # Ψ_c(η) from the pieces as they are kept (no sorting) equals the largest of
+    # star_pieces() valid at η, −∞ where none is
+    rng = np.random.default_rng(seed)
+    col = object.__new__(star._Column)
+    col.pieces = rng.normal(size=(n_whole, 3))
+    col.locals = []
+    for _ in range(n_local):
+        lo = rng.normal()
+        col.locals.append((rng.normal(size=3), (lo, lo + rng.uniform(0.1, 2.0))))
+    if n_whole == 0 and n_local == 0:
+        return
+    pieces, valid = (col.star_pieces() if n_whole else
+                     (np.array([q for q, _ in col.locals]), [v for _, v in col.locals]))
+    for eta in rng.normal(scale=2.0, size=20):
+        x = np.array([eta * eta, eta, 1.0])
+        expect = max((q @ x for q, (lo, hi) in zip(pieces, valid) if lo <= eta <= hi),
+                     default=-np.inf)
+        assert col.top(eta) == pytest.approx(expect, rel=1e-12, abs=1e-12) \
+            if np.isfinite(expect) else col.top(eta) == -np.inf

@@ -319,11 +319,12 @@ class _Column:
                 - self.nu[a] * eta + self.W_own * (eta - self.H0_row[a]) ** 2)
 
     def top(self, eta):
-        """Ψ_c(η): the largest of the pieces valid at η (−∞ where none is)."""
-        pieces, valid = self.star_pieces()
+        """Ψ_c(η): the largest of the pieces valid at η (−∞ where none is); the
+        order of :meth:`star_pieces` does not matter here, so nothing is sorted."""
         x = np.array([eta * eta, eta, 1.0])
-        return max((q @ x for q, (lo, hi) in zip(pieces, valid) if lo <= eta <= hi),
-                   default=-math.inf)
+        local = (q @ x for q, (lo, hi) in self.locals if lo <= eta <= hi)
+        whole = float(np.max(self.pieces @ x)) if len(self.pieces) else -math.inf
+        return max(max(local, default=-math.inf), whole)
 
     def off_centre(self, p, lo, hi, budget):
         """The piece centred at ``p`` (module docstring 7), valid on ``[lo, hi]`` ∋ p: the
