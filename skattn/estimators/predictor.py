@@ -16,7 +16,8 @@ from ..data.targets import Target
 from ..data.teacher import AttentionIndexedModel
 from ..theory.channels import channel_for
 from ..theory.corrections import CORRECTION_NAMES
-from ..theory.problem import StateEvolutionProblem, split_model_keywords
+from ..theory.problem import (StateEvolutionProblem, split_model_keywords,
+                              warn_uncertified)
 from ..theory.state_evolution import solve_state_evolution, state_evolution_curve
 from ._mixin import DEVICE_STRING, WIDTH_CONSTRAINT, AttentionRegressorMixin, resolve_width
 from .._progress import ticker
@@ -290,6 +291,8 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
             if not state.converged:
                 warn(f"state evolution did not converge: {state.message}",
                      ConvergenceWarning)
+            else:
+                warn_uncertified(state, "AsymptoticPredictor")
         return self
 
     # ------------------------------------------------------------- predictions

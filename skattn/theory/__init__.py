@@ -31,7 +31,8 @@ from .powerlaw import (
     recovered_modes,
     theory_learning_curve,
 )
-from .problem import DomainWarning, FiniteSizeWarning, StateEvolutionProblem
+from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem,
+                      UncertifiedWarning)
 from .spectral import ConvolvedLaw, free_convolution, semicircle_law
 from .core import SolverOptions
 from .corrections import CORRECTION_NAMES, CorrectionDecision
@@ -47,7 +48,7 @@ from .thresholds import (
 # coefficients of the error decomposition, target-law resolution) stay in their submodules.
 __all__ = [
     "StateEvolutionProblem", "StateEvolutionResult", "DomainWarning", "FiniteSizeWarning",
-    "solve_state_evolution", "SolverOptions", "explain", "DecisionTable",
+    "UncertifiedWarning", "solve_state_evolution", "SolverOptions", "explain", "DecisionTable",
     "CorrectionDecision", "CORRECTION_NAMES",
     "state_evolution_curve", "PhaseDiagram", "solve_phase_diagram",
     "interpolation_threshold", "perfect_recovery_threshold", "bayes_optimal_threshold",

@@ -57,6 +57,7 @@ from .coords import pair_indices
 from .denoisers import relu_divided_differences
 from .core import solve_core
 from .core.fixed_point_map import FixedPointMap, iterate
+from .core.sensitivity import unestimated_effect
 from .problem import (DomainWarning, FiniteSizeWarning, StateEvolutionProblem,
                       is_teacher)
 from .result import mixed_fraction
@@ -555,7 +556,9 @@ def leverage_prediction(gaussian, *, n_bins=LEVERAGE_N_BINS, n_tokens_mc=4000, n
         converged=converged, residual=solve.norm, n_iter=gaussian.n_iter + solve.n_iter,
         finite_eigenvalues=spectrum, message=message,
         certified_fraction=out.certified_fraction,
-        extras={**gaussian.extras, "uncertified_bound": out.uncertified_bound},
+        # its own bound; its effect through the mixture's fixed point is not estimated
+        extras={**gaussian.extras, "uncertified_bound": out.uncertified_bound,
+                "uncertified_effect": unestimated_effect(out.uncertified_bound)},
         params={**gaussian.params, "trace": prior.trace,
                 "leverage_spread": float(np.std(solve.multipliers)),
                 "gaussian_test_error": gaussian.test_error})

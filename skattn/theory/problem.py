@@ -26,7 +26,8 @@ from .._warnings import warn
 __all__ = ["StateEvolutionProblem", "DomainWarning", "FiniteSizeWarning", "resolve_target_law",
            "top_mode_share", "is_spiky", "GAUSSIAN_EQUIVALENCE_MAX_SHARE", "RANK_CONSTRAINT_MIN_D",
            "STRONG_RANK_CAP_SHARE", "FINITE_SIZE_MIN_LAMBDA", "FINITE_SIZE_MAX_D",
-           "warn_finite_size", "token_excess_kurtosis"]
+           "warn_finite_size", "token_excess_kurtosis", "UncertifiedWarning",
+           "UNCERTIFIED_MAX_SHARE", "warn_uncertified"]
 
 PARAMETRIZATIONS = ("factored", "direct")
 ATTENTIONS = ("softmax", "linear")
@@ -95,6 +96,23 @@ class FiniteSizeWarning(DomainWarning):
     """
 
 
+class UncertifiedWarning(UserWarning):
+    """A prediction that the certificate of the softmax prox does not pin down.
+
+    Raised by :class:`~skattn.AsymptoticPredictor` where some quadrature nodes keep a prox
+    minimiser that is not certified global, and their bound, carried through the fixed
+    point to first order (``extras["uncertified_effect"]`` of the result), could move the
+    predicted test error by more than :data:`UNCERTIFIED_MAX_SHARE` of it (docs: Theory,
+    "Certificate"). The bound is a worst case over each node's ball, so the warning says
+    what the certificate leaves open, not that the prediction is off.
+    """
+
+
+#: The share of the predicted test error that the uncertified nodes may move it by (to first
+#: order) before :class:`UncertifiedWarning` is raised.
+UNCERTIFIED_MAX_SHARE = 0.01
+
+
 #: Factored softmax predictions at finite d below this λ miss the token-structure excess of
 #: trained models, largest next to the interpolation threshold; T = 3 stays within the
 #: seed spread, so only T = 2 warns (docs: Validation report, "Finite-d predictions of softmax
@@ -104,6 +122,35 @@ FINITE_SIZE_MIN_LAMBDA = 0.01
 #: ... up to this d: the excess next to the interpolation threshold holds at this d and
 #: has faded by the next d scanned (docs: Changelog, "Evidence moved out of the code").
 FINITE_SIZE_MAX_D = 160
+
+
+def warn_uncertified(result, caller):
+    """Warn (:class:`UncertifiedWarning`) where the uncertified prox minimisers of
+    ``result`` could move its test error by more than :data:`UNCERTIFIED_MAX_SHARE` of it,
+    to first order (``extras["uncertified_effect"]``; silent where that was not estimated,
+    as for the exact-Gram correction's multi-start, which is never certified).
+
+    Parameters
+    ----------
+    result : StateEvolutionResult
+    caller : str
+        Named in the message.
+
+    Returns
+    -------
+    bool
+        Whether it warned.
+    """
+    effect = result.extras.get("uncertified_effect")
+    if not effect or not effect["test_error"] > UNCERTIFIED_MAX_SHARE * abs(result.test_error):
+        return False
+    warn(f"{caller}: {1 - result.certified_fraction:.2%} of the quadrature nodes keep a prox "
+         f"minimiser that is not certified global. If their global minimisers lay anywhere "
+         f"in the balls their objective allows (a worst case), they could move the "
+         f"predicted test error {result.test_error:.4g} by up to "
+         f"{effect['test_error']:.3g} ({effect['test_error'] / abs(result.test_error):.1%}) "
+         "to first order: result.extras['uncertified_effect'].", UncertifiedWarning)
+    return True
 
 
 def warn_finite_size(problem, modelled=False, stacklevel=3):

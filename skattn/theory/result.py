@@ -81,6 +81,12 @@ class StateEvolutionResult:
       anchor_i)`` adds its bound times its coefficient's size; None where a correction's
       prox leaves nodes uncertified and has no bound of its own (the exact-Gram correction
       of softmax at T ≥ 3, whose multi-start is not certified: ``certified_fraction`` 0);
+    - ``"uncertified_effect"``: how far those nodes can move the prediction, to first order:
+      ``m``, ``q``, ``sigma`` and ``test_error``, each the largest move of the fixed point
+      over the signs of the conjugates' shifts within ``uncertified_bound`` (an estimate,
+      first order in the bound: docs: Theory, "Certificate"; zeros when every node is
+      certified, None where it was not estimated: a fixed point not converged, or a term of
+      the blend without one);
     - ``"leverage_spread"``: the relative spread of the per-sample leverage (``leverage``);
     - ``"m_hat_identity"``, ``"seq2lab_s_error"``: the identity conjugate and the start's
       ``‖Ŝ − S0‖²_F/d`` (``exact_gram``);

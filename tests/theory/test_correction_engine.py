@@ -305,6 +305,22 @@ def test_blended_bound_is_none_where_a_correction_has_uncertified_nodes():
     assert _blended_bound(core, [_piece(1.0, _term(1.0), core)]) == {"q_hat": 0.0}
 
 
+def test_blended_effect_is_blended_as_the_bound():
+    # the first-order effect on the prediction combines over the blend's terms as the
+    # bound does, from its own key; a term without one (uncertified nodes) gives None
+    def term(certified, effect=None):
+        extras = {} if effect is None else {"uncertified_effect": effect}
+        return SimpleNamespace(certified_fraction=certified, extras=extras)
+
+    base = term(0.99, {"test_error": 0.2})
+    anchor = term(0.9, {"test_error": 0.1})
+    assert _blended_bound(base, [_piece(0.5, term(1.0), anchor)], "uncertified_effect") \
+        == {"test_error": pytest.approx(0.25)}
+    assert _blended_bound(base, [_piece(0.5, term(0.5), base)], "uncertified_effect") \
+        is None
+    assert _blended_bound(base, [_piece(0.5, term(1.0), base)]) is None   # no bound key
+
+
 def test_exact_gram_softmax_T3_reports_no_bound():
     """Its multi-start is not certified (certified_fraction 0): the core's bound of zeros
     must not stand in for it."""
@@ -313,6 +329,7 @@ def test_exact_gram_softmax_T3_reports_no_bound():
     assert result.correction == "exact_gram" and result.correction_weight == 1.0
     assert result.certified_fraction == 0.0
     assert result.extras["uncertified_bound"] is None
+    assert result.extras["uncertified_effect"] is None
 
 
 def test_spiked_prediction_reports_its_certified_share_and_bound():

@@ -27,6 +27,7 @@ from .fixed_point_map import (COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
                               iterate_orthogonal, iterates_warm, starts)
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
+from .sensitivity import uncertified_effect, unestimated_effect
 
 __all__ = ["CoreSolution", "RANK_CAP_RAMP", "rank_cap_weight", "solve_core"]
 
@@ -294,8 +295,18 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         n_calls += fixed_point_map.n_calls - calls
     m_hat, q_hat, sigma_hat = (get_field(out, k) for k in ("m_hat", "q_hat", "sigma_hat"))
     train_error = get_field(out, "train_error")
-    e_test = test_error(channel, m=m, q=q, Q0=Q0, noise=noise, nodes=nodes,
-                        **fixed_point_map._kurtosis_keywords(state[-1]))
+
+    def test_error_at(s):
+        return test_error(channel, m=s[0], q=s[1], Q0=Q0, noise=noise, nodes=nodes,
+                          **fixed_point_map._kurtosis_keywords(s[-1]))
+
+    e_test = test_error_at(state)
+    # how far the uncertified nodes can move the conjugates (a bound; empty: no certificate
+    # needed), and the prediction to first order (None where not estimated)
+    bound = dict(getattr(out, "uncertified_bound", None) or {})
+    effect = unestimated_effect(bound)
+    if effect is None and converged and not collapsed:
+        effect = uncertified_effect(fixed_point_map, state, out, bound, test_error_at) or None
     trace = prior.trace
     if problem.parametrization == "factored":
         objective = alpha * train_error + problem.reg_trace * trace
@@ -324,8 +335,7 @@ def _solve(alpha, alpha_fixed_point, problem, options):
                         "target_trace": t0} if with_t else {})),
         law=law, finite_eigenvalues=finite_eigenvalues, problem=problem,
         certified_fraction=float(get_field(out, "certified_fraction")),
-        # how far the uncertified prox minimisers can move the conjugates (empty: none)
-        extras={"uncertified_bound": dict(getattr(out, "uncertified_bound", None) or {}),
+        extras={"uncertified_bound": bound, "uncertified_effect": effect,
                 **({"stall_floor": float(stall_floor)} if stall_floor is not None else {})})
     return CoreSolution(result, bool(getattr(prior, "rank_capped", False)), collapsed, eig0,
                         float(getattr(prior, "positive_fraction", np.nan)),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..._validation import check_choice
+from ..core.sensitivity import unestimated_effect
 from ..seq2seq import solve_seq2seq_state_evolution
 from ..seq2seq_softmax import solve_seq2seq_softmax_state_evolution
 from .base import Applicability, Correction
@@ -74,6 +75,7 @@ class ExactGramCorrection(Correction):
         moved = {key: params.pop(key) for key in ("m_hat_identity", "seq2lab_s_error")}
         # its prox has no bound of its own: zeros only where every node is certified
         moved["uncertified_bound"] = {} if result.certified_fraction == 1.0 else None
+        moved["uncertified_effect"] = unestimated_effect(moved["uncertified_bound"])
         # a new extras dict: the result shares the core's until then
         return replace(result, params=params, extras={**result.extras, **moved})
 
