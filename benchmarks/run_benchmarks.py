@@ -300,7 +300,9 @@ for beta in (1.0, config["beta"]):
 seconds, res = solve_grid_point(config)
 print(json.dumps({{"seconds": seconds, "certified_fraction": res.certified_fraction,
                   "converged": bool(res.converged), "n_iter": int(res.n_iter),
-                  "bound": res.extras.get("uncertified_bound")}}))
+                  "bound": res.extras.get("uncertified_bound"),
+                  "effect": res.extras.get("uncertified_effect"),
+                  "test_error": res.test_error}}))
 """
 _GRID_CAP_S = 120.0
 
@@ -343,7 +345,7 @@ def bench_grid(quick):
              "seconds": _scalar_unit(), "load_avg_1min": os.getloadavg()[0]}]
     n_points = 3 if quick else 6
     for T in ((2, 4) if quick else (2, 4, 5, 6)):
-        times, certified, capped, unconverged = [], [], 0, 0
+        times, certified, capped, unconverged, effects = [], [], 0, 0, []
         for config in grid_configurations(T, n_points):
             res = _grid_point_in_child(config)
             if res is None:
@@ -353,11 +355,18 @@ def bench_grid(quick):
             times.append(res["seconds"])
             certified.append(res["certified_fraction"])
             unconverged += not res["converged"]
+            # how far the uncertified nodes can move the test error, to first order, as a
+            # share of it (None: not estimated, or capped)
+            effect = (res.get("effect") or {}).get("test_error")
+            share = None if effect is None else effect / abs(res["test_error"])
+            if share is not None:
+                effects.append(share)
             rows.append({"section": "f", "what": f"  T={T} " + " ".join(
                 f"{k}={v:.3g}" for k, v in config.items() if k != "n_tokens"),
                 "seconds": res["seconds"], "ratio_to_unit": res["seconds"] / unit,
                 "certified_fraction": res["certified_fraction"],
                 "converged": int(res["converged"]), "capped": int(res.get("capped", 0)),
+                "uncertified_effect_share": share,
                 "load_avg_1min": os.getloadavg()[0], "config": config})
             _print_row(rows[-1], file=sys.stderr)  # progress: a grid takes minutes
         goal_worst, goal_median = _GRID_GOALS[T]
@@ -369,6 +378,7 @@ def bench_grid(quick):
                      "goal_worst_s": goal_worst,
                      "median_certified": statistics.median(certified),
                      "worst_certified": min(certified), "unconverged": unconverged,
+                     "worst_effect_share": max(effects, default=None),
                      "capped": capped})
     rows.append({"section": "f", "what": "load average at the end",
                  "load_avg_1min": os.getloadavg()[0]})

@@ -290,16 +290,26 @@ def _speed_grid(data):
                      + (" (capped)" if r["capped"] else ""),
                      f"{r['goal_median_s']:g} / {r['goal_worst_s']:g} s",
                      f"{r['median_certified']:.4g} / {r['worst_certified']:.4g}",
+                     _share(r.get("worst_effect_share")),
                      f"{r['unconverged']} ({r['capped']} capped)"])
     scalar = next((r["seconds"] for r in rows if r["what"].startswith("scalar unit")), None)
     note = (f"u: the numpy unit of the same run (20 × 512² float64 matmul, {unit:.3g} s)"
             + ("" if scalar is None else
                f"; the scalar unit (4e6 exp and log1p, compiled, one thread) took "
                f"{scalar:.3g} s, which the solves' compiled loops follow more closely")
-            + ". A capped point counts as the cap and as certified fraction 0.")
+            + ". A capped point counts as the cap and as certified fraction 0. Uncertified "
+            "effect: the largest first-order move of the test error that the uncertified "
+            "nodes' bound leaves open, as a share of it (extras['uncertified_effect']; – "
+            "where this run did not record it).")
     return ("The theory engine over a grid of configurations per T (continuum, 8192 nodes)",
             ["T", "points", "median", "worst", "goal median / worst",
-             "certified median / worst", "not converged"], body, note)
+             "certified median / worst", "uncertified effect, worst", "not converged"],
+            body, note)
+
+
+def _share(value):
+    """A share as a percentage, – where there is none."""
+    return "–" if value is None else f"{100 * value:.3g} %"
 
 
 def _warm_start_rule(data):

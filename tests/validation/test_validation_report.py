@@ -81,6 +81,13 @@ def test_the_speed_grid_table_reads_median_worst_and_certified(tmp_path):
          "rows": rows}))
     assert "scalar unit" in report.render("speed_grid.json", tmp_path)
     assert "0.025 s" in report.render("speed_grid.json", tmp_path)
+    # the uncertified nodes' first-order effect on the test error: – in older runs
+    assert "- 1 / 0.997\n     - –\n" in text
+    rows[-1]["worst_effect_share"] = 0.634
+    (tmp_path / "speed_grid.json").write_text(json.dumps(
+        {"command": "python benchmarks/research/speed_grid.py", "date": "2026-12-06",
+         "rows": rows}))
+    assert "63.4 %" in report.render("speed_grid.json", tmp_path)
 
 
 def _trace_row(T, seed, point, seconds, converged, stages, ratio=1.0):
