@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..channels import remembered_minimisers, seed_minimisers
-from .fixed_point_map import get_field
+from .fixed_point_map import FixedPointMap, get_field
 
 __all__ = ["fixed_point_sensitivity", "uncertified_effect", "unestimated_effect",
            "EFFECT_NODES", "EFFECT_STEP"]
@@ -71,7 +71,7 @@ def fixed_point_sensitivity(fixed_point_map, state, out, test_error_at):
     steps = EFFECT_STEP * np.array([np.sqrt(q * Q0), q, state[2]]
                                    + ([np.sqrt(q)] if with_trace else []))
     h_s = _output_jacobian(fixed_point_map, state, steps)
-    g_h = _prior_jacobian(fixed_point_map, _hats(out, with_trace), out)
+    g_h = _prior_jacobian(fixed_point_map, _hats(out, with_trace))
     if h_s is None or g_h is None:
         return None
     try:
@@ -148,7 +148,7 @@ def _output_jacobian(fixed_point_map, state, steps):
     z_full = z_full.copy()      # a warm evaluation may update the remembered array in place
     sub = nodes.subset(min(EFFECT_NODES, nodes.n_points))
     z_sub = z_full[:sub.n_points].copy()
-    sub_map = type(fixed_point_map)(
+    sub_map = FixedPointMap(
         fixed_point_map.alpha, channel, fixed_point_map.denoiser, fixed_point_map.Q0,
         fixed_point_map.noise, sub, fixed_point_map.sigma_hat_form,
         token_kurtosis=fixed_point_map.token_kurtosis,
@@ -170,7 +170,7 @@ def _output_jacobian(fixed_point_map, state, steps):
     return jac if np.all(np.isfinite(jac)) else None
 
 
-def _prior_jacobian(fixed_point_map, hats, out):
+def _prior_jacobian(fixed_point_map, hats):
     """``∂(state)/∂(hats)`` of the prior side by forward differences of the denoiser.
     None where a difference is not finite."""
     denoiser, with_trace = fixed_point_map.denoiser, fixed_point_map.with_trace
