@@ -40,8 +40,9 @@ MODEL_PARAMETERS = ("n_features", "n_tokens", "reg_lambda", "target", "kappa0", 
 #: Results of one state-evolution point, as columns of :func:`theory_rows`.
 THEORY_RESULT_COLUMNS = ("test_error", "train_error", "train_objective", "s_error",
                          "atom_mass", "m", "q", "sigma", "m_hat", "q_hat", "sigma_hat", "Q0",
-                         "eta", "delta", "epsilon", "converged", "n_iter", "residual",
-                         "message", "correction_used")
+                         "eta", "delta", "epsilon", "certified_fraction",
+                         "uncertified_effect", "converged", "n_iter", "residual", "message",
+                         "correction_used")
 
 TARGETS = ("wishart", "powerlaw")
 ESTIMATORS = ("tied", "direct", "amp")
@@ -207,11 +208,14 @@ def _solver_options(n_nodes, tol, max_iter, correction="auto"):
 # ----------------------------------------------------------------------------------------
 
 def _result_values(res, missing):
+    from .theory.phase_diagram import effect_share
+
     out = {}
     for c in THEORY_RESULT_COLUMNS:
         try:
             # the correction the result used (a sweep row's "correction" is the one asked for)
-            out[c] = res.correction if c == "correction_used" else getattr(res, c)
+            out[c] = (res.correction if c == "correction_used" else
+                      effect_share(res) if c == "uncertified_effect" else getattr(res, c))
         except Exception:  # e.g. a spectrum quantity at a non-finite point
             out[c] = missing
     return out
@@ -644,7 +648,8 @@ def phase_diagram(params, alphas, reg_lambdas, *, n_nodes=8192, tol=None, max_it
 
 
 PHASE_DIAGRAM_COLUMNS = ("alpha", "reg_lambda", "test_error", "train_error",
-                         "train_objective", "m", "q", "sigma", "converged")
+                         "train_objective", "m", "q", "sigma", "certified_fraction",
+                         "uncertified_effect", "converged")
 
 
 def phase_diagram_rows(diagram):

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .problem import resolve_problem, split_model_keywords
+from .problem import UNCERTIFIED_MAX_SHARE, resolve_problem, split_model_keywords
 from .state_evolution import state_evolution_curve
 
-__all__ = ["PhaseDiagram", "solve_phase_diagram"]
+__all__ = ["PhaseDiagram", "solve_phase_diagram", "effect_share"]
 
-_FIELDS = ("test_error", "train_error", "train_objective", "m", "q", "sigma")
+_FIELDS = ("test_error", "train_error", "train_objective", "m", "q", "sigma",
+           "certified_fraction", "uncertified_effect")
 
 
 @dataclass
@@ -31,6 +32,13 @@ class PhaseDiagram:
     test_error, train_error, train_objective, m, q, sigma : ndarray of shape (n_lambda, n_alpha)
         Row ``i`` is ``reg_lambdas[i]``, column ``j`` is ``alphas[j]``; NaN where a point
         did not converge.
+    certified_fraction : ndarray of shape (n_lambda, n_alpha)
+        The share of quadrature nodes whose prox minimiser is certified global (NaN where a
+        point did not converge).
+    uncertified_effect : ndarray of shape (n_lambda, n_alpha)
+        How far the uncertified nodes could move the test error, to first order, as a share
+        of it (``extras["uncertified_effect"]``: a worst case; 0 where every node is
+        certified, NaN where not estimated or not converged).
     converged : ndarray of bool, shape (n_lambda, n_alpha)
     problem : StateEvolutionProblem or None
         The model (its ``reg_lambda`` is not used: each row has its own).
@@ -46,9 +54,11 @@ class PhaseDiagram:
     sigma: np.ndarray
     converged: np.ndarray
     problem: object = None
+    certified_fraction: np.ndarray = None
+    uncertified_effect: np.ndarray = None
 
     def plot(self, ax, quantity="test_error", log_lambda=True, log_alpha=False,
-             log_color=True, **kwargs):
+             log_color=True, mark_uncertified=True, **kwargs):
         """Draw one quantity as a colour map over (α, λ).
 
         Cells are centred on the grid points (geometric cell edges on a logarithmic λ
@@ -59,13 +69,19 @@ class PhaseDiagram:
         ax : matplotlib Axes
             E.g. ``plt.subplots()[1]``.
         quantity : str, default="test_error"
-            One of ``test_error, train_error, train_objective, m, q, sigma``.
+            One of ``test_error, train_error, train_objective, m, q, sigma,
+            certified_fraction, uncertified_effect``.
         log_lambda : bool, default=True
             Logarithmic λ axis.
         log_alpha : bool, default=False
             Logarithmic α axis.
         log_color : bool, default=True
             Logarithmic colour scale (errors span decades); needs positive values.
+        mark_uncertified : bool, default=True
+            Mark with a cross the points whose uncertified nodes could move the test error
+            by more than :data:`~skattn.theory.problem.UNCERTIFIED_MAX_SHARE` of it (to
+            first order; ``uncertified_effect``), where the certificate does not pin the
+            prediction down.
         **kwargs
             Passed to ``ax.pcolormesh``.
 
@@ -77,12 +93,22 @@ class PhaseDiagram:
             raise ValueError(f"quantity must be one of {list(_FIELDS)}, got {quantity!r}.")
         if not hasattr(ax, "pcolormesh"):
             raise ValueError(f"ax must be a matplotlib Axes, got {type(ax).__name__}.")
+        if getattr(self, quantity) is None:
+            raise ValueError(f"this PhaseDiagram carries no {quantity} (made before it was "
+                             "recorded).")
         values = np.ma.masked_invalid(getattr(self, quantity))
         if log_color and np.ma.min(values) is not np.ma.masked and np.ma.min(values) > 0:
             kwargs.setdefault("norm", "log")
         mesh = ax.pcolormesh(_edges(self.alphas, log=log_alpha),
                              _edges(self.reg_lambdas, log=log_lambda), values, **kwargs)
         ax.figure.colorbar(mesh, ax=ax, label=quantity.replace("_", " "))
+        if mark_uncertified and self.uncertified_effect is not None:
+            rows, cols = np.nonzero(np.nan_to_num(self.uncertified_effect)
+                                    > UNCERTIFIED_MAX_SHARE)
+            if rows.size:
+                ax.scatter(self.alphas[cols], self.reg_lambdas[rows], marker="x", c="k",
+                           label=f"uncertified effect > {UNCERTIFIED_MAX_SHARE:.0%}")
+                ax.legend(loc="best", fontsize="small")
         if log_lambda:
             ax.set_yscale("log")
         if log_alpha:
@@ -104,9 +130,31 @@ def _edges(centres, log):
     return np.concatenate([[2 * x[0] - mid[0]], mid, [2 * x[-1] - mid[-1]]])
 
 
+def effect_share(result):
+    """How far the uncertified nodes could move ``result``'s test error, to first order, as
+    a share of it (``extras["uncertified_effect"]``); NaN where not estimated.
+
+    Parameters
+    ----------
+    result : StateEvolutionResult
+
+    Returns
+    -------
+    float
+    """
+    effect = result.extras.get("uncertified_effect")
+    if not effect:
+        return np.nan
+    return float(effect["test_error"] / abs(result.test_error))
+
+
+def _value(result, name):
+    return effect_share(result) if name == "uncertified_effect" else getattr(result, name)
+
+
 def _row(alphas, reg_lambda, problem, kwargs):
     res = state_evolution_curve(alphas, problem, reg_lambda=reg_lambda, **kwargs)
-    out = {name: np.array([getattr(r, name) if r.converged else np.nan for r in res])
+    out = {name: np.array([_value(r, name) if r.converged else np.nan for r in res])
            for name in _FIELDS}
     out["converged"] = np.array([r.converged for r in res], dtype=bool)
     return out

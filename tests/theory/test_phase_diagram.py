@@ -78,3 +78,51 @@ def test_problem_object_and_plot_cells():
     plt.close(fig)
     with pytest.raises(ValueError, match="quantity"):
         pd.plot(ax, quantity="nope")
+
+
+def test_certified_fraction_and_uncertified_effect_grids(request):
+    pd = solve_phase_diagram([0.2, 0.4], [0.01], backend="sequential", **KW)
+    np.testing.assert_array_equal(pd.certified_fraction, np.ones((1, 2)))
+    np.testing.assert_array_equal(pd.uncertified_effect, np.zeros((1, 2)))
+    # without the certificate every softmax node is uncertified: the effect is estimated
+    request.getfixturevalue("without_certificate")
+    pd = solve_phase_diagram([0.3, 0.5], [0.01], backend="sequential", n_tokens=2,
+                             beta=1.5, target_beta=1.5, noise=0.1,
+                             target=WishartTarget(0.5), n_nodes=1024)
+    assert pd.converged.all()
+    assert np.all(pd.certified_fraction < 1)
+    assert np.all(pd.uncertified_effect > 0.01)
+    j = 1
+    ref = solve_state_evolution(pd.alphas[j], reg_lambda=0.01, n_tokens=2, beta=1.5,
+                                target_beta=1.5, noise=0.1, target=WishartTarget(0.5),
+                                options=dict(n_nodes=1024, init=None))
+    assert pd.uncertified_effect[0, j] == pytest.approx(
+        ref.extras["uncertified_effect"]["test_error"] / ref.test_error, rel=1e-3)
+
+
+def test_plot_marks_points_the_certificate_leaves_open():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = np.ones((2, 3))
+    pd = PhaseDiagram(alphas=np.array([0.1, 0.2, 0.3]), reg_lambdas=np.array([0.01, 0.1]),
+                      test_error=grid, train_error=grid, train_objective=grid, m=grid,
+                      q=grid, sigma=grid, converged=grid > 0, certified_fraction=grid,
+                      uncertified_effect=np.array([[0.0, 0.02, np.nan], [0.005, 0.0, 0.5]]))
+    fig, ax = plt.subplots()
+    pd.plot(ax)
+    marks = ax.collections[-1].get_offsets()
+    np.testing.assert_array_equal(np.asarray(marks), [[0.2, 0.01], [0.3, 0.1]])
+    assert "uncertified effect > 1%" in ax.get_legend().get_texts()[0].get_text()
+    fig2, ax2 = plt.subplots()
+    pd.plot(ax2, mark_uncertified=False)
+    assert len(ax2.collections) == 1 and ax2.get_legend() is None
+    # a diagram made before the effect was recorded: no marks, and no map of it
+    old = PhaseDiagram(alphas=pd.alphas, reg_lambdas=pd.reg_lambdas, test_error=grid,
+                       train_error=grid, train_objective=grid, m=grid, q=grid, sigma=grid,
+                       converged=grid > 0)
+    old.plot(ax2)
+    with pytest.raises(ValueError, match="no uncertified_effect"):
+        old.plot(ax2, "uncertified_effect")
+    plt.close("all")

@@ -12,7 +12,6 @@ import pytest
 
 import skattn.theory.core.fixed_point_map as fixed_point_map_module
 import skattn.theory.core.solve as solve_module
-import skattn.theory.problem as problem_module
 from skattn import AsymptoticPredictor
 from skattn.data import AttentionIndexedModel, WishartTarget
 from skattn.theory import UncertifiedWarning, solve_state_evolution
@@ -28,17 +27,9 @@ ALPHA = 0.5
 
 
 @pytest.fixture
-def uncertified(monkeypatch):
-    """Channels without the certificate (``certify_budget = 0``): every node counts as
-    uncertified, so the solver estimates the effect; the sensitivity is captured."""
-    make = problem_module.channel_for
-
-    def channel_for(*args):
-        channel = make(*args)
-        channel.certify_budget = 0
-        return channel
-
-    monkeypatch.setattr(problem_module, "channel_for", channel_for)
+def uncertified(monkeypatch, without_certificate):
+    """Channels without the certificate (every node uncertified, so the solver estimates
+    the effect); the sensitivity is captured."""
     captured = {}
 
     def effect(fixed_point_map, state, out, bound, test_error_at):
