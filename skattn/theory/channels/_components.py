@@ -15,7 +15,8 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from .base import _squared_norm
-from .common import OutputSide, _check_nodes, _check_overlaps, _warm_start
+from .common import (OutputSide, _check_nodes, _check_overlaps, _warm_start,
+                     uncertified_bound)
 
 __all__ = ["component_overlaps"]
 
@@ -133,11 +134,16 @@ def _output_side_by_component(channel, *, m, q, Q0, noise, sigma, alpha, nodes,
     train = float(nodes.mean(loss))
     moreau = float(nodes.mean(np.sum((z - omega) ** 2, axis=1) / (2 * sigma) + loss))
     sigma_hat_pw, sigma_hat_st = float(np.sum(pointwise_k)), float(np.sum(stein_k))
+    # the bound of output_side with each component's overlaps (a component whose m̂_k or
+    # Σ̂_k is the pointwise derivative is passed as V or q = 0: those are unbounded)
+    bound = None if warm_start and trust_warm else uncertified_bound(
+        certified, z, omega, loss, sigma, zeta1, zeta2, alpha=alpha, m=m_k,
+        q=np.where(stein_s, q_k, 0.0), V=np.where(stein_m, V_k, 0.0), mean=nodes.mean)
     return OutputSide(m_hat=float(np.sum(m_hat_k)), q_hat=q_hat,
                       sigma_hat=sigma_hat_st if sigma_hat_form == "stein" else sigma_hat_pw,
                       train_error=train, moreau=moreau, sigma_hat_pointwise=sigma_hat_pw,
                       sigma_hat_stein=sigma_hat_st, t_hat=t_hat,
-                      certified_fraction=float(np.mean(certified)))
+                      certified_fraction=float(np.mean(certified)), uncertified_bound=bound)
 
 
 def _test_error_by_component(channel, *, m, q, Q0, noise, nodes, token_kurtosis, trace,

@@ -167,7 +167,8 @@ def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, 
     + E[r‖η‖])/Σ`` (the first term keeps its sign across nodes). ``‖g_g‖²`` lies in ``[0,
     (r/Σ)²]``, so E‖g‖² moves by at most ``max(E[(r/Σ)² − ‖g‖²], E‖g‖²)``; the loss lies
     in ``[0, F]`` (at most ``max(E[F − ℓ], E[ℓ])``) and the objective in ``[0, F]`` (at
-    most E[F]). The
+    most E[F]). With non-Gaussian tokens m, q and V are per component (arrays of shape
+    (K,)), m̂ and Σ̂ sums of one such form per component. The
     certified nodes already hold a global minimiser. Bounds on the change of m̂, q̂ =
     2α E‖g‖², the Stein Σ̂, the train error and the Moreau envelope: a worst case over
     each node's ball, so a bound, not an estimate.
@@ -193,9 +194,11 @@ def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, 
         shift = over(np.sum((omega - z) * eta, axis=1))
         return (abs(shift) + over(r * np.linalg.norm(eta, axis=1))) / sigma
 
-    dm = 2 * alpha * linear(zeta2 / np.sqrt(V)) if V > 0 else np.inf
+    # m, q and V may be per component (non-Gaussian tokens): the same linear forms, with
+    # each component's own; a component off the Stein form (V or q 0) leaves them unbounded
+    dm = 2 * alpha * linear(zeta2 / np.sqrt(V)) if np.all(V > 0) else np.inf
     ds = (2 * alpha * linear(-zeta1 / np.sqrt(q) + (m / q) * zeta2 / np.sqrt(V))
-          if V > 0 and q > 0 else np.inf)
+          if np.all(V > 0) and np.all(q > 0) else np.inf)
     # ‖g_g‖² and the loss move within their ranges, all nodes the same way at worst
     g2, g2_max = rho2 / sigma ** 2, (r / sigma) ** 2
     dq = 2 * alpha * max(over(g2_max - g2), over(g2))
