@@ -145,7 +145,10 @@ def effect_share(result):
     effect = result.extras.get("uncertified_effect")
     if not effect:
         return np.nan
-    return float(effect["test_error"] / abs(result.test_error))
+    if effect["test_error"] == 0:
+        return 0.0          # also at a test error of 0 (perfect recovery)
+    return float(effect["test_error"] / abs(result.test_error)) if result.test_error \
+        else np.inf
 
 
 def _value(result, name):

@@ -126,3 +126,17 @@ def test_plot_marks_points_the_certificate_leaves_open():
     with pytest.raises(ValueError, match="no uncertified_effect"):
         old.plot(ax2, "uncertified_effect")
     plt.close("all")
+
+
+def test_effect_share_edge_cases():
+    from types import SimpleNamespace
+
+    from skattn.theory.phase_diagram import effect_share
+
+    def result(effect, test_error):
+        return SimpleNamespace(extras={"uncertified_effect": effect}, test_error=test_error)
+
+    assert effect_share(result({"test_error": 0.1}, 2.0)) == pytest.approx(0.05)
+    assert np.isnan(effect_share(result(None, 1.0)))          # not estimated
+    assert effect_share(result({"test_error": 0.0}, 0.0)) == 0.0   # perfect recovery
+    assert effect_share(result({"test_error": 0.1}, 0.0)) == np.inf
