@@ -291,6 +291,7 @@ _GRID_CHILD = r"""
 import json, sys
 sys.path.insert(0, {bench_dir!r})
 from run_benchmarks import load_kernels, solve_grid_point
+from skattn.theory.problem import effect_share
 config = json.loads({config!r})
 # the kernels, compiled into numba's cache by the parent, loaded here before the timed
 # solve: above β = 3 a small solve runs cold, so the warm iterations' serial kernels load
@@ -301,8 +302,7 @@ seconds, res = solve_grid_point(config)
 print(json.dumps({{"seconds": seconds, "certified_fraction": res.certified_fraction,
                   "converged": bool(res.converged), "n_iter": int(res.n_iter),
                   "bound": res.extras.get("uncertified_bound"),
-                  "effect": res.extras.get("uncertified_effect"),
-                  "test_error": res.test_error}}))
+                  "effect_share": effect_share(res)}}))
 """
 _GRID_CAP_S = 120.0
 
@@ -357,8 +357,8 @@ def bench_grid(quick):
             unconverged += not res["converged"]
             # how far the uncertified nodes can move the test error, to first order, as a
             # share of it (None: not estimated, or capped)
-            effect = (res.get("effect") or {}).get("test_error")
-            share = None if effect is None else effect / abs(res["test_error"])
+            share = res.get("effect_share")        # NaN: not estimated (JSON null, capped)
+            share = None if share is None or share != share else share
             if share is not None:
                 effects.append(share)
             rows.append({"section": "f", "what": f"  T={T} " + " ".join(

@@ -208,7 +208,7 @@ def _solver_options(n_nodes, tol, max_iter, correction="auto"):
 # ----------------------------------------------------------------------------------------
 
 def _result_values(res, missing):
-    from .theory.phase_diagram import effect_share
+    from .theory.problem import effect_share
 
     out = {}
     for c in THEORY_RESULT_COLUMNS:

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .problem import UNCERTIFIED_MAX_SHARE, resolve_problem, split_model_keywords
+from .problem import (UNCERTIFIED_MAX_SHARE, effect_share, resolve_problem,
+                      split_model_keywords)
 from .state_evolution import state_evolution_curve
 
-__all__ = ["PhaseDiagram", "solve_phase_diagram", "effect_share"]
+__all__ = ["PhaseDiagram", "solve_phase_diagram"]
 
 _FIELDS = ("test_error", "train_error", "train_objective", "m", "q", "sigma",
            "certified_fraction", "uncertified_effect")
@@ -128,27 +129,6 @@ def _edges(centres, log):
         return np.array([x[0] - half, x[0] + half])
     mid = 0.5 * (x[1:] + x[:-1])
     return np.concatenate([[2 * x[0] - mid[0]], mid, [2 * x[-1] - mid[-1]]])
-
-
-def effect_share(result):
-    """How far the uncertified nodes could move ``result``'s test error, to first order, as
-    a share of it (``extras["uncertified_effect"]``); NaN where not estimated.
-
-    Parameters
-    ----------
-    result : StateEvolutionResult
-
-    Returns
-    -------
-    float
-    """
-    effect = result.extras.get("uncertified_effect")
-    if not effect:
-        return np.nan
-    if effect["test_error"] == 0:
-        return 0.0          # also at a test error of 0 (perfect recovery)
-    return float(effect["test_error"] / abs(result.test_error)) if result.test_error \
-        else np.inf
 
 
 def _value(result, name):

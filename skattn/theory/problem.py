@@ -27,7 +27,7 @@ __all__ = ["StateEvolutionProblem", "DomainWarning", "FiniteSizeWarning", "resol
            "top_mode_share", "is_spiky", "GAUSSIAN_EQUIVALENCE_MAX_SHARE", "RANK_CONSTRAINT_MIN_D",
            "STRONG_RANK_CAP_SHARE", "FINITE_SIZE_MIN_LAMBDA", "FINITE_SIZE_MAX_D",
            "warn_finite_size", "token_excess_kurtosis", "UncertifiedWarning",
-           "UNCERTIFIED_MAX_SHARE", "warn_uncertified"]
+           "UNCERTIFIED_MAX_SHARE", "warn_uncertified", "effect_share"]
 
 PARAMETRIZATIONS = ("factored", "direct")
 ATTENTIONS = ("softmax", "linear")
@@ -124,11 +124,32 @@ FINITE_SIZE_MIN_LAMBDA = 0.01
 FINITE_SIZE_MAX_D = 160
 
 
+def effect_share(result):
+    """How far the uncertified nodes could move ``result``'s test error, to first order, as
+    a share of it (``extras["uncertified_effect"]``); NaN where not estimated.
+
+    Parameters
+    ----------
+    result : StateEvolutionResult
+
+    Returns
+    -------
+    float
+    """
+    effect = result.extras.get("uncertified_effect")
+    if not effect:
+        return np.nan
+    if effect["test_error"] == 0:
+        return 0.0          # also at a test error of 0 (perfect recovery)
+    return float(effect["test_error"] / abs(result.test_error)) if result.test_error \
+        else np.inf
+
+
 def warn_uncertified(result, caller):
     """Warn (:class:`UncertifiedWarning`) where the uncertified prox minimisers of
     ``result`` could move its test error by more than :data:`UNCERTIFIED_MAX_SHARE` of it,
-    to first order (``extras["uncertified_effect"]``; silent where that was not estimated,
-    as for the exact-Gram correction's multi-start, which is never certified).
+    to first order (:func:`effect_share`; silent where that was not estimated, as for the
+    exact-Gram correction's multi-start, which is never certified).
 
     Parameters
     ----------
@@ -141,15 +162,16 @@ def warn_uncertified(result, caller):
     bool
         Whether it warned.
     """
-    effect = result.extras.get("uncertified_effect")
-    if not effect or not effect["test_error"] > UNCERTIFIED_MAX_SHARE * abs(result.test_error):
+    share = effect_share(result)
+    if not share > UNCERTIFIED_MAX_SHARE:      # NaN (not estimated) included
         return False
+    effect = result.extras["uncertified_effect"]["test_error"]
     warn(f"{caller}: {1 - result.certified_fraction:.2%} of the quadrature nodes keep a prox "
          f"minimiser that is not certified global. If their global minimisers lay anywhere "
          f"in the balls their objective allows (a worst case), they could move the "
-         f"predicted test error {result.test_error:.4g} by up to "
-         f"{effect['test_error']:.3g} ({effect['test_error'] / abs(result.test_error):.1%}) "
-         "to first order: result.extras['uncertified_effect'].", UncertifiedWarning)
+         f"predicted test error {result.test_error:.4g} by up to {effect:.3g} "
+         f"({share:.1%}) to first order: result.extras['uncertified_effect'].",
+         UncertifiedWarning)
     return True
 
 

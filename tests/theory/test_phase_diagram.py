@@ -131,7 +131,7 @@ def test_plot_marks_points_the_certificate_leaves_open():
 def test_effect_share_edge_cases():
     from types import SimpleNamespace
 
-    from skattn.theory.phase_diagram import effect_share
+    from skattn.theory.problem import effect_share
 
     def result(effect, test_error):
         return SimpleNamespace(extras={"uncertified_effect": effect}, test_error=test_error)
