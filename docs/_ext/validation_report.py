@@ -401,6 +401,30 @@ def _split_share(data):
             "on", ["point", "role", *columns], body, note)
 
 
+def _uncertified_effect(data):
+    rows = data["rows"]
+    settings = [(a["effect_nodes"], a["step"]) for a in rows[0]["arms"]] if rows else []
+    body = []
+    for r in rows:
+        cells = [f"T = {r['n_tokens']} seed {r['seed']} point {r['point']}", r["role"],
+                 f"{r['arms'][0]['certified_fraction']:.4g}"]
+        for a in r["arms"]:
+            share = a["share"]
+            cells.append(("–" if share is None or share != share else f"{100 * share:.3g} %")
+                         + ("" if a["converged"] else " (unconverged)"))
+        body.append(cells)
+    landed = data["landed"]
+    note = ("The largest first-order move of the test error that the uncertified nodes' "
+            "bound leaves open, as a share of it (extras['uncertified_effect']; – where not "
+            "estimated), one solve per setting of the output side's Jacobian: its nodes (a "
+            "prefix of the quadrature's) and its relative step; landed "
+            f"{landed['effect_nodes']} nodes, step {landed['step']:g}. The certified "
+            "fraction is the first solve's.")
+    return ("The uncertified nodes' effect on the test error, by the Jacobian's settings",
+            ["point", "role", "certified", *[f"{n} nodes, step {h:g}" for n, h in settings]],
+            body, note)
+
+
 def _star_bound(data):
     columns, body, note = _arm_comparison(data, "star",
                                           lambda v: "star on" if v else "star off")
@@ -659,6 +683,7 @@ RENDERERS = {
     "solver_rules_split.jsonl": _solver_rules,
     "warm_start_rule.json": _warm_start_rule,
     "split_share.json": _split_share,
+    "uncertified_effect.json": _uncertified_effect,
     "row_relaxations.json": _row_relaxations,
     "star_bound.json": _star_bound,
     "star_splits.json": _star_splits,

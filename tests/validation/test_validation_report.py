@@ -90,6 +90,25 @@ def test_the_speed_grid_table_reads_median_worst_and_certified(tmp_path):
     assert "63.4 %" in report.render("speed_grid.json", tmp_path)
 
 
+def test_the_uncertified_effect_table_reads_each_setting(tmp_path):
+    def arm(nodes, step, share, converged=True):
+        return {"effect_nodes": nodes, "step": step, "seconds": 1.0, "converged": converged,
+                "certified_fraction": 0.997, "test_error": 1.5, "share": share,
+                "effect": None}
+
+    rows = [{"n_tokens": 6, "seed": 0, "point": 2, "role": "grid",
+             "arms": [arm(1024, 1e-4, 0.634), arm(8192, 1e-4, 0.526)]},
+            {"n_tokens": 3, "seed": 2, "point": 3, "role": "held out",
+             "arms": [arm(1024, 1e-4, None, False), arm(8192, 1e-4, float("nan"))]}]
+    (tmp_path / "uncertified_effect.json").write_text(json.dumps(
+        {"command": "python benchmarks/research/uncertified_effect.py", "date": "2026-12-06",
+         "landed": {"effect_nodes": 1024, "step": 1e-4}, "rows": rows}))
+    text = report.render("uncertified_effect.json", tmp_path)
+    assert "1024 nodes, step 0.0001" in text and "8192 nodes, step 0.0001" in text
+    assert "63.4 %" in text and "52.6 %" in text and "0.997" in text
+    assert "– (unconverged)" in text and "landed 1024 nodes" in text
+
+
 def _trace_row(T, seed, point, seconds, converged, stages, ratio=1.0):
     return {"seed": seed, "point": point, "n_nodes": 8192, "seconds": seconds,
             "n_iter": sum(s["evaluations"] for s in stages), "converged": converged,
