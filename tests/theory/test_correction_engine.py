@@ -19,7 +19,7 @@ from skattn import AttentionIndexedModel, WishartTarget
 from skattn.data.targets import PowerLawTarget, SpectrumTarget
 from skattn.theory import (CORRECTION_NAMES, SolverOptions, StateEvolutionProblem,
                            explain, solve_state_evolution)
-from skattn.theory.corrections import CORRECTIONS, _blended_bound
+from skattn.theory.corrections import CORRECTIONS, _blended_worst_case
 from skattn.theory.corrections.base import log_ramp, smooth_ramp
 
 FAST = {"n_nodes": 1024}
@@ -281,28 +281,28 @@ def _piece(weight, corrected, anchor):
 
 
 @given(b=st.floats(0.0, 10.0), a=st.floats(0.0, 10.0), w=st.floats(0.01, 1.0))
-def test_blended_bound_weights_each_term_by_its_coefficient(b, a, w):
+def test_blended_worst_case_weights_each_term_by_its_coefficient(b, a, w):
     base = _term(0.99, {"q_hat": b})
     # anchored at the core: core + w (corrected − core) = (1 − w) core + w corrected
-    assert _blended_bound(base, [_piece(w, _term(1.0), base)]) == \
+    assert _blended_worst_case(base, [_piece(w, _term(1.0), base)]) == \
         {"q_hat": pytest.approx((1 - w) * b)}
     # at its own anchor: both the core and the anchor count in full
     anchor = _term(0.9, {"q_hat": a})
-    assert _blended_bound(base, [_piece(w, _term(1.0), anchor)]) == \
+    assert _blended_worst_case(base, [_piece(w, _term(1.0), anchor)]) == \
         {"q_hat": pytest.approx(b + w * a)}
     # a correction with a bound of its own (the spiked one) adds it
-    assert _blended_bound(base, [_piece(w, _term(0.5, {"q_hat": a}), base)]) == \
+    assert _blended_worst_case(base, [_piece(w, _term(0.5, {"q_hat": a}), base)]) == \
         {"q_hat": pytest.approx((1 - w) * b + w * a)}
 
 
-def test_blended_bound_is_none_where_a_correction_has_uncertified_nodes():
+def test_blended_worst_case_is_none_where_a_correction_has_uncertified_nodes():
     base = _term(1.0, {"q_hat": 0.0})
-    assert _blended_bound(base, [_piece(0.5, _term(0.0), base)]) is None
+    assert _blended_worst_case(base, [_piece(0.5, _term(0.0), base)]) is None
     # no correction: the core's own bound; a fully applied, certified one at the core:
     # the core's bound drops out
     core = _term(0.5, {"q_hat": 3.0})
-    assert _blended_bound(core, []) == {"q_hat": 3.0}
-    assert _blended_bound(core, [_piece(1.0, _term(1.0), core)]) == {"q_hat": 0.0}
+    assert _blended_worst_case(core, []) == {"q_hat": 3.0}
+    assert _blended_worst_case(core, [_piece(1.0, _term(1.0), core)]) == {"q_hat": 0.0}
 
 
 def test_blended_effect_is_blended_as_the_bound():
@@ -314,11 +314,11 @@ def test_blended_effect_is_blended_as_the_bound():
 
     base = term(0.99, {"test_error": 0.2})
     anchor = term(0.9, {"test_error": 0.1})
-    assert _blended_bound(base, [_piece(0.5, term(1.0), anchor)], "uncertified_effect") \
+    assert _blended_worst_case(base, [_piece(0.5, term(1.0), anchor)], "uncertified_effect") \
         == {"test_error": pytest.approx(0.25)}
-    assert _blended_bound(base, [_piece(0.5, term(0.5), base)], "uncertified_effect") \
+    assert _blended_worst_case(base, [_piece(0.5, term(0.5), base)], "uncertified_effect") \
         is None
-    assert _blended_bound(base, [_piece(0.5, term(1.0), base)]) is None   # no bound key
+    assert _blended_worst_case(base, [_piece(0.5, term(1.0), base)]) is None   # no bound key
 
 
 def test_exact_gram_softmax_T3_reports_no_bound():

@@ -154,7 +154,7 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
                          if not r.converged) or "non-finite values")
     params = {**lead_result.params, "trace": trace}
     for key in ("uncertified_bound", "uncertified_effect"):
-        extras[key] = _blended_bound(base, pieces, key)
+        extras[key] = _blended_worst_case(base, pieces, key)
     return replace(
         lead_result, **values, converged=converged,
         n_iter=base.n_iter + sum(p[1].n_iter for p in pieces),
@@ -166,7 +166,7 @@ def apply_table(alpha, problem, core, options, decisions, anchors, solve_core):
         extras={**lead_result.extras, **extras}, problem=problem, alpha=base.alpha)
 
 
-def _own_bound(result, key="uncertified_bound"):
+def _own_worst_case(result, key="uncertified_bound"):
     """The uncertified-node bound (``key``: or its first-order effect on the prediction)
     of one term of the blend: the one its solve carries (a core's, from its output side;
     each correction sets its own), else zeros where every node is certified, else None
@@ -176,18 +176,19 @@ def _own_bound(result, key="uncertified_bound"):
     return {} if result.certified_fraction == 1.0 else None
 
 
-def _blended_bound(base, pieces, key="uncertified_bound"):
+def _blended_worst_case(base, pieces, key="uncertified_bound"):
     """How far uncertified prox minimisers can move the blend
-    ``core + Σ_i w_i (corrected_i − anchor_i)``: each term's bound (``key``) times the
-    absolute value of its coefficient, summed (an anchor that is the core adds to the
-    core's coefficient). None where a term with a nonzero coefficient has no bound."""
-    terms = [(1.0, _own_bound(base, key))]
+    ``core + Σ_i w_i (corrected_i − anchor_i)``: each term's worst case (``key``: the bound
+    on its conjugates, or that bound's effect on its prediction) times the absolute value
+    of its coefficient, summed (an anchor that is the core adds to the core's
+    coefficient). None where a term with a nonzero coefficient has none."""
+    terms = [(1.0, _own_worst_case(base, key))]
     for decision, corrected, at_anchor in pieces:
-        terms.append((decision.weight, _own_bound(corrected, key)))
+        terms.append((decision.weight, _own_worst_case(corrected, key)))
         if at_anchor is base:
             terms[0] = (terms[0][0] - decision.weight, terms[0][1])
         else:
-            terms.append((-decision.weight, _own_bound(at_anchor, key)))
+            terms.append((-decision.weight, _own_worst_case(at_anchor, key)))
     if any(b is None and c != 0.0 for c, b in terms):
         return None
     terms = [(c, b or {}) for c, b in terms]
