@@ -425,37 +425,45 @@ def _uncertified_effect(data):
             body, note)
 
 
-def _star_bound(data):
-    columns, body, note = _arm_comparison(data, "star",
-                                          lambda v: "star on" if v else "star off")
+def _certificate_arms(data, key, label, what, title):
+    """A table of one certificate setting's arms (:func:`_arm_comparison`) at the points
+    of its study: ``what`` says which setting, ``title`` names the table."""
+    columns, body, note = _arm_comparison(data, key, label)
     note = ("Certified fraction of one solve (its seconds and evaluations), 8192 nodes "
-            "unless the run was quick; the star bound (SoftmaxChannel.star_bound) on and "
-            "off, everything else as landed. " + note)
-    return ("The certificate's star bound, on and off, on points it was not fitted on",
-            ["point", "role", *columns], body, note)
+            f"unless the run was quick; {what}, everything else as landed. " + note)
+    return title, ["point", "role", *columns], body, note
+
+
+def _star_bound(data):
+    return _certificate_arms(
+        data, "star", lambda v: "star on" if v else "star off",
+        "the star bound (SoftmaxChannel.star_bound) on and off",
+        "The certificate's star bound, on and off, on points it was not fitted on")
+
+
+def _double_star(data):
+    return _certificate_arms(
+        data, "double", lambda v: "double star on" if v else "double star off",
+        "where every star fails, the double star (SoftmaxChannel.double_star, off by "
+        "default) on or off",
+        "The certificate's double star, on and off, on points it was not fitted on")
 
 
 def _star_splits(data):
-    columns, body, note = _arm_comparison(
-        data, "rounds", lambda v: "equal split only" if v == 0 else f"{v} splits")
-    note = ("Certified fraction of one solve (its seconds and evaluations), 8192 nodes "
-            "unless the run was quick; where two or three rows fail, the star bound under "
-            "the equal split only, or also under a split where every other row holds "
-            "(SoftmaxChannel.star_split_rounds), everything else as landed. " + note)
-    return ("The star bound under unequal splits, on and off, on points it was not fitted "
-            "on", ["point", "role", *columns], body, note)
+    return _certificate_arms(
+        data, "rounds", lambda v: "equal split only" if v == 0 else f"{v} splits",
+        "where two or three rows fail, the star bound under the equal split only, or also "
+        "under a split where every other row holds (SoftmaxChannel.star_split_rounds)",
+        "The star bound under unequal splits, on and off, on points it was not fitted on")
 
 
 def _star_local(data):
-    columns, body, note = _arm_comparison(
+    return _certificate_arms(
         data, "rounds",
-        lambda v: "no local pieces" if v == 0 else f"local pieces, {v} round" + "s" * (v > 1))
-    note = ("Certified fraction of one solve (its seconds and evaluations), 8192 nodes "
-            "unless the run was quick; where the star of one failing row still shows a "
-            "lower point, the star with local pieces (SoftmaxChannel.star_local_rounds) or "
-            "without, everything else as landed. " + note)
-    return ("Local pieces of the star, on and off, on points they were not fitted on",
-            ["point", "role", *columns], body, note)
+        lambda v: "no local pieces" if v == 0 else f"local pieces, {v} round" + "s" * (v > 1),
+        "where the star of one failing row still shows a lower point, the star with local "
+        "pieces (SoftmaxChannel.star_local_rounds) or without",
+        "Local pieces of the star, on and off, on points they were not fitted on")
 
 
 def _first_warm_starts(data):
@@ -688,6 +696,7 @@ RENDERERS = {
     "star_bound.json": _star_bound,
     "star_splits.json": _star_splits,
     "star_local.json": _star_local,
+    "double_star.json": _double_star,
     "first_warm_starts.json": _first_warm_starts,
     "correction_edges.json": _correction_edges,
     "exact_gram_seq2lab.json": _exact_gram_seq2lab,

@@ -79,3 +79,14 @@ def two_basin_nodes(channel, omega, y, sigma, rng, limit, gap=1e-3):
         found += 1
         if found >= limit:
             return
+
+
+def two_basin_cases(T, limit=6, seed=0):
+    """``(channel, omega_n, y_n, sigma, rng, ends)`` for the nodes of
+    :func:`two_basin_samples` at Σ = 0.5 whose Newton ends differ (:func:`two_basin_nodes`),
+    with the node's found rows a call away (:func:`_certify_dual.found_rows`)."""
+    ch, omega, y, _ = two_basin_samples(T)
+    sigma = 0.5
+    rng = np.random.default_rng(seed)
+    for n, ends in two_basin_nodes(ch, omega, y, sigma, rng, limit):
+        yield ch, omega[n], y[n], sigma, rng, ends

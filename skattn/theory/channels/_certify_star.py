@@ -81,6 +81,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ._certify_double import certify_double
 from ._certify_dual import _weighted_value, found_rows
 from ._certify_rows import CERTIFIED, NONCONVEX
 from ._certify_split import (MAX_ROUNDS, MIN_SHARE, _descend, _descend_row, _multipliers,
@@ -474,7 +475,7 @@ def certify_star(H, H0, L, y, Wsplit, beta, a, low, excess, tol, budget,
 def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
                    max_rounds=MAX_ROUNDS, min_share=MIN_SHARE, star=True,
                    star_rounds=STAR_SPLIT_ROUNDS, local_rounds=LOCAL_ROUNDS,
-                   off_centre_rounds=_OFF_CENTRE_ROUNDS):
+                   off_centre_rounds=_OFF_CENTRE_ROUNDS, double=False):
     """Certify ``x`` global for one T ≥ 3 sample: the split search of
     :func:`._certify_split.certify_by_split`, then, where every split fails and the equal
     split failed in at most ``_MAX_CENTRES`` rows, the star bound around each of them in
@@ -482,6 +483,8 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
     where several rows failed, under a split where every row but the star's holds (the
     split search with that row left out, docstring 5). ``off_centre_rounds`` rounds of
     off-centre pieces (docstring 7) follow in each star, none where ``local_rounds`` is 0.
+    Where every star fails and one or two rows failed, ``double`` tries the double star of
+    :mod:`._certify_double`: of the two rows, or of the one with each other row in turn.
 
     Returns ``(certified, rounds)``: True where ``F ≥ F(x) − tol`` is proved everywhere;
     ``rounds`` the splits tried."""
@@ -522,19 +525,26 @@ def certify_sample(x, omega, y, s, B, index, scale, beta, tol, budget,
         if certify_star(H, H0, L, y, split, beta, a, low, excess, tol, budget,
                         split_rounds, off_rounds):
             return True, rounds
+    if double and failed.size <= 2:
+        a = failed[0]
+        for b in failed[1:] if failed.size == 2 else np.delete(np.arange(T), a):
+            starts = [points[r] if codes[r] == NONCONVEX else H[r] for r in (a, b)]
+            if certify_double(H, H0, L, y, s, beta, a, b, starts, tol, budget,
+                              local_rounds):
+                return True, rounds
     return False, rounds
 
 
 def certify_nodes(x, omega, y, sigma, B, index, scale, beta, tol, budget, rounds, nodes,
                   n_threads=1, min_share=MIN_SHARE, star=True,
-                  star_rounds=STAR_SPLIT_ROUNDS, local_rounds=LOCAL_ROUNDS):
+                  star_rounds=STAR_SPLIT_ROUNDS, local_rounds=LOCAL_ROUNDS, double=False):
     """:func:`certify_sample` at the samples ``nodes`` (rows of x, omega, y, sigma);
     returns their certified mask. On ``n_threads`` threads: the compiled row bounds run
     without the GIL, and each sample's search is independent of the others."""
     def one(n):
         return certify_sample(x[n], omega[n], y[n], sigma[n], B, index, scale, beta, tol,
                               budget, rounds, min_share, star, star_rounds,
-                              local_rounds)[0]
+                              local_rounds, double=double)[0]
     if n_threads <= 1 or len(nodes) < 2 * n_threads:
         return np.array([one(n) for n in nodes], dtype=bool)
     with ThreadPoolExecutor(n_threads) as pool:

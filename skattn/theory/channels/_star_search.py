@@ -446,7 +446,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
 
 
 def star_bound(pieces_per_coordinate, u_star, yrow, beta, tol, budget, valid=None,
-               domain=None):
+               domain=None, target=None):
     """Prove ``Φ̃ ≥ Φ̃(u*) − tol`` on its domain (docstrings 3, 4), where piece 0 of every
     coordinate is the largest at ``u*_c`` and ``u*`` is stationary for them.
 
@@ -454,6 +454,10 @@ def star_bound(pieces_per_coordinate, u_star, yrow, beta, tol, budget, valid=Non
     valid on an unbounded interval needs a positive weight. ``domain``: per coordinate, a
     quadratic of positive weight below Ψ_c, or None for a coordinate whose pieces are all
     valid on bounded intervals (its bracket is their hull); by default piece 0.
+    ``target``: prove ``Φ̃ ≥ target`` instead, where that is lower (u* then need not be
+    stationary: it only sets the domain, and its box is left out only where it holds one
+    stationary point with V above the target; the intervals of
+    :mod:`._certify_double`).
 
     Returns ``(code, n_split, point, excess)``: CERTIFIED, BUDGET, or NONCONVEX with a
     point below the target and its ``excess`` (< 0) over ``Φ̃(u*)``."""
@@ -471,7 +475,7 @@ def star_bound(pieces_per_coordinate, u_star, yrow, beta, tol, budget, valid=Non
     kappa, b, const, h_lo, h_hi, piece, kink, n_branch, coef, n_piece = arrays
     A = np.empty(T)
     f_star = _star_value(u_star, coef, n_piece, yrow, beta, A)
-    target = f_star - tol
+    target = f_star - tol if target is None else min(target, f_star - tol)
     # the domain (docstring 4): every u below Φ̃(u*) has Σ w_c (u_c − z_c)² < R2 over the
     # coordinates with a domain quadratic, the others within their pieces' hull
     centre, spread, least = np.empty(T), np.empty(T), 0.0

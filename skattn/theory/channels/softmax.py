@@ -90,6 +90,12 @@ class SoftmaxChannel(_Channel):
         1 under that split; a class attribute; 0: off, and with it the round of pieces
         centred at the star's lower point that follows; the measurements: docs:
         Validation report, "Local pieces of the star").
+    double_star : bool
+        T ≥ 3, with ``star_bound``: where every star fails and one or two rows failed,
+        keep two rows coupled, with their shared entry, and prove that *double star* by a
+        branch over the shared entry (default False, a class attribute;
+        :mod:`._certify_double`). At T = 6 point 2 of the speed grid it certified 14 of
+        the 24 nodes the star leaves (docs: Changelog, "A double star").
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
         fixed-point iterations) at the nodes that have no remembered minimiser yet, the
@@ -106,6 +112,7 @@ class SoftmaxChannel(_Channel):
     star_bound = True
     star_split_rounds = _certify_star.STAR_SPLIT_ROUNDS
     star_local_rounds = _certify_star.LOCAL_ROUNDS
+    double_star = False
 
     def __init__(self, n_tokens, beta=1.0, target_beta=1.0, n_starts=None, max_iter=100):
         if not isinstance(n_tokens, (int, np.integer)) or isinstance(n_tokens, bool) \
@@ -366,6 +373,9 @@ class SoftmaxChannel(_Channel):
                                              low=0, integer=True)
             local_rounds = check_scalar_range(self.star_local_rounds, "star_local_rounds",
                                               low=0, integer=True)
+            double = self.double_star
+            if not isinstance(double, (bool, np.bool_)):
+                raise TypeError(f"double_star must be True or False, got {double!r}.")
             # where the equal split of the row-wise bound fails, unequal ones (not in the
             # uncertified evaluations of the fixed-point iterations: budget 0)
             todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
@@ -374,5 +384,5 @@ class SoftmaxChannel(_Channel):
                     xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
                     _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
                     _kernels.thread_count() if threaded else 1, min_share, star,
-                    star_rounds, local_rounds)
+                    star_rounds, local_rounds, bool(double))
         return omega + xb @ self.basis.T, fb, cert

@@ -1,0 +1,362 @@
+"""The double star of the T ≥ 3 certificate: where the star of :mod:`._certify_star` fails,
+two rows a and b are kept exact, with their shared entry t, and only the pairs between
+the other rows are relaxed (off by default: ``SoftmaxChannel.double_star``).
+
+1. *The bound.* With the equal split W and the found point's multipliers ν
+   (:mod:`._certify_split`, docstring 1), for a symmetric H every pair between the other
+   rows (the *columns*) cancels in ``Σ_r ν_r·H_r``, so ``F(H) = A(H_a) + B(H_b) + Σ_c
+   φ_c(H_c)`` with ``A(u) = Σ_e W_ae (u_e − H0_ae)² + ℓ_a(u) − Σ_c ν_ca u_c`` and B alike.
+2. *The columns' tangents.* Each column row c proves, by the weighted row bound with its
+   weights on entries a and b lowered by k (the largest of ``SHARES`` times W that
+   proves), ``φ_c(h) ≥ φ_c(H_c) − tol_c + k_a (h_a − H_ca)² + k_b (h_b − H_cb)²`` on all
+   of R^T: a minorant *separable* in the two shared entries. Its halves join A and B
+   (``row_pieces``), so that ``F ≥ Σ_c (φ_c(H_c) − tol_c) + min_t [a(t) + b(t)]``, a(t)
+   the least of A with ``u_b = t`` and b(t) that of B with ``u_a = t``; at the found point
+   the two sides are equal.
+3. *The branch over t.* t's reach follows from the pieces' quadratics (ℓ ≥ 0). On an
+   interval around the found ``t* = H_ab`` (the widest of ``CENTRE_RADII`` that proves)
+   the search of :mod:`._star_search` proves each row with t boxed there, from the found
+   row, tilted by the slope ``s`` that keeps the found row stationary and by a curvature
+   κ moved from the more convex row to the other: ``A + s t + κ (t − t*)² ≥ A(H_a) + s t*
+   − tol/2`` and ``B − s t − κ (t − t*)² ≥ …``; the tilts cancel in the sum. A row alone
+   can be concave in t where the sum is not: hence κ.
+4. *The intervals beyond* (to the ends of the reach): a tilt s and a split α of the
+   target, from estimates of the rows' least values at ``_ESTIMATE_POINTS`` points of the
+   interval (Newton on the pieces active at its start, :func:`._certify_split._descend_row`;
+   they set α, never whether it holds), proved with the search's explicit target: ``a(t)
+   + s t ≥ α`` and ``b(t) − s t ≥ target − α``; an interval that fails is halved (at most
+   ``_HALVINGS`` times).
+5. *Local pieces.* Where a row fails on the centre interval, its column rows get pieces
+   valid on an interval of their entry only, as the star's (:mod:`._certify_star`,
+   docstring 6), proved by the search on row c with that entry boxed and the other row's
+   share kept, so that the minorant stays separable: ``φ_c(h) − k (h_a − H_ca)² − k_b
+   (h_b − H_cb)² ≥ φ_c(H_c) − tol_c`` for ``h_a`` in the box. They stay for the intervals
+   beyond. Each pair is tried first without them.
+
+The bound holds with ``tol/T`` for each column and ``tol/T`` for the pair: ``F ≥ F(x) −
+tol``. Where one row fails, each other row is tried as its partner. Soundness tests:
+tests/theory/test_certify_double.py; the measurements: docs: Changelog, "A double star".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._certify_rows import CERTIFIED, NONCONVEX
+from ._certify_split import _descend_row, _multipliers, _row_dual_weighted
+from ._star_search import star_bound
+
+# the columns' tangent shares of W on both shared entries, tried largest first
+SHARES = (0.95, 0.8, 0.6, 0.4, 0.2, 0.0)
+# the half-widths of the centre interval of t, tried widest first
+CENTRE_RADII = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
+# the points of an interval beyond the centre at which the rows' least values are estimated
+_ESTIMATE_POINTS = 3
+# an interval beyond the centre that fails is halved at most this many times, and at most
+# this many intervals are tried in all
+_HALVINGS = 10
+_MAX_INTERVALS = 200
+# local pieces (docstring 5): their curvature, as fractions of the column's ψ''/2, and
+# their box, this many times the distance to the failing search's lower point; rounds
+LOCAL_FRACTIONS = (0.95, 0.8, 0.6, 0.4)
+_LOCAL_RADIUS = 1.5
+LOCAL_ROUNDS = 2
+# a local piece's curvature keeps this fraction of W away from W (as the star's)
+_LOCAL_GAP = 0.05
+
+
+def _loss(u, yrow, beta):
+    """``ℓ(u) = ‖softmax(βu) − y‖²`` and its gradient."""
+    e = np.exp(beta * (u - u.max()))
+    s = e / e.sum()
+    g = s @ (s - yrow)
+    return float(np.sum((s - yrow) ** 2)), 2 * beta * s * (s - yrow - g)
+
+
+class _Row:
+    """One of the two kept rows: its pieces per coordinate (lists of ``(piece, interval)``,
+    a piece ``(A2, A1, A0)`` valid on the interval, None: all of R; the whole-line piece
+    first), its shared coordinate o and found row."""
+
+    def __init__(self, r, o, H, H0, W, shares, columns):
+        T = H.shape[0]
+        self.r, self.o, self.found = r, o, H[r].copy()
+        whole = np.array([[W[r, e], -2 * W[r, e] * H0[r, e], W[r, e] * H0[r, e] ** 2]
+                          for e in range(T)])
+        for c in columns:
+            k, nu = shares[c]
+            k = k * W[c, r]
+            whole[c] += [k, -2 * k * H[c, r] - nu[r], k * H[c, r] ** 2]
+        self.pieces = [[(whole[e], None)] for e in range(T)]
+
+    def whole(self, e):
+        return self.pieces[e][0][0]
+
+    def value(self, u, yrow, beta):
+        """The row's Φ̃ at u (each coordinate's largest valid piece) and its gradient."""
+        v, grad = _loss(u, yrow, beta)
+        for e, lst in enumerate(self.pieces):
+            best, top = -math.inf, None
+            for q, iv in lst:
+                if iv is None or iv[0] <= u[e] <= iv[1]:
+                    val = q[0] * u[e] ** 2 + q[1] * u[e] + q[2]
+                    if val > best:
+                        best, top = val, q
+            v += best
+            grad[e] += 2 * top[0] * u[e] + top[1]
+        return v, grad
+
+    def least_at(self, t, yrow, beta, starts):
+        """An estimate of the row's least with its shared coordinate at t: Newton on the
+        pieces active at each start (then at its end, twice more), the best end."""
+        T = len(self.pieces)
+        best = (math.inf, None)
+        for start in starts:
+            u = start.copy()
+            u[self.o] = t
+            for _ in range(3):
+                w, centre = np.empty(T), np.empty(T)
+                for e, lst in enumerate(self.pieces):
+                    active = [q for q, iv in lst if iv is None or iv[0] <= u[e] <= iv[1]]
+                    q = max(active, key=lambda q_: q_[0] * u[e] ** 2 + q_[1] * u[e] + q_[2])
+                    w[e], centre[e] = q[0], -q[1] / (2 * q[0])
+                w[self.o], centre[self.o] = 1e8 * max(w[self.o], 1.0), t
+                end, _ = _descend_row(u, centre, 0.0, w, yrow, beta)
+                end[self.o] = t
+                moved = np.max(np.abs(end - u))
+                u = end
+                if moved < 1e-12:
+                    break
+            v = self.value(u, yrow, beta)[0]
+            if v < best[0]:
+                best = (v, u)
+        return best
+
+    def prove(self, lo, hi, tilt, kappa, centre, u_star, yrow, beta, tol, budget,
+              target=None):
+        """The search of :mod:`._star_search` on the row with its shared coordinate boxed
+        in ``[lo, hi]`` and tilted by ``tilt·t + κ (t − centre)²``."""
+        pieces, valid, domain = [], [], []
+        for lst in self.pieces:
+            # local pieces first, the most curved first (the largest at the found row)
+            ordered = sorted(lst[1:], key=lambda item: -item[0][0]) + lst[:1]
+            pieces.append(np.array([q for q, _ in ordered]))
+            valid.append(None if len(ordered) == 1 else
+                         [iv if iv is not None else (-math.inf, math.inf)
+                          for _, iv in ordered])
+            domain.append(lst[0][0])
+        o = self.o
+        pieces[o] = pieces[o] + np.array([[kappa, tilt - 2 * kappa * centre,
+                                           kappa * centre ** 2]])
+        valid[o], domain[o] = [[lo, hi]], None
+        return star_bound(pieces, u_star.copy(), yrow, beta, tol, budget, valid, domain,
+                          target)
+
+
+def _column_tangent(H, H0, L, y, W, beta, a, b, c, tol, budget):
+    """Column row c's separable tangent (docstring 2): ``(share, ν_c)``, share None where
+    none proves."""
+    nu = _multipliers(H, H0, L, W, c)
+    for share in SHARES:
+        w, h0 = W[c].copy(), H0[c].copy()
+        for e in (a, b):
+            k = share * W[c, e]
+            w[e] = W[c, e] - k
+            h0[e] = (W[c, e] * H0[c, e] - k * H[c, e]) / (W[c, e] - k)
+        if _row_dual_weighted(H[c].copy(), h0, nu, w, y[c], beta, tol,
+                              budget)[0] == CERTIFIED:
+            return share, nu
+    return None, nu
+
+
+def _local_piece(H, H0, W, y, beta, row, c, share, nu, k, lo, hi, tol, budget):
+    """A local piece (docstring 5) of column c on row ``row.r``'s coordinate c, valid for
+    ``u_c`` in ``[lo, hi]``; None where it is not proved."""
+    r, o = row.r, row.o
+    T = y.shape[0]
+    w = W[c].copy()
+    if abs(w[r] - k) < _LOCAL_GAP * w[r]:
+        return None
+    centre = H0[c] - nu / (2 * w)
+    offset = float(np.sum(nu * H0[c] - nu ** 2 / (4 * w)))
+    pieces = [np.array([[w[e], -2 * w[e] * centre[e], w[e] * centre[e] ** 2]])
+              for e in range(T)]
+    for e, k_e in ((o, share * W[c, o]), (r, k)):
+        pieces[e] = np.array([[w[e] - k_e, -2 * (w[e] * centre[e] - k_e * H[c, e]),
+                               w[e] * centre[e] ** 2 - k_e * H[c, e] ** 2]])
+    pieces[r][0, 2] += offset
+    valid = [None] * T
+    valid[r] = [[lo, hi]]
+    domain = [q[0] for q in pieces]
+    domain[r] = None
+    if star_bound(pieces, H[c].copy(), y[c], beta, tol, budget, valid,
+                  domain)[0] != CERTIFIED:
+        return None
+    return np.array([W[r, c] + k, -2 * W[r, c] * H0[r, c] - nu[r] - 2 * k * H[c, r],
+                     W[r, c] * H0[r, c] ** 2 + k * H[c, r] ** 2])
+
+
+def _half_curvature(H, H0, W, y, beta, r, c, nu):
+    """ψ''/2 of column c in its entry r (the others free), by a central difference of its
+    slope at the found row (it sets a local piece's k only)."""
+    T = y.shape[0]
+    w, eps = W[c].copy(), 1e-4
+    centre = H0[c] - nu / (2 * w)
+    slopes = []
+    for eta in (H[c, r] - eps, H[c, r] + eps):
+        w_held, centre_held = w.copy(), centre.copy()
+        w_held[r], centre_held[r] = 1e6 * w[r], eta
+        h0 = H[c].copy()
+        h0[r] = eta
+        h, _ = _descend_row(h0, centre_held, 0.0, w_held, y[c], beta)
+        e = np.exp(beta * (h - h.max()))
+        e /= e.sum()
+        g = e @ (e - y[c])
+        slopes.append(2 * w[r] * (h[r] - centre[r]) + 2 * beta * e[r] * (e[r] - y[c][r] - g))
+    return (slopes[1] - slopes[0]) / (4 * eps)
+
+
+def _add_local_pieces(H, H0, W, y, beta, row, columns, shares, point, tol, budget):
+    """Local pieces for each column of ``row`` whose entry of the failing search's lower
+    ``point`` lies away from the found row."""
+    r = row.r
+    for c in columns:
+        distance = abs(point[c] - H[r, c])
+        if distance < 1e-3:
+            continue
+        share, nu = shares[c]
+        half = _half_curvature(H, H0, W, y, beta, r, c, nu)
+        lo, hi = H[c, r] - _LOCAL_RADIUS * distance, H[c, r] + _LOCAL_RADIUS * distance
+        for fraction in LOCAL_FRACTIONS:
+            q = _local_piece(H, H0, W, y, beta, row, c, share, nu, fraction * half, lo,
+                             hi, tol, budget)
+            if q is not None and q[0] > row.whole(c)[0] * (1 + 1e-3):
+                row.pieces[c].append((q, (lo, hi)))
+                break
+
+
+def _centre_curvature(row, yrow, beta):
+    """a''(t*) of the row: the Schur complement of its Hessian at the found row (by
+    differences of the gradient) on the shared coordinate."""
+    T, o, u = len(row.pieces), row.o, row.found
+    hess, h = np.empty((T, T)), 1e-6
+    for i in range(T):
+        e = np.zeros(T)
+        e[i] = h
+        hess[i] = (row.value(u + e, yrow, beta)[1] - row.value(u - e, yrow, beta)[1]) / (2 * h)
+    hess = 0.5 * (hess + hess.T)
+    rest = [e for e in range(T) if e != o]
+    return hess[o, o] - hess[o, rest] @ np.linalg.solve(hess[np.ix_(rest, rest)],
+                                                        hess[rest, o])
+
+
+def certify_double(H, H0, L, y, sigma, beta, a, b, starts, tol, budget,
+                   local_rounds=LOCAL_ROUNDS):
+    """Certify the sample whose rows H, H0, L (:func:`._certify_dual.found_rows`) fail the
+    star bound, by the double star of rows a and b (module docstring); ``starts``: per
+    row, a point to start the estimates from besides the found row (its lower point).
+    Returns True where ``F ≥ F(x) − tol`` is proved."""
+    T = y.shape[0]
+    W = np.full((T, T), 0.25 / sigma)
+    columns = [c for c in range(T) if c not in (a, b)]
+    shares = {}
+    for c in columns:
+        shares[c] = _column_tangent(H, H0, L, y, W, beta, a, b, c, tol / T, budget)
+        if shares[c][0] is None:
+            return False
+    for rounds in sorted({0, local_rounds}):
+        if _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol / T, budget,
+                        rounds):
+            return True
+    return False
+
+
+def _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol, budget,
+                 local_rounds):
+    """Docstrings 3–5 for one pair with ``local_rounds`` rounds of local pieces."""
+    rows = (_Row(a, b, H, H0, W, shares, columns), _Row(b, a, H, H0, W, shares, columns))
+    found = [row.value(row.found, y[row.r], beta) for row in rows]
+    total = found[0][0] + found[1][0] - tol          # the target of a(t) + b(t)
+    t_star = H[a, b]
+    slope = -found[0][1][b]                          # row a stationary in t
+    # t's reach: ℓ ≥ 0 and each other coordinate's whole-line quadratic at its least
+    rest = sum(q[2] - q[1] ** 2 / (4 * q[0]) for row in rows
+               for e, q in ((e, row.whole(e)) for e in range(len(row.pieces)))
+               if e != row.o)
+    qa, qb = rows[0].whole(b), rows[1].whole(a)
+    w, lin = qa[0] + qb[0], qa[1] + qb[1]
+    reach = total - rest - (qa[2] + qb[2] - lin ** 2 / (4 * w))
+    if reach <= 0:
+        return True
+    t_lo = -lin / (2 * w) - math.sqrt(reach / w)
+    t_hi = -lin / (2 * w) + math.sqrt(reach / w)
+    kappa = 0.25 * (_centre_curvature(rows[1], y[b], beta)
+                    - _centre_curvature(rows[0], y[a], beta))
+    tilts = ((slope, kappa), (-slope, -kappa))
+    for radius in CENTRE_RADII:
+        lo, hi = max(t_lo, t_star - radius), min(t_hi, t_star + radius)
+        if lo >= hi:
+            continue
+        if not _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares,
+                       tol, budget, local_rounds):
+            continue
+        if _beyond(rows, [(t_lo, lo, 0), (hi, t_hi, 0)], total, y, beta, starts, budget):
+            return True
+    return False
+
+
+def _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares, tol, budget,
+            local_rounds):
+    """Docstring 3 (and 5): both rows proved on ``[lo, hi]`` from the found point."""
+    for row, (tilt, kappa) in zip(rows, tilts):
+        yrow = y[row.r]
+        for rounds in range(local_rounds + 1):
+            code, _, point, _ = row.prove(lo, hi, tilt, kappa, t_star, row.found, yrow,
+                                          beta, tol / 2, budget)
+            if code != NONCONVEX or rounds == local_rounds:
+                break
+            _add_local_pieces(H, H0, W, y, beta, row, columns, shares, point, tol, budget)
+        if code != CERTIFIED:
+            return False
+    return True
+
+
+def _beyond(rows, todo, total, y, beta, starts, budget):
+    """Docstring 4 on the intervals ``todo`` of ``(lo, hi, halvings)``."""
+    row_a, row_b = rows
+    y_a, y_b = y[row_a.r], y[row_b.r]
+    n_intervals = 0
+    while todo:
+        lo, hi, halvings = todo.pop()
+        if hi <= lo:
+            continue
+        n_intervals += 1
+        if n_intervals > _MAX_INTERVALS:
+            return False
+        best = None
+        from_a, from_b = [row_a.found, starts[0]], [row_b.found, starts[1]]
+        for t in np.linspace(lo, hi, _ESTIMATE_POINTS):
+            va, ua = row_a.least_at(t, y_a, beta, from_a)
+            vb, ub = row_b.least_at(t, y_b, beta, from_b)
+            from_a, from_b = [ua], [ub]              # continuation along the interval
+            if best is None or va + vb < best[0]:
+                best = (va + vb, va, t, ua, ub)
+        least, va, t, ua, ub = best
+        if least < total:                            # the pair's estimate is below
+            return False
+        step = 1e-6 * (1 + abs(t))
+        tilt = -(row_a.least_at(t + step, y_a, beta, [ua])[0]
+                 - row_a.least_at(t - step, y_a, beta, [ua])[0]) / (2 * step)
+        alpha = va + tilt * t - 0.5 * (least - total)
+        if row_a.prove(lo, hi, tilt, 0.0, 0.0, ua, y_a, beta, 0.0, budget,
+                       alpha)[0] == CERTIFIED and \
+                row_b.prove(lo, hi, -tilt, 0.0, 0.0, ub, y_b, beta, 0.0, budget,
+                            total - alpha)[0] == CERTIFIED:
+            continue
+        if halvings >= _HALVINGS:
+            return False
+        middle = 0.5 * (lo + hi)
+        todo += [(lo, middle, halvings + 1), (middle, hi, halvings + 1)]
+    return True
