@@ -31,7 +31,7 @@ the other rows are relaxed (off by default: ``SoftmaxChannel.double_star``).
    docstring 6), proved by the search on row c with that entry boxed and the other row's
    share kept, so that the minorant stays separable: ``φ_c(h) − k (h_a − H_ca)² − k_b
    (h_b − H_cb)² ≥ φ_c(H_c) − tol_c`` for ``h_a`` in the box. They stay for the intervals
-   beyond. Each pair is tried first without them.
+   beyond. Each centre interval is tried first without them.
 
 The bound holds with ``tol/T`` for each column and ``tol/T`` for the pair: ``F ≥ F(x) −
 tol``. Where one row fails, each other row is tried as its partner. Soundness tests:
@@ -45,7 +45,7 @@ import math
 import numpy as np
 
 from ._certify_rows import CERTIFIED, NONCONVEX
-from ._certify_split import _descend_row, _multipliers, _row_dual_weighted
+from ._certify_split import _descend_row, _multipliers, _row_dual_weighted, held_response
 from ._star_search import star_bound
 
 # the columns' tangent shares of W on both shared entries, tried largest first
@@ -93,6 +93,9 @@ class _Row:
 
     def whole(self, e):
         return self.pieces[e][0][0]
+
+    def has_locals(self):
+        return any(len(lst) > 1 for lst in self.pieces)
 
     def value(self, u, yrow, beta):
         """The row's Φ̃ at u (each coordinate's largest valid piece) and its gradient."""
@@ -201,21 +204,11 @@ def _local_piece(H, H0, W, y, beta, row, c, share, nu, k, lo, hi, tol, budget):
 def _half_curvature(H, H0, W, y, beta, r, c, nu):
     """ψ''/2 of column c in its entry r (the others free), by a central difference of its
     slope at the found row (it sets a local piece's k only)."""
-    T = y.shape[0]
-    w, eps = W[c].copy(), 1e-4
+    w, eps = W[c], 1e-4
     centre = H0[c] - nu / (2 * w)
-    slopes = []
-    for eta in (H[c, r] - eps, H[c, r] + eps):
-        w_held, centre_held = w.copy(), centre.copy()
-        w_held[r], centre_held[r] = 1e6 * w[r], eta
-        h0 = H[c].copy()
-        h0[r] = eta
-        h, _ = _descend_row(h0, centre_held, 0.0, w_held, y[c], beta)
-        e = np.exp(beta * (h - h.max()))
-        e /= e.sum()
-        g = e @ (e - y[c])
-        slopes.append(2 * w[r] * (h[r] - centre[r]) + 2 * beta * e[r] * (e[r] - y[c][r] - g))
-    return (slopes[1] - slopes[0]) / (4 * eps)
+    lam = [held_response(H[c], centre, w, y[c], beta, r, H[c, r] + d)[1]
+           for d in (-eps, eps)]
+    return (lam[1] - lam[0]) / (4 * eps)
 
 
 def _add_local_pieces(H, H0, W, y, beta, row, columns, shares, point, tol, budget):
@@ -266,17 +259,19 @@ def certify_double(H, H0, L, y, sigma, beta, a, b, starts, tol, budget,
         shares[c] = _column_tangent(H, H0, L, y, W, beta, a, b, c, tol / T, budget)
         if shares[c][0] is None:
             return False
-    for rounds in sorted({0, local_rounds}):
-        if _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol / T, budget,
-                        rounds):
-            return True
-    return False
+    return _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol / T, budget,
+                        local_rounds)
 
 
 def _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol, budget,
                  local_rounds):
-    """Docstrings 3–5 for one pair with ``local_rounds`` rounds of local pieces."""
-    rows = (_Row(a, b, H, H0, W, shares, columns), _Row(b, a, H, H0, W, shares, columns))
+    """Docstrings 3–5 for one pair. At each centre interval the rows with the columns'
+    tangents only are tried first; then, where they fail, rows that gather local pieces
+    over the intervals (``local_rounds`` rounds at each; none where it is 0). While the
+    latter hold no local piece they are the former, and are not tried again."""
+    def pair():
+        return (_Row(a, b, H, H0, W, shares, columns), _Row(b, a, H, H0, W, shares, columns))
+    rows, gathering = pair(), pair()
     found = [row.value(row.found, y[row.r], beta) for row in rows]
     total = found[0][0] + found[1][0] - tol          # the target of a(t) + b(t)
     t_star = H[a, b]
@@ -299,10 +294,17 @@ def _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol, budget,
         lo, hi = max(t_lo, t_star - radius), min(t_hi, t_star + radius)
         if lo >= hi:
             continue
-        if not _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares,
-                       tol, budget, local_rounds):
+        proved = _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares,
+                         tol, budget, 0)
+        if proved and _beyond(rows, [(t_lo, lo, 0), (hi, t_hi, 0)], total, y, beta,
+                              starts, budget):
+            return True
+        if local_rounds == 0 or (proved and not any(r.has_locals() for r in gathering)):
             continue
-        if _beyond(rows, [(t_lo, lo, 0), (hi, t_hi, 0)], total, y, beta, starts, budget):
+        if _centre(gathering, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares,
+                   tol, budget, local_rounds) and \
+                _beyond(gathering, [(t_lo, lo, 0), (hi, t_hi, 0)], total, y, beta, starts,
+                        budget):
             return True
     return False
 

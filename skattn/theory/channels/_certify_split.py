@@ -233,6 +233,24 @@ def _value_gradient_hessian(h, centre, offset, w, yrow, beta, grad, hess, A):
     return val
 
 
+def held_response(h_start, centre, w, yrow, beta, entry, eta):
+    """A weighted row's least with its ``entry`` held at η (by a weight 1e6 times its own
+    there; Newton from ``h_start``) and ``λ = ∂φ/∂h_entry`` there: the point and λ, an
+    estimate (the star's and the double star's columns use it to place and shape pieces,
+    never to decide whether one holds)."""
+    w_held, centre_held = w.copy(), centre.copy()
+    w_held[entry], centre_held[entry] = 1e6 * w[entry], eta
+    h0 = h_start.copy()
+    h0[entry] = eta
+    h, _ = _descend_row(h0, centre_held, 0.0, w_held, yrow, beta)
+    e = np.exp(beta * (h - h.max()))
+    e /= e.sum()
+    g = e @ (e - yrow)
+    lam = 2 * w[entry] * (h[entry] - centre[entry]) + 2 * beta * e[entry] * (
+        e[entry] - yrow[entry] - g)
+    return h, lam
+
+
 @_jit
 def _descend_row(h, centre, offset, w, yrow, beta, max_iter=60):
     """Newton with a shifted Hessian and backtracking from h to a local minimiser of the

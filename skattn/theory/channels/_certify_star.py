@@ -85,7 +85,8 @@ from ._certify_double import certify_double
 from ._certify_dual import _weighted_value, found_rows
 from ._certify_rows import CERTIFIED, NONCONVEX
 from ._certify_split import (MAX_ROUNDS, MIN_SHARE, _descend, _descend_row, _multipliers,
-                             _row_dual_weighted, _split_weights, split_search)
+                             _row_dual_weighted, _split_weights, held_response,
+                             split_search)
 from ._star_search import branches, star_bound
 
 # the tangent quadratic's share of row c's weight on entry a, tried largest first (0: the
@@ -287,16 +288,8 @@ class _Column:
         piece ask at the same lower point."""
         if start is None and self._held is not None and self._held[0] == eta:
             return self._held[1].copy(), self._held[2]
-        a, beta, y = self.a, self.beta, self.y_row
-        w, centre = self.w.copy(), self.centre.copy()
-        w[a], centre[a] = 1e6 * self.W, eta
-        h0 = (self.H_row if start is None else start).copy()
-        h0[a] = eta
-        h, _ = _descend_row(h0, centre, 0.0, w, y, beta)
-        e = np.exp(beta * (h - h.max()))
-        e /= e.sum()
-        g = e @ (e - y)
-        lam = 2 * self.W * (h[a] - self.centre[a]) + 2 * beta * e[a] * (e[a] - y[a] - g)
+        h, lam = held_response(self.H_row if start is None else start, self.centre, self.w,
+                               self.y_row, self.beta, self.a, eta)
         if start is None:
             self._held = (eta, h.copy(), lam)
         return h, lam
