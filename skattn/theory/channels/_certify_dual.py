@@ -608,7 +608,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
             # as in _star_search.search_star, kept inline: a shared compiled helper
-            # made the certificate 5 % slower (T = 6 point 2's nodes)
+            # made the certificate slower (docs: Changelog, "A double star")
             if not _contract_into(xk, rk, yrow, 1e-12 * T, scratch):
                 continue
             if _value_floor(xk, rk, kappa, yrow, const) >= target:

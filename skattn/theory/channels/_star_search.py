@@ -417,7 +417,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
             # as in _certify_dual._search, kept inline: a shared compiled helper
-            # made the certificate 5 % slower (T = 6 point 2's nodes)
+            # made the certificate slower (docs: Changelog, "A double star")
             if not _contract_into(xk, rk, yrow, 1e-12 * T, scratch):
                 continue
             if _value_floor(xk, rk, kc, yrow, total) >= target:

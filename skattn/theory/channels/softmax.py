@@ -94,8 +94,8 @@ class SoftmaxChannel(_Channel):
         T ≥ 3, with ``star_bound``: where every star fails and one or two rows failed,
         keep two rows coupled, with their shared entry, and prove that *double star* by a
         branch over the shared entry (default False, a class attribute;
-        :mod:`._certify_double`). At T = 6 point 2 of the speed grid it certified 13 of
-        the 24 nodes the star leaves (docs: Changelog, "A double star").
+        :mod:`._certify_double`; the measurements: docs: Validation report, "The
+        certificate's double star").
     first_warm_starts : int or None
         T ≥ 3: Newton starts, on the same segment, of an uncertified warm evaluation (the
         fixed-point iterations) at the nodes that have no remembered minimiser yet, the
