@@ -444,7 +444,7 @@ def _star_bound(data):
 def _double_star(data):
     return _certificate_arms(
         data, "double", lambda v: "double star on" if v else "double star off",
-        "where every star fails, the double star (SoftmaxChannel.double_star, off by "
+        "where every star fails, the double star (SoftmaxChannel.double_star, on by "
         "default) on or off",
         "The certificate's double star, on and off, on points it was not fitted on")
 

@@ -82,10 +82,12 @@ def _weighted_row(H, H0, L, W, c):
     return nu, w, H0[c] - nu / (2 * w), float(np.sum(nu * H0[c] - nu ** 2 / (4 * w)))
 
 
+@pytest.mark.parametrize("moved", [False, True])
 @pytest.mark.parametrize("T", [3, 4])
-def test_column_tangent_is_a_separable_minorant(T):
-    # φ_c(h) − k_a (h_a − H_ca)² − k_b (h_b − H_cb)² ≥ φ_c(H_c) − tol wherever BFGS can
-    # reach, for each proved share (the minorant of the module docstring 2)
+def test_column_tangent_is_a_separable_minorant(T, moved):
+    # φ_c(h) − slope·h − k_a (h_a − p_a)² − k_b (h_b − p_b)² ≥ φ_c(p) − slope·p − tol
+    # wherever BFGS can reach, for each proved share, p the found row or (moved) row c's
+    # least with entries a and b held at a point away from it (module docstrings 2, 4)
     ch, omega, y, _ = two_basin_samples(T, n=40)
     sigma, beta = 0.5, ch.beta_
     rng = np.random.default_rng(3)
@@ -97,26 +99,40 @@ def test_column_tangent_is_a_separable_minorant(T):
                                             ch._scale, beta)
         a, b = n % T, (n + 1) % T
         for c in set(range(T)) - {a, b}:
-            share, _ = double._column_tangent(H, H0, L, y[n], W, beta, a, b, c, TOL, 2000)
-            if share is None:
+            at = (H[c, a] + rng.normal(scale=0.5), H[c, b] + rng.normal(scale=0.5)) \
+                if moved else None
+            tangent = double._column_tangent(H, H0, L, y[n], W, beta, a, b, c, TOL, 2000,
+                                             at=at)
+            if tangent is None:
                 continue
             nu, w, centre, offset = _weighted_row(H, H0, L, W, c)
-            k = share * W[c]
+            k, p, slope = tangent.share * W[c], tangent.touch, tangent.slope
+
+            def phi(h):
+                val, grad = double._loss(h, y[n][c], beta)
+                return val + w @ (h - centre) ** 2 + offset, grad + 2 * w * (h - centre)
 
             def excess(h):
-                val, grad = double._loss(h, y[n][c], beta)
-                val += w @ (h - centre) ** 2 + offset
-                grad = grad + 2 * w * (h - centre)
+                val, grad = phi(h)
+                val, grad = val - slope @ h, grad - slope
                 for e in (a, b):
-                    val -= k[e] * (h[e] - H[c, e]) ** 2
-                    grad[e] -= 2 * k[e] * (h[e] - H[c, e])
+                    val -= k[e] * (h[e] - p[e]) ** 2
+                    grad[e] -= 2 * k[e] * (h[e] - p[e])
                 return val, grad
-            floor = excess(H[c])[0] - TOL
+            if moved:
+                assert p[a] == at[0] and p[b] == at[1]
+                # p stationary for the tilted row (its Krawczyk box), and the lift
+                assert np.max(np.abs(excess(p)[1])) < 1e-8
+                assert tangent.lift == pytest.approx(phi(H[c])[0] - phi(p)[0] + slope @ p,
+                                                     abs=1e-12)
+            else:
+                assert np.array_equal(p, H[c]) and not slope.any() and tangent.lift == 0
+            floor = excess(p)[0] - TOL
             for _ in range(10):
-                res = minimize(excess, H[c] + rng.normal(size=T) * 1.5, jac=True,
+                res = minimize(excess, p + rng.normal(size=T) * 1.5, jac=True,
                                method="BFGS")
                 assert res.fun >= floor - 1e-9
-            checked += share > 0
+            checked += tangent.share > 0
     assert checked >= 3
 
 

@@ -1,6 +1,6 @@
 """The double star of the T ≥ 3 certificate: where the star of :mod:`._certify_star` fails,
 two rows a and b are kept exact, with their shared entry t, and only the pairs between
-the other rows are relaxed (off by default: ``SoftmaxChannel.double_star``).
+the other rows are relaxed (``SoftmaxChannel.double_star``, on by default).
 
 1. *The bound.* With the equal split W and the found point's multipliers ν
    (:mod:`._certify_split`, docstring 1), for a symmetric H every pair between the other
@@ -10,22 +10,34 @@ the other rows are relaxed (off by default: ``SoftmaxChannel.double_star``).
    weights on entries a and b lowered by k (the largest of ``SHARES`` times W that
    proves), ``φ_c(h) ≥ φ_c(H_c) − tol_c + k_a (h_a − H_ca)² + k_b (h_b − H_cb)²`` on all
    of R^T: a minorant *separable* in the two shared entries. Its halves join A and B
-   (``row_pieces``), so that ``F ≥ Σ_c (φ_c(H_c) − tol_c) + min_t [a(t) + b(t)]``, a(t)
+   (:class:`_Row`), so that ``F ≥ Σ_c (φ_c(H_c) − tol_c) + min_t [a(t) + b(t)]``, a(t)
    the least of A with ``u_b = t`` and b(t) that of B with ``u_a = t``; at the found point
    the two sides are equal.
 3. *The branch over t.* t's reach follows from the pieces' quadratics (ℓ ≥ 0). On an
-   interval around the found ``t* = H_ab`` (the widest of ``CENTRE_RADII`` that proves)
-   the search of :mod:`._star_search` proves each row with t boxed there, from the found
-   row, tilted by the slope ``s`` that keeps the found row stationary and by a curvature
-   κ moved from the more convex row to the other: ``A + s t + κ (t − t*)² ≥ A(H_a) + s t*
-   − tol/2`` and ``B − s t − κ (t − t*)² ≥ …``; the tilts cancel in the sum. A row alone
-   can be concave in t where the sum is not: hence κ.
+   interval around the found ``t* = H_ab`` (the first of ``CENTRE_RADII`` that proves,
+   with the intervals beyond it; a narrow one first, as the local pieces gathered on a
+   wide one that fails crowd the search) the search of :mod:`._star_search` proves each
+   row with t boxed there, from the found row, tilted by the slope ``s`` that keeps the
+   found row stationary and by a curvature κ moved from the more convex row to the
+   other: ``A + s t + κ (t − t*)² ≥ A(H_a) + s t* − tol/2`` and ``B − s t − κ (t −
+   t*)² ≥ …``; the tilts cancel in the sum. A row alone can be concave in t where the
+   sum is not: hence κ.
 4. *The intervals beyond* (to the ends of the reach): a tilt s and a split α of the
    target, from estimates of the rows' least values at ``_ESTIMATE_POINTS`` points of the
    interval (Newton on the pieces active at its start, :func:`._certify_split._descend_row`;
    they set α, never whether it holds), proved with the search's explicit target: ``a(t)
    + s t ≥ α`` and ``b(t) − s t ≥ target − α``; an interval that fails is halved (at most
-   ``_HALVINGS`` times).
+   ``_HALVINGS`` times). The tangents of docstring 2 are tight at the found row only:
+   where the pair's estimate on an interval is below the target, each column's tangent
+   is *moved* to the estimate's point p = (its entries a, b there): with ``h_p`` row c's
+   least with those entries held at p and ``λ = ∂φ_c/∂h`` there on them (``h_p`` is then
+   stationary for ``φ_c − λ·h − Σ_e k_e (h_e − p_e)²``), the weighted row bound proves
+   ``φ_c(h) ≥ φ_c(h_p) − λ·p − tol_c + λ·h + Σ_{e=a,b} k_e (h_e − p_e)²``, again
+   separable; the target of a(t) + b(t) on that interval rises by ``Σ_c (φ_c(H_c) −
+   φ_c(h_p) + λ·p)`` (:class:`_Tangent`). Any separable minorant serves on each interval
+   of t. Moved up to ``_RECENTRINGS`` times to the new estimate's point, until the pair's
+   estimate there is at the target (else the node fails: below where the tangents
+   touch, ψ itself is below); the interval is then proved or halved.
 5. *Local pieces.* Where a row fails on the centre interval, its column rows get pieces
    valid on an interval of their entry only, as the star's (:mod:`._certify_star`,
    docstring 6), proved by the search on row c with that entry boxed and the other row's
@@ -41,22 +53,27 @@ tests/theory/test_certify_double.py; the measurements: docs: Changelog, "A doubl
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from ._certify_rows import CERTIFIED, NONCONVEX
-from ._certify_split import _descend_row, _multipliers, _row_dual_weighted, held_response
+from ._certify_split import (_descend_row, _multipliers, _row_dual_weighted,
+                             _value_gradient_hessian, held_response)
 from ._star_search import star_bound
 
 # the columns' tangent shares of W on both shared entries, tried largest first
 SHARES = (0.95, 0.8, 0.6, 0.4, 0.2, 0.0)
-# the half-widths of the centre interval of t, tried widest first
-CENTRE_RADII = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
+# the half-widths of the centre interval of t, in the order tried (docstring 3; chosen on
+# T = 6 point 2's nodes: docs: Validation report, "The certificate's double star")
+CENTRE_RADII = (0.05, 0.2, 0.01)
 # the points of an interval beyond the centre at which the rows' least values are estimated
 _ESTIMATE_POINTS = 3
 # an interval beyond the centre that fails is halved at most this many times, and at most
 # this many intervals are tried in all
 _HALVINGS = 10
+# the columns' tangents are moved to the pair's point at most this many times in a row
+_RECENTRINGS = 3
 _MAX_INTERVALS = 200
 # local pieces (docstring 5): their curvature, as fractions of the column's ψ''/2, and
 # their box, this many times the distance to the failing search's lower point; rounds
@@ -75,20 +92,31 @@ def _loss(u, yrow, beta):
     return float(np.sum((s - yrow) ** 2)), 2 * beta * s * (s - yrow - g)
 
 
+class _Tangent(NamedTuple):
+    """A column row's separable tangent (docstrings 2, 4): ``φ_c(h) ≥ φ_c(p) − slope·p −
+    tol_c + slope·h + Σ_{e=a,b} share·W_ce (h_e − p_e)²`` on all of R^T, p the row it
+    touches; ``lift`` = ``φ_c(H_c) − φ_c(p) + slope·p`` (zero at the found row)."""
+    share: float
+    nu: np.ndarray
+    touch: np.ndarray
+    slope: np.ndarray
+    lift: float
+
+
 class _Row:
     """One of the two kept rows: its pieces per coordinate (lists of ``(piece, interval)``,
     a piece ``(A2, A1, A0)`` valid on the interval, None: all of R; the whole-line piece
     first), its shared coordinate o and found row."""
 
-    def __init__(self, r, o, H, H0, W, shares, columns):
+    def __init__(self, r, o, H, H0, W, tangents, columns):
         T = H.shape[0]
         self.r, self.o, self.found = r, o, H[r].copy()
         whole = np.array([[W[r, e], -2 * W[r, e] * H0[r, e], W[r, e] * H0[r, e] ** 2]
                           for e in range(T)])
         for c in columns:
-            k, nu = shares[c]
-            k = k * W[c, r]
-            whole[c] += [k, -2 * k * H[c, r] - nu[r], k * H[c, r] ** 2]
+            tangent = tangents[c]
+            k, p = tangent.share * W[c, r], tangent.touch[r]
+            whole[c] += [k, -2 * k * p - tangent.nu[r] + tangent.slope[r], k * p ** 2]
         self.pieces = [[(whole[e], None)] for e in range(T)]
 
     def whole(self, e):
@@ -125,9 +153,7 @@ class _Row:
                     active = [q for q, iv in lst if iv is None or iv[0] <= u[e] <= iv[1]]
                     q = max(active, key=lambda q_: q_[0] * u[e] ** 2 + q_[1] * u[e] + q_[2])
                     w[e], centre[e] = q[0], -q[1] / (2 * q[0])
-                w[self.o], centre[self.o] = 1e8 * max(w[self.o], 1.0), t
-                end, _ = _descend_row(u, centre, 0.0, w, yrow, beta)
-                end[self.o] = t
+                end, _ = _descend_row(u, centre, 0.0, w, yrow, beta, 1 << self.o)
                 moved = np.max(np.abs(end - u))
                 u = end
                 if moved < 1e-12:
@@ -158,20 +184,38 @@ class _Row:
                           target)
 
 
-def _column_tangent(H, H0, L, y, W, beta, a, b, c, tol, budget):
-    """Column row c's separable tangent (docstring 2): ``(share, ν_c)``, share None where
-    none proves."""
+def _column_tangent(H, H0, L, y, W, beta, a, b, c, tol, budget, at=None):
+    """Column row c's separable tangent (docstring 2) at the found row, or (``at``: its
+    entries a and b) at row c's least with those entries held there (docstring 4): a
+    :class:`_Tangent`, None where none proves."""
     nu = _multipliers(H, H0, L, W, c)
+    T = y.shape[0]
+    touch, slope, lift = H[c].copy(), np.zeros(T), 0.0
+    if at is not None:
+        w = W[c]
+        centre = H0[c] - nu / (2 * w)
+        offset = float(np.sum(nu * H0[c] - nu ** 2 / (4 * w)))
+        touch[a], touch[b] = at
+        touch, value = _descend_row(touch, centre, offset, w, y[c], beta,
+                                    (1 << a) | (1 << b))
+        grad, scratch = np.empty(T), np.empty(T)
+        found = _value_gradient_hessian(H[c].copy(), centre, offset, w, y[c], beta, grad,
+                                        np.empty((T, T)), scratch)
+        _value_gradient_hessian(touch, centre, offset, w, y[c], beta, grad,
+                                np.empty((T, T)), scratch)
+        slope[a], slope[b] = grad[a], grad[b]
+        lift = found - value + float(slope @ touch)
     for share in SHARES:
+        # φ_c − slope·h less share·W on both entries: touch stays stationary
         w, h0 = W[c].copy(), H0[c].copy()
         for e in (a, b):
             k = share * W[c, e]
             w[e] = W[c, e] - k
-            h0[e] = (W[c, e] * H0[c, e] - k * H[c, e]) / (W[c, e] - k)
-        if _row_dual_weighted(H[c].copy(), h0, nu, w, y[c], beta, tol,
+            h0[e] = (W[c, e] * H0[c, e] - k * touch[e]) / (W[c, e] - k)
+        if _row_dual_weighted(touch.copy(), h0, nu - slope, w, y[c], beta, tol,
                               budget)[0] == CERTIFIED:
-            return share, nu
-    return None, nu
+            return _Tangent(share, nu, touch, slope, lift)
+    return None
 
 
 def _local_piece(H, H0, W, y, beta, row, c, share, nu, k, lo, hi, tol, budget):
@@ -211,7 +255,7 @@ def _half_curvature(H, H0, W, y, beta, r, c, nu):
     return (lam[1] - lam[0]) / (4 * eps)
 
 
-def _add_local_pieces(H, H0, W, y, beta, row, columns, shares, point, tol, budget):
+def _add_local_pieces(H, H0, W, y, beta, row, columns, tangents, point, tol, budget):
     """Local pieces for each column of ``row`` whose entry of the failing search's lower
     ``point`` lies away from the found row."""
     r = row.r
@@ -219,7 +263,7 @@ def _add_local_pieces(H, H0, W, y, beta, row, columns, shares, point, tol, budge
         distance = abs(point[c] - H[r, c])
         if distance < 1e-3:
             continue
-        share, nu = shares[c]
+        share, nu = tangents[c].share, tangents[c].nu
         half = _half_curvature(H, H0, W, y, beta, r, c, nu)
         lo, hi = H[c, r] - _LOCAL_RADIUS * distance, H[c, r] + _LOCAL_RADIUS * distance
         for fraction in LOCAL_FRACTIONS:
@@ -254,23 +298,35 @@ def certify_double(H, H0, L, y, sigma, beta, a, b, starts, tol, budget,
     T = y.shape[0]
     W = np.full((T, T), 0.25 / sigma)
     columns = [c for c in range(T) if c not in (a, b)]
-    shares = {}
+    tangents = {}
     for c in columns:
-        shares[c] = _column_tangent(H, H0, L, y, W, beta, a, b, c, tol / T, budget)
-        if shares[c][0] is None:
+        tangents[c] = _column_tangent(H, H0, L, y, W, beta, a, b, c, tol / T, budget)
+        if tangents[c] is None:
             return False
-    return _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol / T, budget,
-                        local_rounds)
+
+    def recentre(ua, ub):
+        # the columns' tangents moved to the rows ua, ub (docstring 4): the rows with
+        # them and the rise of the target, None where one does not prove
+        moved = {}
+        for c in columns:
+            moved[c] = _column_tangent(H, H0, L, y, W, beta, a, b, c, tol / T, budget,
+                                       at=(ua[c], ub[c]))
+            if moved[c] is None:
+                return None
+        return ((_Row(a, b, H, H0, W, moved, columns), _Row(b, a, H, H0, W, moved, columns)),
+                sum(tangent.lift for tangent in moved.values()))
+    return _double_star(H, H0, W, y, beta, a, b, tangents, columns, starts, tol / T, budget,
+                        local_rounds, recentre)
 
 
-def _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol, budget,
-                 local_rounds):
+def _double_star(H, H0, W, y, beta, a, b, tangents, columns, starts, tol, budget,
+                 local_rounds, recentre=None):
     """Docstrings 3–5 for one pair. At each centre interval the rows with the columns'
     tangents only are tried first; then, where they fail, rows that gather local pieces
     over the intervals (``local_rounds`` rounds at each; none where it is 0). While the
     latter hold no local piece they are the former, and are not tried again."""
     def pair():
-        return (_Row(a, b, H, H0, W, shares, columns), _Row(b, a, H, H0, W, shares, columns))
+        return (_Row(a, b, H, H0, W, tangents, columns), _Row(b, a, H, H0, W, tangents, columns))
     rows, gathering = pair(), pair()
     found = [row.value(row.found, y[row.r], beta) for row in rows]
     total = found[0][0] + found[1][0] - tol          # the target of a(t) + b(t)
@@ -294,22 +350,22 @@ def _double_star(H, H0, W, y, beta, a, b, shares, columns, starts, tol, budget,
         lo, hi = max(t_lo, t_star - radius), min(t_hi, t_star + radius)
         if lo >= hi:
             continue
-        proved = _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares,
+        proved = _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, tangents,
                          tol, budget, 0)
         if proved and _beyond(rows, [(t_lo, lo, 0), (hi, t_hi, 0)], total, y, beta,
-                              starts, budget):
+                              starts, budget, recentre):
             return True
         if local_rounds == 0 or (proved and not any(r.has_locals() for r in gathering)):
             continue
-        if _centre(gathering, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares,
+        if _centre(gathering, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, tangents,
                    tol, budget, local_rounds) and \
                 _beyond(gathering, [(t_lo, lo, 0), (hi, t_hi, 0)], total, y, beta, starts,
-                        budget):
+                        budget, recentre):
             return True
     return False
 
 
-def _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares, tol, budget,
+def _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, tangents, tol, budget,
             local_rounds):
     """Docstring 3 (and 5): both rows proved on ``[lo, hi]`` from the found point."""
     for row, (tilt, kappa) in zip(rows, tilts):
@@ -319,16 +375,46 @@ def _centre(rows, tilts, lo, hi, t_star, y, beta, H, H0, W, columns, shares, tol
                                           beta, tol / 2, budget)
             if code != NONCONVEX or rounds == local_rounds:
                 break
-            _add_local_pieces(H, H0, W, y, beta, row, columns, shares, point, tol, budget)
+            _add_local_pieces(H, H0, W, y, beta, row, columns, tangents, point, tol, budget)
         if code != CERTIFIED:
             return False
     return True
 
 
-def _beyond(rows, todo, total, y, beta, starts, budget):
-    """Docstring 4 on the intervals ``todo`` of ``(lo, hi, halvings)``."""
+def _estimate(rows, lo, hi, y, beta, from_a, from_b):
+    """The least of the estimates of ``a(t) + b(t)`` at ``_ESTIMATE_POINTS`` points of
+    ``[lo, hi]``: ``(least, a's part, t, a's row, b's row)``."""
+    row_a, row_b = rows
+    best = None
+    for t in np.linspace(lo, hi, _ESTIMATE_POINTS):
+        va, ua = row_a.least_at(t, y[row_a.r], beta, from_a)
+        vb, ub = row_b.least_at(t, y[row_b.r], beta, from_b)
+        from_a, from_b = [ua], [ub]              # continuation along the interval
+        if best is None or va + vb < best[0]:
+            best = (va + vb, va, t, ua, ub)
+    return best
+
+
+def _proved(rows, lo, hi, least, va, t, ua, ub, target, y, beta, budget):
+    """Docstring 4 on ``[lo, hi]``: the tilt and the split of the target from the estimate
+    ``(least, va, t, ua, ub)``, then the two rows' searches."""
     row_a, row_b = rows
     y_a, y_b = y[row_a.r], y[row_b.r]
+    step = 1e-6 * (1 + abs(t))
+    tilt = -(row_a.least_at(t + step, y_a, beta, [ua])[0]
+             - row_a.least_at(t - step, y_a, beta, [ua])[0]) / (2 * step)
+    alpha = va + tilt * t - 0.5 * (least - target)
+    return row_a.prove(lo, hi, tilt, 0.0, 0.0, ua, y_a, beta, 0.0, budget,
+                       alpha)[0] == CERTIFIED and \
+        row_b.prove(lo, hi, -tilt, 0.0, 0.0, ub, y_b, beta, 0.0, budget,
+                    target - alpha)[0] == CERTIFIED
+
+
+def _beyond(rows, todo, total, y, beta, starts, budget, recentre=None):
+    """Docstring 4 on the intervals ``todo`` of ``(lo, hi, halvings)``; where the pair's
+    estimate on one is below the target, the columns' tangents are moved to its point
+    (``recentre(ua, ub)``: the rows with them and the target's rise, None where one
+    fails)."""
     n_intervals = 0
     while todo:
         lo, hi, halvings = todo.pop()
@@ -337,25 +423,26 @@ def _beyond(rows, todo, total, y, beta, starts, budget):
         n_intervals += 1
         if n_intervals > _MAX_INTERVALS:
             return False
-        best = None
-        from_a, from_b = [row_a.found, starts[0]], [row_b.found, starts[1]]
-        for t in np.linspace(lo, hi, _ESTIMATE_POINTS):
-            va, ua = row_a.least_at(t, y_a, beta, from_a)
-            vb, ub = row_b.least_at(t, y_b, beta, from_b)
-            from_a, from_b = [ua], [ub]              # continuation along the interval
-            if best is None or va + vb < best[0]:
-                best = (va + vb, va, t, ua, ub)
-        least, va, t, ua, ub = best
-        if least < total:                            # the pair's estimate is below
-            return False
-        step = 1e-6 * (1 + abs(t))
-        tilt = -(row_a.least_at(t + step, y_a, beta, [ua])[0]
-                 - row_a.least_at(t - step, y_a, beta, [ua])[0]) / (2 * step)
-        alpha = va + tilt * t - 0.5 * (least - total)
-        if row_a.prove(lo, hi, tilt, 0.0, 0.0, ua, y_a, beta, 0.0, budget,
-                       alpha)[0] == CERTIFIED and \
-                row_b.prove(lo, hi, -tilt, 0.0, 0.0, ub, y_b, beta, 0.0, budget,
-                            total - alpha)[0] == CERTIFIED:
+        pair, target = rows, total
+        least, va, t, ua, ub = _estimate(pair, lo, hi, y, beta, [rows[0].found, starts[0]],
+                                         [rows[1].found, starts[1]])
+        if least < target:                           # the pair's estimate is below
+            if recentre is None:
+                return False
+            for _ in range(_RECENTRINGS):
+                moved = recentre(ua, ub)
+                if moved is None:
+                    return False
+                pair, target = moved[0], total + moved[1]
+                (va, ua), (vb, ub) = (row.least_at(t, y[row.r], beta, [u])
+                                      for row, u in zip(pair, (ua, ub)))
+                if va + vb >= target:
+                    break
+            else:
+                return False                         # below where the tangents touch
+            least, va, t, ua, ub = _estimate(pair, lo, hi, y, beta, [ua], [ub])
+        if least >= target and _proved(pair, lo, hi, least, va, t, ua, ub, target, y, beta,
+                                       budget):
             continue
         if halvings >= _HALVINGS:
             return False

@@ -622,6 +622,8 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
             if f < target:
                 return NONCONVEX, f, n_split, point
             _widen(keep, xk, rk)
+            if _hull_full(keep, m_lo, m_hi, g_lo, g_hi):
+                break
         if settled:
             continue
         n_split += 1
@@ -648,6 +650,14 @@ def _widen(keep, xk, rk):
     T = xk.shape[0] - 2
     keep[0], keep[1] = min(keep[0], xk[T] - rk[T]), max(keep[1], xk[T] + rk[T])
     keep[2], keep[3] = min(keep[2], xk[T + 1] - rk[T + 1]), max(keep[3], xk[T + 1] + rk[T + 1])
+
+
+@_jit
+def _hull_full(keep, m_lo, m_hi, g_lo, g_hi):
+    """Whether the kept hull holds the whole (μ, g) box: the box's children are then fixed
+    (:func:`_split_kept`), and the combinations not yet tested are tested there, so the
+    loop over them may stop (a candidate below the target among them is found there)."""
+    return keep[0] <= m_lo and keep[1] >= m_hi and keep[2] <= g_lo and keep[3] >= g_hi
 
 
 @_jit

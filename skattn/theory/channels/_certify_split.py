@@ -234,15 +234,12 @@ def _value_gradient_hessian(h, centre, offset, w, yrow, beta, grad, hess, A):
 
 
 def held_response(h_start, centre, w, yrow, beta, entry, eta):
-    """A weighted row's least with its ``entry`` held at η (by a weight 1e6 times its own
-    there; Newton from ``h_start``) and ``λ = ∂φ/∂h_entry`` there: the point and λ, an
-    estimate (the star's and the double star's columns use it to place and shape pieces,
-    never to decide whether one holds)."""
-    w_held, centre_held = w.copy(), centre.copy()
-    w_held[entry], centre_held[entry] = 1e6 * w[entry], eta
+    """A weighted row's least with its ``entry`` held at η (Newton from ``h_start``) and
+    ``λ = ∂φ/∂h_entry`` there: the point and λ, an estimate (the star's and the double
+    star's columns use it to place and shape pieces, never to decide whether one holds)."""
     h0 = h_start.copy()
     h0[entry] = eta
-    h, _ = _descend_row(h0, centre_held, 0.0, w_held, yrow, beta)
+    h, _ = _descend_row(h0, centre, 0.0, w, yrow, beta, 1 << entry)
     e = np.exp(beta * (h - h.max()))
     e /= e.sum()
     g = e @ (e - yrow)
@@ -251,16 +248,28 @@ def held_response(h_start, centre, w, yrow, beta, entry, eta):
     return h, lam
 
 
+# the Newton steps of _descend_row at most
+_NEWTON_STEPS = 60
+
+
 @_jit
-def _descend_row(h, centre, offset, w, yrow, beta, max_iter=60):
+def _descend_row(h, centre, offset, w, yrow, beta, held):
     """Newton with a shifted Hessian and backtracking from h to a local minimiser of the
-    weighted row; returns the end point and its value."""
+    weighted row, the entries in the bit mask ``held`` kept at h's (0: none); returns the
+    end point and its value. (No default arguments: numba dispatches a call that omits
+    one by its slow path; docs: Changelog.)"""
     T = yrow.shape[0]
     grad, hess, A = np.empty(T), np.empty((T, T)), np.empty(T)
     trial_grad, trial_hess = np.empty(T), np.empty((T, T))
     h = h.copy()
     f = _value_gradient_hessian(h, centre, offset, w, yrow, beta, grad, hess, A)
-    for _ in range(max_iter):
+    for _ in range(_NEWTON_STEPS):
+        for e in range(T):      # a held entry's Newton step is zero
+            if held >> e & 1:
+                grad[e] = 0.0
+                hess[e, :] = 0.0
+                hess[:, e] = 0.0
+                hess[e, e] = 1.0
         if np.sqrt(np.dot(grad, grad)) < 1e-13 * (1 + abs(f)):
             break
         shift = max(0.0, -np.linalg.eigvalsh(hess)[0]) + 1e-10 * (1 + np.max(np.abs(hess)))
@@ -290,7 +299,7 @@ def _descend(point, excess, a, H, H0, L, W, yrow, beta):
     centre = H0[a] - nu / (2 * w)
     offset = float(np.sum(nu * H0[a] - nu ** 2 / (4 * w)))
     f_star = _weighted_value(H[a].copy(), centre, offset, w, yrow, beta, np.empty(T))
-    h, f = _descend_row(point, centre, offset, w, yrow, beta)
+    h, f = _descend_row(point, centre, offset, w, yrow, beta, 0)
     if f - f_star < excess:
         return h, f - f_star
     return point, excess

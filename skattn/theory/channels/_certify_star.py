@@ -262,7 +262,7 @@ class _Column:
         centre, offset = _row_problem(self.H0_row, nu, self.w)
         best, f_best = None, math.inf
         for h0 in (self.start, self.H_row):
-            h, f = _descend_row(h0, centre, offset, self.w, y, beta)
+            h, f = _descend_row(h0, centre, offset, self.w, y, beta, 0)
             if f < f_best:
                 best, f_best = h, f
         for _ in range(2):    # a point below it: descend from there and prove again
@@ -270,7 +270,7 @@ class _Column:
                                                    beta, self.tol, self.budget)
             if code != NONCONVEX:
                 break
-            best, f_best = _descend_row(point, centre, offset, self.w, y, beta)
+            best, f_best = _descend_row(point, centre, offset, self.w, y, beta, 0)
         if code != CERTIFIED:
             return None
         self.start = best
@@ -281,8 +281,8 @@ class _Column:
         return np.array([V, -2 * V * H0 + slope, V * H0 ** 2 + m])
 
     def held(self, eta, start=None):
-        """Row c's least with ``h_a`` held at η (by a weight 1e6 times W there; Newton
-        from ``start``, by default the found row) and ``λ = ∂φ_c/∂h_a`` there: the point
+        """Row c's least with ``h_a`` held at η (Newton from ``start``, by default the
+        found row) and ``λ = ∂φ_c/∂h_a`` there: the point
         and λ, approximations (they set how tight a piece is, never whether it holds).
         From the found row the last answer is kept: :func:`_hopeless` and the off-centre
         piece ask at the same lower point."""
@@ -337,7 +337,7 @@ class _Column:
             w[a] = W - k
             centre[a] = (2 * W * z + lam - 2 * k * p) / (2 * (W - k))
             offset = self.offset + W * z * z - k * p * p - (W - k) * centre[a] ** 2
-            h, f = _descend_row(h_p, centre, offset, w, self.y_row, self.beta)
+            h, f = _descend_row(h_p, centre, offset, w, self.y_row, self.beta, 0)
             if not lo < h[a] < hi or np.max(np.abs(h - h_p)) > 0.1:
                 continue
             q = self._boxed_piece(k, p, lam, h, f, lo, hi, budget)

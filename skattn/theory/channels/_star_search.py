@@ -38,13 +38,15 @@ Soundness tests: tests/theory/test_certify_star.py.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ._certify_dual import (_ROOT_PRECISION, _contract_into, _coordinate_set,
-                            _distance_to_zero, _domain, _krawczyk_drops, _log_sum_exp,
-                            _reset_keep, _split_around, _split_kept, _value_floor, _widen)
+                            _distance_to_zero, _domain, _hull_full, _krawczyk_drops,
+                            _log_sum_exp, _reset_keep, _split_around, _split_kept,
+                            _value_floor, _widen)
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
 from ._certify_split import _found_point_excluded
 from ._kernels import _jit, softmax_inplace
@@ -144,6 +146,20 @@ def branches(pieces, valid=None):
     return out
 
 
+def _cached_branches(pieces, valid):
+    """:func:`branches`, remembered by the pieces' and intervals' values: the double star
+    and the star's rounds search one row many times with most coordinates unchanged."""
+    ranges = None if valid is None else _valid(pieces, valid)
+    return _branches_by_value(pieces.shape[0], pieces.tobytes(),
+                              None if ranges is None else ranges.tobytes())
+
+
+@functools.lru_cache(maxsize=4096)
+def _branches_by_value(n_pieces, pieces, ranges):
+    return branches(np.frombuffer(pieces).reshape(n_pieces, 3),
+                    None if ranges is None else np.frombuffer(ranges).reshape(n_pieces, 2))
+
+
 def branch_arrays(pieces_per_coordinate, beta, valid_per_coordinate=None):
     """The compiled search's arrays: per coordinate c and branch j, ``kappa``, ``b``,
     ``const`` (o of the piece, or the least of its two sides' pieces on a kink's slack
@@ -153,7 +169,7 @@ def branch_arrays(pieces_per_coordinate, beta, valid_per_coordinate=None):
     T = len(pieces_per_coordinate)
     if valid_per_coordinate is None:
         valid_per_coordinate = [None] * T
-    per = [branches(np.asarray(q, float), v)
+    per = [_cached_branches(np.asarray(q, float), v)
            for q, v in zip(pieces_per_coordinate, valid_per_coordinate)]
     nb = max(len(b) for b in per)
     npieces = max(len(q) for q in pieces_per_coordinate)
@@ -435,6 +451,8 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
             if f < target:
                 return NONCONVEX, f, n_split, point
             _widen(keep, xk, rk)
+            if _hull_full(keep, m_lo, m_hi, g_lo, g_hi):
+                break
         if settled:
             continue
         n_split += 1

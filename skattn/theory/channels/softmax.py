@@ -93,7 +93,7 @@ class SoftmaxChannel(_Channel):
     double_star : bool
         T ≥ 3, with ``star_bound``: where every star fails and one or two rows failed,
         keep two rows coupled, with their shared entry, and prove that *double star* by a
-        branch over the shared entry (default False, a class attribute;
+        branch over the shared entry (default True, a class attribute;
         :mod:`._certify_double`; the measurements: docs: Validation report, "The
         certificate's double star").
     first_warm_starts : int or None
@@ -112,7 +112,7 @@ class SoftmaxChannel(_Channel):
     star_bound = True
     star_split_rounds = _certify_star.STAR_SPLIT_ROUNDS
     star_local_rounds = _certify_star.LOCAL_ROUNDS
-    double_star = False
+    double_star = True
 
     def __init__(self, n_tokens, beta=1.0, target_beta=1.0, n_starts=None, max_iter=100):
         if not isinstance(n_tokens, (int, np.integer)) or isinstance(n_tokens, bool) \
