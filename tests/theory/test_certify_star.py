@@ -287,6 +287,22 @@ def test_krawczyk_keeps_a_kink_anywhere_in_its_slack(T, seed, t):
 
 
 # ------------------------------------------------------------------ pieces valid on intervals
+@settings(max_examples=40, deadline=None)
+@given(P=st.integers(1, 5), seed=st.integers(0, 2 ** 31), bounded=st.booleans())
+def test_branches_are_remembered_by_value(P, seed, bounded):
+    # branch_arrays remembers the branches of each coordinate's pieces: what it hands out
+    # is what branches computes, for these pieces and for pieces one value away
+    rng = np.random.default_rng(seed)
+    pieces = np.column_stack([rng.uniform(0.1, 3, P), rng.normal(size=P) * 3,
+                              rng.normal(size=P)])
+    lo = rng.normal(size=P) * 2
+    valid = np.column_stack([lo, lo + rng.uniform(0.1, 3, P)]) if bounded else None
+    moved = pieces.copy()
+    moved[-1, 2] += 0.5
+    for q in (pieces, moved, pieces):
+        assert list(search._cached_branches(q, valid)) == search.branches(q, valid)
+
+
 def _psi_valid(pieces, valid, x):
     """``max q_p(x)`` over the pieces valid at x (−∞ where none is)."""
     values = [q @ np.array([x * x, x, 1.0]) for q, (lo, hi) in zip(pieces, valid)

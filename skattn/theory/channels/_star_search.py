@@ -156,8 +156,11 @@ def _cached_branches(pieces, valid):
 
 @functools.lru_cache(maxsize=4096)
 def _branches_by_value(n_pieces, pieces, ranges):
-    return branches(np.frombuffer(pieces).reshape(n_pieces, 3),
-                    None if ranges is None else np.frombuffer(ranges).reshape(n_pieces, 2))
+    """:func:`branches` of the pieces and intervals given by their bytes (a tuple: the
+    cache hands the same one to every caller)."""
+    return tuple(branches(np.frombuffer(pieces).reshape(n_pieces, 3),
+                          None if ranges is None else
+                          np.frombuffer(ranges).reshape(n_pieces, 2)))
 
 
 def branch_arrays(pieces_per_coordinate, beta, valid_per_coordinate=None):
