@@ -58,7 +58,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ._certify_rows import CERTIFIED, NONCONVEX
-from ._certify_split import (_descend_row, _multipliers, _row_dual_weighted,
+from ._certify_dual import _weighted_value
+from ._certify_split import (_descend_row, _multipliers, _row_dual_weighted, _row_problem,
                              _value_gradient_hessian, held_response)
 from ._star_search import star_bound
 
@@ -197,17 +198,15 @@ def _column_tangent(H, H0, L, y, W, beta, a, b, c, tol, budget, at=None):
     touch, slope, lift = H[c].copy(), np.zeros(T), 0.0
     if at is not None:
         w = W[c]
-        centre = H0[c] - nu / (2 * w)
-        offset = float(np.sum(nu * H0[c] - nu ** 2 / (4 * w)))
+        centre, offset = _row_problem(H0[c], nu, w)
         touch[a], touch[b] = at
         touch, value = _descend_row(touch, centre, offset, w, y[c], beta,
                                     (1 << a) | (1 << b))
         grad, scratch = np.empty(T), np.empty(T)
-        found = _value_gradient_hessian(H[c].copy(), centre, offset, w, y[c], beta, grad,
-                                        np.empty((T, T)), scratch)
         _value_gradient_hessian(touch, centre, offset, w, y[c], beta, grad,
                                 np.empty((T, T)), scratch)
         slope[a], slope[b] = grad[a], grad[b]
+        found = _weighted_value(H[c].copy(), centre, offset, w, y[c], beta, scratch)
         lift = found - value + float(slope @ touch)
     for share in SHARES:
         # φ_c − slope·h less share·W on both entries: touch stays stationary
@@ -230,8 +229,7 @@ def _local_piece(H, H0, W, y, beta, row, c, share, nu, k, lo, hi, tol, budget):
     w = W[c].copy()
     if abs(w[r] - k) < _LOCAL_GAP * w[r]:
         return None
-    centre = H0[c] - nu / (2 * w)
-    offset = float(np.sum(nu * H0[c] - nu ** 2 / (4 * w)))
+    centre, offset = _row_problem(H0[c], nu, w)
     pieces = [np.array([[w[e], -2 * w[e] * centre[e], w[e] * centre[e] ** 2]])
               for e in range(T)]
     for e, k_e in ((o, share * W[c, o]), (r, k)):
@@ -253,7 +251,7 @@ def _half_curvature(H, H0, W, y, beta, r, c, nu):
     """ψ''/2 of column c in its entry r (the others free), by a central difference of its
     slope at the found row (it sets a local piece's k only)."""
     w, eps = W[c], 1e-4
-    centre = H0[c] - nu / (2 * w)
+    centre, _ = _row_problem(H0[c], nu, w)
     lam = [held_response(H[c], centre, w, y[c], beta, r, H[c, r] + d)[1]
            for d in (-eps, eps)]
     return (lam[1] - lam[0]) / (4 * eps)

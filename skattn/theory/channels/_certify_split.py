@@ -290,14 +290,19 @@ def _descend_row(h, centre, offset, w, yrow, beta, held):
     return h, f
 
 
+def _row_problem(H0_row, nu, w):
+    """The centre and offset of a weighted row ``Σ w (h − H0)² + νᵀh + ℓ``
+    (:func:`._certify_dual._weighted_value`)."""
+    return H0_row - nu / (2 * w), float(np.sum(nu * H0_row - nu ** 2 / (4 * w)))
+
+
 def _descend(point, excess, a, H, H0, L, W, yrow, beta):
     """The point below row a's target, moved downhill to a local minimiser of the row
     under the split W: the lower its excess, the tighter its cut."""
     T = yrow.shape[0]
     nu = _multipliers(H, H0, L, W, a)
     w = W[a].copy()
-    centre = H0[a] - nu / (2 * w)
-    offset = float(np.sum(nu * H0[a] - nu ** 2 / (4 * w)))
+    centre, offset = _row_problem(H0[a], nu, w)
     f_star = _weighted_value(H[a].copy(), centre, offset, w, yrow, beta, np.empty(T))
     h, f = _descend_row(point, centre, offset, w, yrow, beta, 0)
     if f - f_star < excess:

@@ -85,8 +85,8 @@ from ._certify_double import certify_double
 from ._certify_dual import _weighted_value, found_rows
 from ._certify_rows import CERTIFIED, NONCONVEX
 from ._certify_split import (MAX_ROUNDS, MIN_SHARE, _descend, _descend_row, _multipliers,
-                             _row_dual_weighted, _split_weights, held_response,
-                             split_search)
+                             _row_dual_weighted, _row_problem, _split_weights,
+                             held_response, split_search)
 from ._star_search import branches, star_bound
 
 # the tangent quadratic's share of row c's weight on entry a, tried largest first (0: the
@@ -150,12 +150,6 @@ _LOCAL_GAP = 0.05
 
 
 # ------------------------------------------------------------------ the column rows' pieces
-def _row_problem(H0_row, nu, w):
-    """The centre and offset of a weighted row ``Σ w (h − H0)² + νᵀh + ℓ``
-    (:func:`._certify_split._weighted_value`)."""
-    return H0_row - nu / (2 * w), float(np.sum(nu * H0_row - nu ** 2 / (4 * w)))
-
-
 class _Column:
     """Row c of the star of row a (docstring 2): its relaxed problem under the split
     ``Wsplit`` (:func:`._certify_split._split_weights`) and its certified minorants of
