@@ -283,7 +283,7 @@ def test_krawczyk_keeps_a_kink_anywhere_in_its_slack(T, seed, t):
     args = (y, b_mid, 0.0, np.inf, False, np.zeros(T + 2), np.zeros(T + 2), Kc, Kr, work)
     assert not _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args, slack)
     if abs(t) > 0.5:
-        assert _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args)
+        assert _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args, None)
 
 
 # ------------------------------------------------------------------ pieces valid on intervals

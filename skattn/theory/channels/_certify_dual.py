@@ -614,7 +614,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
             if _value_floor(xk, rk, kappa, yrow, const) >= target:
                 continue
             if _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc,
-                               Kr, work):
+                               Kr, work, None):
                 continue
             settled = False
             # the combination's candidate point: below the target, the certificate fails
@@ -686,13 +686,14 @@ def _split_kept(stack, top, keep, m_lo, m_hi, g_lo, g_hi, nc, ivs, lo_v, hi_v, k
 
 @_jit
 def _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc, Kr, work,
-                    b_slack=None):
+                    b_slack):
     """The Krawczyk test of one combination's box ``xk ± rk`` (:func:`_search`): True
     where it holds no stationary point, or where every one it holds has V at least
     ``target`` or is the found one (``has_box``: in ``[Xlo, Xhi]``); otherwise the box is
     contracted to ``K ∩ X`` in place (nothing changes where the test cannot run).
     ``b_slack``: where b_c is known only to ``± b_slack[c]`` (a kink of the star bound),
-    the residual's bound grows by it, so that K holds the zeros for every such b."""
+    the residual's bound grows by it, so that K holds the zeros for every such b; None
+    where b is exact."""
     n = xk.shape[0]
     if not _krawczyk_centre(xk, kappa, yrow, b, work):
         return False

@@ -141,8 +141,7 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
 
 
 def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
-              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget,
-              n_shell=SHELL_STARTS):
+              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, n_shell):
     """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
 
     Provably convex samples (the crude bound of :meth:`.prox._SoftmaxProblem.convex`): one
