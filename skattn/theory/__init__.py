@@ -9,6 +9,8 @@
 - :mod:`~skattn.theory.core` — the Gaussian core: fixed-point map, iteration, options;
 - :mod:`~skattn.theory.corrections` — the finite-size corrections and their ordered table;
 - :mod:`~skattn.theory.state_evolution` — the solver (core → table → one result), explain;
+- :mod:`~skattn.theory.quadrature_spread` — a prediction's spread over scramblings of
+  its quadrature nodes;
 - :mod:`~skattn.theory.thresholds`, :mod:`~skattn.theory.bayes`,
   :mod:`~skattn.theory.optimal` — thresholds, Bayes-optimal baseline, optimal λ;
 - :mod:`~skattn.theory.powerlaw` — spectral recovery, emergence, error decomposition;
@@ -38,6 +40,7 @@ from .core import SolverOptions
 from .corrections import CORRECTION_NAMES, CorrectionDecision
 from .state_evolution import (DecisionTable, StateEvolutionResult, explain,
                               solve_state_evolution, state_evolution_curve)
+from .quadrature_spread import QuadratureSpread, quadrature_spread
 from .thresholds import (
     bayes_optimal_threshold,
     interpolation_threshold,
@@ -50,7 +53,8 @@ __all__ = [
     "StateEvolutionProblem", "StateEvolutionResult", "DomainWarning", "FiniteSizeWarning",
     "UncertifiedWarning", "solve_state_evolution", "SolverOptions", "explain", "DecisionTable",
     "CorrectionDecision", "CORRECTION_NAMES",
-    "state_evolution_curve", "PhaseDiagram", "solve_phase_diagram",
+    "state_evolution_curve", "quadrature_spread", "QuadratureSpread",
+    "PhaseDiagram", "solve_phase_diagram",
     "interpolation_threshold", "perfect_recovery_threshold", "bayes_optimal_threshold",
     "bayes_optimal", "BayesOptimalResult", "optimal_reg_lambda",
     "SpectralLaw", "WishartLaw", "DiscreteLaw", "power_law_eigenvalues", "powerlaw_law",
