@@ -45,8 +45,9 @@ the other rows are relaxed (``SoftmaxChannel.double_star``, on by default).
    (h_b − H_cb)² ≥ φ_c(H_c) − tol_c`` for ``h_a`` in the box. They stay for the intervals
    beyond. Each centre interval is tried first without them.
 
-The bound holds with ``tol/T`` for each column and ``tol/T`` for the pair: ``F ≥ F(x) −
-tol``. Where one row fails, each other row is tried as its partner. Soundness tests:
+The columns' proofs (docstrings 2, 4, 5) are the star's, with two lowered entries
+(:mod:`._certify_columns`). The bound holds with ``tol/T`` for each column and ``tol/T``
+for the pair: ``F ≥ F(x) − tol``. Where one row fails, each other row is tried as its partner. Soundness tests:
 tests/theory/test_certify_double.py; the measurements: docs: Changelog, "A double star".
 """
 
@@ -57,9 +58,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._certify_columns import largest_share, prove_boxed
 from ._certify_rows import CERTIFIED, NONCONVEX
 from ._certify_dual import _weighted_value
-from ._certify_split import (_descend_row, _multipliers, _row_dual_weighted, _row_problem,
+from ._certify_split import (_descend_row, _multipliers, _row_problem,
                              _value_gradient_hessian, held_response)
 from ._star_search import star_bound
 
@@ -208,40 +210,22 @@ def _column_tangent(H, H0, L, y, W, beta, a, b, c, tol, budget, at=None):
         slope[a], slope[b] = grad[a], grad[b]
         found = _weighted_value(H[c].copy(), centre, offset, w, y[c], beta, scratch)
         lift = found - value + float(slope @ touch)
-    for share in SHARES:
-        # φ_c − slope·h less share·W on both entries: touch stays stationary
-        w, h0 = W[c].copy(), H0[c].copy()
-        for e in (a, b):
-            k = share * W[c, e]
-            w[e] = W[c, e] - k
-            h0[e] = (W[c, e] * H0[c, e] - k * touch[e]) / (W[c, e] - k)
-        if _row_dual_weighted(touch.copy(), h0, nu - slope, w, y[c], beta, tol,
-                              budget)[0] == CERTIFIED:
-            return _Tangent(share, nu, touch, slope, lift)
-    return None
+    # φ_c − slope·h less share·W on both entries: touch stays stationary
+    share = largest_share(H0[c], nu, W[c], y[c], beta, touch, (a, b), touch, slope, SHARES,
+                          tol, budget)
+    return None if share is None else _Tangent(share, nu, touch, slope, lift)
 
 
 def _local_piece(H, H0, W, y, beta, row, c, share, nu, k, lo, hi, tol, budget):
     """A local piece (docstring 5) of column c on row ``row.r``'s coordinate c, valid for
     ``u_c`` in ``[lo, hi]``; None where it is not proved."""
     r, o = row.r, row.o
-    T = y.shape[0]
-    w = W[c].copy()
+    w = W[c]
     if abs(w[r] - k) < _LOCAL_GAP * w[r]:
         return None
     centre, offset = _row_problem(H0[c], nu, w)
-    pieces = [np.array([[w[e], -2 * w[e] * centre[e], w[e] * centre[e] ** 2]])
-              for e in range(T)]
-    for e, k_e in ((o, share * W[c, o]), (r, k)):
-        pieces[e] = np.array([[w[e] - k_e, -2 * (w[e] * centre[e] - k_e * H[c, e]),
-                               w[e] * centre[e] ** 2 - k_e * H[c, e] ** 2]])
-    pieces[r][0, 2] += offset
-    valid = [None] * T
-    valid[r] = [[lo, hi]]
-    domain = [q[0] for q in pieces]
-    domain[r] = None
-    if star_bound(pieces, H[c].copy(), y[c], beta, tol, budget, valid,
-                  domain)[0] != CERTIFIED:
+    lowered = {o: (share * w[o], H[c, o], 0.0), r: (k, H[c, r], 0.0)}
+    if not prove_boxed(w, centre, offset, y[c], beta, H[c], lowered, r, lo, hi, tol, budget):
         return None
     return np.array([W[r, c] + k, -2 * W[r, c] * H0[r, c] - nu[r] - 2 * k * H[c, r],
                      W[r, c] * H0[r, c] ** 2 + k * H[c, r] ** 2])

@@ -81,6 +81,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ._certify_columns import largest_share, prove_boxed
 from ._certify_double import certify_double
 from ._certify_dual import _weighted_value, found_rows
 from ._certify_rows import CERTIFIED, NONCONVEX
@@ -170,22 +171,21 @@ class _Column:
         self.locals, self.half_curvature, self._held = [], None, None
 
     def tangent(self, shares=SHARES):
-        """The tangent quadratic with the largest share that proves; False where none."""
+        """The tangent quadratic with the largest share that proves
+        (:func:`._certify_columns.largest_share`); False where none."""
         W, V, a = self.W, self.W_own, self.a
         H, H0 = self.H_row[a], self.H0_row[a]
-        for share in shares:
-            k = share * W
-            if V + k < (_MIN_WEIGHT - 1e-9) * V:
-                continue    # the piece must stay convex (docstring 3), by a margin
-            w_k, h0_k = self.w.copy(), self.H0_row.copy()
-            w_k[a] = W - k
-            h0_k[a] = (W * H0 - k * H) / (W - k)
-            if _row_dual_weighted(self.H_row.copy(), h0_k, self.nu, w_k, self.y_row,
-                                  self.beta, self.tol, self.budget)[0] == CERTIFIED:
-                self.pieces = np.array([[V + k, -2 * V * H0 - self.nu[a] - 2 * k * H,
-                                         V * H0 ** 2 + k * H ** 2 + self.found - self.tol]])
-                return True
-        return False
+        share = largest_share(
+            self.H0_row, self.nu, self.w, self.y_row, self.beta, self.H_row, (a,), self.H_row,
+            np.zeros_like(self.H_row), shares, self.tol, self.budget,
+            # the piece must stay convex (docstring 3), by a margin
+            admissible=lambda share_: V + share_ * W >= (_MIN_WEIGHT - 1e-9) * V)
+        if share is None:
+            return False
+        k = share * W
+        self.pieces = np.array([[V + k, -2 * V * H0 - self.nu[a] - 2 * k * H,
+                                 V * H0 ** 2 + k * H ** 2 + self.found - self.tol]])
+        return True
 
     def local(self, k, lo, hi):
         """The tangent quadratic of any curvature k, valid where ``u_c ∈ [lo, hi]`` (∋
@@ -201,20 +201,13 @@ class _Column:
 
     def _boxed_piece(self, k, p, lam, h, f, lo, hi, budget):
         """Prove ``φ_c(h) − λ h_a − k (h_a − p)² ≥ f − tol_c`` for ``h_a ∈ [lo, hi]`` by
-        :func:`star_bound` on row c with entry a boxed there, from its stationary point h
-        of value f (the local pieces: p = ``H_ac``, λ = 0; the off-centre ones, docstring
-        7). Returns the piece of u_c it gives, row a's quadratic added, or None."""
-        W, V, a = self.W, self.W_own, self.a
-        z = self.centre[a]
-        pieces = [np.array([[w, -2 * w * c, w * c * c]]) for w, c in zip(self.w, self.centre)]
-        pieces[a] = np.array([[W - k, -2 * W * z - lam + 2 * k * p, W * z * z - k * p * p]])
-        pieces[a][0, 2] += self.offset
-        valid = [None] * len(pieces)
-        valid[a] = [[lo, hi]]
-        domain = [q[0] for q in pieces]
-        domain[a] = None
-        if star_bound(pieces, h.copy(), self.y_row, self.beta, self.tol, budget, valid,
-                      domain)[0] != CERTIFIED:
+        :func:`._certify_columns.prove_boxed` (entry a boxed there), from its stationary
+        point h of value f (the local pieces: p = ``H_ac``, λ = 0; the off-centre ones,
+        docstring 7). Returns the piece of u_c it gives, row a's quadratic added, or
+        None."""
+        V, a = self.W_own, self.a
+        if not prove_boxed(self.w, self.centre, self.offset, self.y_row, self.beta, h,
+                           {a: (k, p, lam)}, a, lo, hi, self.tol, budget):
             return None
         H0 = self.H0_row[a]
         return np.array([V + k, -2 * V * H0 + lam - self.nu[a] - 2 * k * p,
