@@ -16,6 +16,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._validation import check_scalar_range
+from .._warnings import warn
 from .core.options import resolve_options
 from .corrections import check_correction
 from .result import StateEvolutionResult
@@ -105,9 +106,10 @@ def quadrature_spread(result, n_replicates=4, *, correction="auto", options=None
 
     Each new solve starts at ``result``'s fixed point (``init``), with ``random_state``
     ``options.random_state + 1``, ``+ 2``, … and otherwise the same ``correction`` and
-    options as ``result``. The standard deviation over the scramblings is the error of one solve due to
-    the quadrature (one standard deviation); the certificate's part is separate
-    (``result.extras["uncertified_effect"]``).
+    options as ``result``. The standard deviation over the scramblings is the error of one
+    solve due to the quadrature (one standard deviation); the certificate's part is
+    separate (``result.extras["uncertified_effect"]``). A solve that does not converge is
+    kept and flagged (``converged``), with a warning.
 
     Parameters
     ----------
@@ -131,6 +133,12 @@ def quadrature_spread(result, n_replicates=4, *, correction="auto", options=None
     Returns
     -------
     QuadratureSpread
+
+    Warns
+    -----
+    UserWarning
+        Where a solve did not converge or a value is not finite (then the statistics of
+        that quantity are NaN, and ``values`` shows which solve).
 
     Raises
     ------
@@ -175,6 +183,12 @@ def quadrature_spread(result, n_replicates=4, *, correction="auto", options=None
     finally:
         bar.close()
     values = {k: np.array([row[0][k] for row in rows]) for k in SPREAD_QUANTITIES}
-    return QuadratureSpread(random_states=states, values=values,
-                            converged=np.array([row[1] for row in rows]),
+    converged = np.array([row[1] for row in rows])
+    finite = np.all([np.isfinite(v) for v in values.values()], axis=0)
+    if not (converged.all() and finite.all()):
+        bad = [s for s, ok in zip(states, converged & finite) if not ok]
+        warn(f"quadrature_spread: the solves at random_state {bad} did not converge or "
+             f"have a value that is not finite; they are kept in the spread (see its "
+             f"converged and values).", UserWarning)
+    return QuadratureSpread(random_states=states, values=values, converged=converged,
                             certified_fraction=np.array([row[2] for row in rows]))

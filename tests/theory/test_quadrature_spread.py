@@ -100,3 +100,13 @@ def test_statistics_identities(values):
     mean = abs(np.mean(values))
     if mean > 1e-9:
         assert spread.relative_std["m"] == pytest.approx(std / mean)
+
+
+def test_a_solve_that_does_not_converge_is_kept_and_named():
+    """One evaluation per new solve: it cannot converge; the spread keeps it, flags it and
+    warns with its random_state."""
+    result = solve_state_evolution(ALPHA, options=dict(n_nodes=256), **MODELS[2])
+    with pytest.warns(UserWarning, match=r"random_state \[1\] did not converge"):
+        spread = quadrature_spread(result, 2, options=dict(n_nodes=256, max_iter=1))
+    np.testing.assert_array_equal(spread.converged, [True, False])
+    assert spread.values["test_error"][0] == result.test_error
