@@ -91,16 +91,17 @@ def _solve_replicate(alpha, problem, correction, options):
     from .state_evolution import solve_state_evolution   # lazily: no import cycle
 
     result = solve_state_evolution(alpha, problem, correction=correction, options=options)
-    return _row(result)
+    return _spread_row(result)
 
 
-def _row(result):
+def _spread_row(result):
+    # the quantities, converged and the certified fraction of one solve
     return ({k: float(getattr(result, k)) for k in SPREAD_QUANTITIES},
             bool(result.converged), float(result.certified_fraction))
 
 
-def quadrature_spread(result, n_replicates=4, *, correction="auto", options=None, n_jobs=None,
-                      verbose=0):
+def quadrature_spread(result, n_replicates=4, *, correction="auto", options=None,
+                      n_jobs=None, verbose=0):
     """Solve ``result``'s problem again on ``n_replicates − 1`` other scramblings of the
     quadrature nodes and report the spread of the prediction.
 
@@ -164,7 +165,7 @@ def quadrature_spread(result, n_replicates=4, *, correction="auto", options=None
     states = tuple(base + r for r in range(n_replicates))
     jobs = [(result.alpha, result.problem, correction,
              options.replace(init=result, random_state=s)) for s in states[1:]]
-    rows = [_row(result)] + [None] * len(jobs)
+    rows = [_spread_row(result)] + [None] * len(jobs)
     bar = tqdm(total=len(jobs), disable=not verbose, desc="quadrature spread")
 
     def done(index, row):

@@ -47,8 +47,9 @@ the other rows are relaxed (``SoftmaxChannel.double_star``, on by default).
 
 The columns' proofs (docstrings 2, 4, 5) are the star's, with two lowered entries
 (:mod:`._certify_columns`). The bound holds with ``tol/T`` for each column and ``tol/T``
-for the pair: ``F ≥ F(x) − tol``. Where one row fails, each other row is tried as its partner. Soundness tests:
-tests/theory/test_certify_double.py; the measurements: docs: Changelog, "A double star".
+for the pair: ``F ≥ F(x) − tol``. Where one row fails, each other row is tried as its
+partner. Soundness tests: tests/theory/test_certify_double.py; the measurements: docs:
+Changelog, "A double star".
 """
 
 from __future__ import annotations
@@ -314,7 +315,8 @@ def _double_star(H, H0, W, y, beta, a, b, tangents, columns, starts, tol, budget
     over the intervals (``local_rounds`` rounds at each; none where it is 0). While the
     latter hold no local piece they are the former, and are not tried again."""
     def pair():
-        return (_Row(a, b, H, H0, W, tangents, columns), _Row(b, a, H, H0, W, tangents, columns))
+        return (_Row(a, b, H, H0, W, tangents, columns),
+                _Row(b, a, H, H0, W, tangents, columns))
     rows, gathering = pair(), pair()
     found = [row.value(row.found, y[row.r], beta) for row in rows]
     total = found[0][0] + found[1][0] - tol          # the target of a(t) + b(t)
