@@ -23,6 +23,11 @@ The rules:
   seed 0 point 3 at T = 3, seed 0 point 2 and seed 5 point 1 at T = 4, seed 4 point 5 at
   T = 5). Off: 0. It changes which nodes are certified, never the minimisers, so the two
   arms differ in the certified fraction, the bound and the time only.
+* ``multistart_memory``: above ``CERTIFIED_POLISH_MAX_BETA`` at T ≥ 3, the polish first
+  iterates on the multi-start memory and keeps its point where it converges and one
+  multi-start evaluation there is within the tolerance, else runs as without it
+  (``skattn.theory.core.fixed_point_map.polish_multistart``; its cap chosen a priori,
+  the fallback's path on seeds 0–2). Off: ``SoftmaxChannel.multistart_memorable`` False.
 
 The points: ``--set grid`` (default), the points of ``grid_configurations(T, 6, seed)``
 (``benchmarks/run_benchmarks.py``) for the seeds given (default 4 and 5); ``--set
@@ -48,9 +53,9 @@ test and train error, the bound on how far the uncertified nodes can move the co
 the bound never had, so always null), and (landed arm) the rules that applied.
 
 Usage: ``python benchmarks/research/solver_rules.py [--quick] [--set grid|recovery]
-[--tokens 2,3,4,5,6] [--seeds 4,5] [--rules ...] [--max-iter 150] [--cap-seconds 240]
-[--append] [--output NAME] [--results-dir DIR]``. The times are wall-clock: run it
-alone on the machine.
+[--tokens 2,3,4,5,6] [--seeds 4,5] [--rules ...] [--min-beta B] [--max-iter 150]
+[--cap-seconds 240] [--append] [--output NAME] [--results-dir DIR]``. The times are
+wall-clock: run it alone on the machine.
 ``--quick``: T = 3, seed 4, point 0, 256 nodes, every arm forced.
 """
 
@@ -81,7 +86,7 @@ NAMES = {"grid": "solver_rules.jsonl", "recovery": "solver_rules_recovery.jsonl"
 #: point of their T
 EVERY_POINT = ("shell_starts", "split_rounds")
 RULES = ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
-         "shell_starts", "split_rounds")
+         "shell_starts", "split_rounds", "multistart_memory")
 #: Noiseless configurations near perfect recovery (overlap m²/(q Q0) > 0.99): variations
 #: of grid seed 5's T = 6 point 0 (the one the recovery level was chosen on, first here)
 #: in T, κ0, α, λ and β
@@ -113,6 +118,9 @@ def _switched_off(rule):
         return mock.patch.object(SoftmaxChannel, "shell_starts", 0)
     if rule == "split_rounds":
         return mock.patch.object(SoftmaxChannel, "split_rounds", 0)
+    if rule == "multistart_memory":
+        return mock.patch.object(SoftmaxChannel, "multistart_memorable",
+                                 property(lambda self: False))
     raise ValueError(f"rule must be one of {RULES} or 'landed', got {rule!r}.")
 
 
@@ -120,8 +128,13 @@ def solve_arm(config, arm, n_nodes, max_iter):
     """One solve with ``arm`` (``"landed"`` or a rule switched off): a result row, with the
     rules that applied in it."""
     applied = {"handover_orthogonal": 0, "orthogonal_at_recovery": 0,
-               "polish_stall_window": 0}
+               "polish_stall_window": 0, "multistart_memory": 0}
     orthogonal, run = solve_module.iterate_orthogonal, fixed_point_map.iterate_starts
+    polish = fixed_point_map.polish_multistart
+
+    def counted_polish(fp_map, channel, x, **kwargs):
+        applied["multistart_memory"] += bool(getattr(channel, "multistart_memorable", False))
+        return polish(fp_map, channel, x, **kwargs)
 
     def counted_orthogonal(fp_map, x, res_norm, **kwargs):
         applied["handover_orthogonal"] += 1
@@ -137,7 +150,8 @@ def solve_arm(config, arm, n_nodes, max_iter):
         return out
 
     patches = [mock.patch.object(solve_module, "iterate_orthogonal", counted_orthogonal),
-               mock.patch.object(fixed_point_map, "iterate_starts", counted_run)]
+               mock.patch.object(fixed_point_map, "iterate_starts", counted_run),
+               mock.patch.object(fixed_point_map, "polish_multistart", counted_polish)]
     if arm != "landed":
         patches.append(_switched_off(arm))
     with contextlib.ExitStack() as stack:
@@ -196,8 +210,9 @@ def _points(args):
     tokens, seeds, points = int_list(args.tokens), int_list(args.seeds), int_list(args.points)
     if args.quick:
         tokens, seeds, points = [3], [4], [0]
-    return [(n_tokens, seed, point, grid_configurations(n_tokens, 6, seed)[point])
-            for n_tokens in tokens for seed in seeds for point in points]
+    chosen = [(n_tokens, seed, point, grid_configurations(n_tokens, 6, seed)[point])
+              for n_tokens in tokens for seed in seeds for point in points]
+    return [p for p in chosen if p[3]["beta"] > args.min_beta]
 
 
 def main(argv=None):
@@ -212,6 +227,8 @@ def main(argv=None):
                              "near perfect recovery (RECOVERY_CONFIGS)")
     parser.add_argument("--rules", default=",".join(RULES),
                         help="the rules to switch off (default all)")
+    parser.add_argument("--min-beta", type=float, default=0.0,
+                        help="only the grid points of larger β (default 0: all)")
     parser.add_argument("--output", default=None,
                         help="the results file's name (default by --set: "
                              + ", ".join(f"{k}: {v}" for k, v in NAMES.items()) + ")")

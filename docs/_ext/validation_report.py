@@ -624,17 +624,24 @@ def _rules_differ(on, off):
             or abs(off["train_error"] / on["train_error"] - 1) > 1e-12)
 
 
+# the titles of the tables of one rule switched alone
+_ALONE_TITLES = {"split_rounds": "The certificate's split search",
+                 "multistart_memory": "The polish's multi-start memory"}
+
+
 def _solver_rules(data):
     rows = [r for r in data["rows"] if "arm" in r]
     landed = {(r["n_tokens"], r["seed"], r["point"]): r for r in rows if r["arm"] == "landed"}
     solved = [r for r in landed.values() if not r["capped"]]
     body = []
     every_point = {"shell_starts": "T = 3–5", "split_rounds": "T ≥ 3"}
-    # a run of the split search alone (``--rules split_rounds``) lists that rule only
-    split_only = {r["arm"] for r in rows} <= {"landed", "split_rounds"}
+    # a run of one of these rules alone (``--rules split_rounds``) lists that rule only
+    switched = {r["arm"] for r in rows} - {"landed"}
+    alone = next(iter(switched)) if len(switched) == 1 and switched <= set(_ALONE_TITLES) \
+        else None
     for rule in ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
-                 "shell_starts", "split_rounds"):
-        if split_only and rule != "split_rounds":
+                 "shell_starts", "split_rounds", "multistart_memory"):
+        if alone is not None and rule != alone:
             continue
         pairs = [(landed[(r["n_tokens"], r["seed"], r["point"])], r) for r in rows
                  if r["arm"] == rule]
@@ -671,9 +678,8 @@ def _solver_rules(data):
             + (f"Grid seeds {', '.join(map(str, seeds))}, " if seeds else
                "Noiseless configurations near perfect recovery (``RECOVERY_CONFIGS``), ")
             + f"{len(landed)} points, {capped} capped with every rule on (not compared).")
-    if split_only:
-        title = "The certificate's split search, on and off, on grid points it was not " \
-            "fitted on"
+    if alone is not None:
+        title = _ALONE_TITLES[alone] + ", on and off, on grid points it was not fitted on"
     else:
         title = "Solver rules, on and off, on " + ("grid points they were not fitted on"
                                                    if seeds else "points near perfect recovery")
@@ -689,6 +695,7 @@ RENDERERS = {
     "solver_rules.jsonl": _solver_rules,
     "solver_rules_recovery.jsonl": _solver_rules,
     "solver_rules_split.jsonl": _solver_rules,
+    "solver_rules_memory.jsonl": _solver_rules,
     "warm_start_rule.json": _warm_start_rule,
     "split_share.json": _split_share,
     "uncertified_effect.json": _uncertified_effect,

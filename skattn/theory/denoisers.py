@@ -229,6 +229,17 @@ class FactoredDenoiser:
         spectrum[: self.n_features - self._rank] = 0.0  # x is increasing: keep the p largest
         return np.sort(spectrum)
 
+    @property
+    def convolution_start(self):
+        """The free convolution the next evaluation starts from (its quadrature's panels),
+        or None: with the state, what an evaluation depends on. A fixed-point iteration
+        that goes back to an earlier point of its path sets it back too."""
+        return getattr(self, "_previous_convolved", None)
+
+    @convolution_start.setter
+    def convolution_start(self, convolved):
+        self._previous_convolved = convolved
+
     def _convolved(self, law, delta):
         """``μ0 ⊞ SC(δ²)`` at the fixed-point tolerance, warm-started from this denoiser's
         previous evaluation (its quadrature then starts from the previous panels)."""

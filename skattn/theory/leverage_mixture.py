@@ -304,6 +304,9 @@ class _MixtureMap(FixedPointMap):
     nodes get the multi-start, as in a cold evaluation).
     """
 
+    # its polish starts every node from its last minimiser (not the multi-start memory)
+    remembers_multistarts = False
+
     def set_leverage(self, multipliers, n_bins, channel_factory=None):
         """The average over the law of ``q``: an ``n_bins``-point Gauss quadrature of the
         drawn sample (:func:`empirical_gauss_quadrature`; exact for polynomials in q up to

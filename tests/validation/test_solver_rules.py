@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skattn.theory.channels import SoftmaxChannel
+from skattn.theory.channels import SoftmaxChannel, _kernels
 from skattn.theory.core import fixed_point_map, solve
 from skattn.theory.core.iteration import STALL_EVALS
 
@@ -46,6 +46,9 @@ def test_each_switch_turns_its_rule_off_and_restores_it(rules):
     with rules._switched_off("split_rounds"):
         assert SoftmaxChannel(4).split_rounds == 0
     assert SoftmaxChannel(4).split_rounds > 0
+    with rules._switched_off("multistart_memory"):
+        assert not SoftmaxChannel(4).multistart_memorable
+    assert SoftmaxChannel(4).multistart_memorable == _kernels.HAVE_NUMBA
     assert solve.handover_orthogonal_threshold(_Map(), near_clip) > 0
     with pytest.raises(ValueError, match="rule must be one of"):
         rules._switched_off("warm_start")

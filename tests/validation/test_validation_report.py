@@ -223,6 +223,23 @@ def test_the_split_table_lists_the_points_whose_certified_fraction_moved(tmp_pat
     assert "polish_stall_window" not in text               # not switched in this run
 
 
+def test_the_memory_table_lists_that_rule_alone(tmp_path):
+    applied = {"handover_orthogonal": 0, "polish_stall_window": 0, "multistart_memory": 1}
+    rows = [{"reference_seconds": 0.07},
+            _rule_row("landed", 0, 26, 0.4, T=6, applied=applied),
+            _rule_row("multistart_memory", 0, 22, 0.4 * (1 + 2e-9), T=6),
+            _rule_row("landed", 1, 30, 0.3, T=5, applied=dict(applied, multistart_memory=0))]
+    meta = {"command": "python benchmarks/research/solver_rules.py --rules multistart_memory "
+                       "--output solver_rules_memory.jsonl", "date": "2026-12-07"}
+    (tmp_path / "solver_rules_memory.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in [meta, *rows]) + "\n")
+    text = report.render("solver_rules_memory.jsonl", tmp_path)
+    assert "The polish's multi-start memory, on and off" in text
+    assert "applied at 1 of 2 points" in text and "2.0e-09" in text
+    assert "2.6 s (26)" in text and "2.2 s (22)" in text
+    assert "polish_stall_window" not in text and "handover" not in text
+
+
 def test_the_split_share_table_sums_the_held_out_points(tmp_path):
     def row(T, role, arms):
         return {"n_tokens": T, "seed": 2, "point": 1, "role": role,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..._validation import check_scalar_range
 from .base import _squared_norm
-from .common import (OutputSide, _check_nodes, _check_overlaps, _warm_start,
+from .common import (OutputSide, _check_nodes, _check_overlaps, prox_at_nodes,
                      uncertified_bound)
 
 __all__ = ["component_overlaps"]
@@ -77,7 +77,7 @@ def _component_gaussians(m_k, q_k, var0_k, nodes, K):
 
 def _output_side_by_component(channel, *, m, q, Q0, noise, sigma, alpha, nodes,
                               sigma_hat_form, warm_start, token_kurtosis, trace,
-                              target_trace, trust_warm=False):
+                              target_trace, trust_warm=False, multistart_memory=False):
     """:func:`output_side` with per-component overlaps (``token_kurtosis ≠ 0``).
 
     ``m̂ = Σ_k m̂_k`` and ``Σ̂ = Σ_k Σ̂_k`` with the one-component Stein forms
@@ -97,11 +97,9 @@ def _output_side_by_component(channel, *, m, q, Q0, noise, sigma, alpha, nodes,
 
     y = channel.labels(w)
     start = w * (channel.target_beta_ / channel.beta_)
-    warm = _warm_start(channel, nodes) if warm_start else None
-    z, certified = channel._prox_certified(y, omega, np.full(omega.shape[0], sigma),
-                                           start=start, warm=warm, trust_warm=trust_warm)
-    if warm_start:
-        _warm_start(channel, nodes, z)
+    z, certified = prox_at_nodes(channel, nodes, y, omega, sigma, start,
+                                 warm_start=warm_start, trust_warm=trust_warm,
+                                 multistart_memory=multistart_memory)
     loss, _, H = channel._derivs(y, z)
     g = (z - omega) / sigma
 

@@ -39,6 +39,9 @@ _RETRY_DIRECTIONS = 4
 # docs: Changelog, "Uncertified T ≤ 5 nodes"); the default of
 # ``SoftmaxChannel.shell_starts``, which the drivers take as ``n_shell``
 SHELL_STARTS = 8
+# the multi-start memory (``agree`` of proxT): a sample's starts agree where each ends within
+# this distance (max norm, in x) of the first one's end
+AGREE_TOL = 1e-6
 # √p of the first primes: the Weyl sequence of the directions (K − 1 ≤ 14 up to T = 5)
 _WEYL_ROOTS = np.sqrt(np.array([2.0, 3.0, 5.0, 7.0, 11.0, 13.0, 17.0, 19.0, 23.0, 29.0,
                                 31.0, 37.0, 41.0, 43.0]))
@@ -72,8 +75,9 @@ def _certify_point(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, b
 @_jit
 def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
                   trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, n_shell,
-                  stack, xb, fb, cert):
-    """One sample of :func:`proxT`, written to ``xb[n], fb[n], cert[n]``."""
+                  stack, xb, fb, cert, agree):
+    """One sample of :func:`proxT`, written to ``xb[n], fb[n], cert[n]`` (and, in an
+    uncertified multi-start, ``agree[n]``)."""
     Ke = B.shape[1]
     s = sigma[n]
     has_warm = use_warm and np.all(np.isfinite(warm[n]))
@@ -81,6 +85,13 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
         x0 = warm[n].copy() if has_warm else np.zeros(Ke)
         x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
         xb[n], fb[n], cert[n] = x, f, convex[n]
+        return
+    if has_warm and budget <= 0 and agree[n]:
+        # the multi-start memory: every start ended at one point in an earlier evaluation,
+        # so the one from that point stands for them (uncertified, as the multi-start)
+        x, f = _newtonT(warm[n].copy(), omega[n], y[n], s, B, index, scale, beta, radius,
+                        max_iter)
+        xb[n], fb[n], cert[n] = x, f, False
         return
     best = math.inf
     tried = False      # whether xb[n] is the warm minimiser whose certificate failed
@@ -94,16 +105,23 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
             xb[n], fb[n], cert[n] = x, f, True
             return
         best, xb[n], tried = f, x, True
+    x_first = np.zeros(Ke)
+    same = True        # whether every start ends within AGREE_TOL of the first one's end
     for k in range(n_starts):
         t = k / (n_starts - 1) if n_starts > 1 else 0.0
         x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
                         max_iter)
+        if k == 0:
+            x_first = x.copy()
+        elif np.max(np.abs(x - x_first)) > AGREE_TOL:
+            same = False
         if f < best:
             best, tried = f, False
             xb[n] = x
     fb[n] = best
     cert[n] = False
     if budget <= 0:  # budget 0: the multi-start alone, uncertified (fixed-point iterations)
+        agree[n] = same
         return
     if not tried and _certify_point(xb[n], best, omega[n], y[n], s, B, index, scale, beta, Q,
                                     gain, c3[n], tol, budget, stack) == CERTIFIED:
@@ -141,7 +159,8 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
 
 
 def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
-              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, n_shell):
+              trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, n_shell,
+              agree):
     """Any-T prox over all samples: ``x`` (N, K − 1), the objective (N,), certified mask.
 
     Provably convex samples (the crude bound of :meth:`.prox._SoftmaxProblem.convex`): one
@@ -153,6 +172,12 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
     :meth:`.softmax.SoftmaxChannel._prox`, the certificate if ``budget > 0``, and a second
     round of starts where it fails (up to T = 5 its last ``n_shell`` starts lie around the
     found minimiser).
+
+    ``agree`` (bool, N; read and written), the multi-start memory of the uncertified
+    evaluations (``budget`` 0, without ``trust_warm``): a sample marked in it that has a
+    warm start gets one Newton run from there; the others get the multi-start, and are
+    marked where all its starts end within :data:`AGREE_TOL` of one point (no
+    ``use_warm``, and an array of zeros: the plain multi-start).
     """
     N, Ke = omega.shape[0], B.shape[1]
     T = y.shape[1]
@@ -165,7 +190,7 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
         for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
             _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm,
                           use_warm, trust_warm, n_starts, radius, max_iter, Q, gain, c3,
-                          tol, budget, n_shell, stack, xb, fb, cert)
+                          tol, budget, n_shell, stack, xb, fb, cert, agree)
     return xb, fb, cert
 
 

@@ -359,3 +359,43 @@ def _warm_start(channel, nodes, z=None):
     if ref is None or ref() is not nodes or prev.shape != (nodes.n_points, channel.K):
         return None
     return prev
+
+
+def prox_at_nodes(channel, nodes, y, omega, sigma, start, *, warm_start, trust_warm,
+                  multistart_memory=False):
+    """The channel's prox at the nodes, with what it remembers of earlier evaluations on
+    them: ``(z, certified)``.
+
+    ``warm_start``: from each node's last warm minimiser (:func:`_warm_start`), which is
+    then replaced. ``multistart_memory`` (without ``warm_start``; softmax, T ≥ 3, the
+    compiled prox): an uncertified multi-start where the nodes whose starts all ended at
+    one point in an earlier such evaluation (since :func:`forget_multistart_memory`) run
+    from that point alone; the memory is then replaced.
+    """
+    sigma = np.full(omega.shape[0], sigma)
+    if multistart_memory and not warm_start:
+        warm, agree = _multistart_memory(channel, nodes)
+        z, certified = channel._prox_certified(y, omega, sigma, start=start, warm=warm,
+                                               trust_warm=trust_warm, memory=agree)
+        channel._multistart_memory = (weakref.ref(nodes), z, agree)
+        return z, certified
+    warm = _warm_start(channel, nodes) if warm_start else None
+    z, certified = channel._prox_certified(y, omega, sigma, start=start, warm=warm,
+                                           trust_warm=trust_warm)
+    if warm_start:
+        _warm_start(channel, nodes, z)
+    return z, certified
+
+
+def forget_multistart_memory(channel):
+    """Drop the channel's multi-start memory (:func:`prox_at_nodes`)."""
+    channel._multistart_memory = None
+
+
+def _multistart_memory(channel, nodes):
+    """The remembered minimisers (or None) and agreement mask on ``nodes`` (all False
+    where nothing is remembered for them)."""
+    ref, z, agree = getattr(channel, "_multistart_memory", None) or (None, None, None)
+    if ref is None or ref() is not nodes or z.shape != (nodes.n_points, channel.K):
+        return None, np.zeros(nodes.n_points, dtype=bool)
+    return z, agree.copy()

@@ -17,13 +17,13 @@ from .base import _squared_norm
 # the shared pieces (common.py), re-exported where they used to live
 from .common import (GaussianNodes, OutputSide, _check_nodes, _check_overlaps,  # noqa: F401
                      _gaussian_pair, _loss_and_trace, _losses, _trace_resolvent_complement,
-                     _warm_start, remembered_minimisers, seed_minimisers,
-                     uncertified_bound)
+                     forget_multistart_memory, prox_at_nodes, remembered_minimisers,
+                     seed_minimisers, uncertified_bound)
 
 
 def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
                 sigma_hat_form="pointwise", warm_start=False, token_kurtosis=0.0, trace=None,
-                target_trace=None, trust_warm=False):
+                target_trace=None, trust_warm=False, multistart_memory=False):
     """Output side of the state evolution (docs: Theory §4, paper's factor 2).
 
     Per component ``ω ~ N(0, q)`` and ``w = u0 + ξ̃`` with
@@ -76,6 +76,14 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         iterations, whose fixed point is then polished with ``trust_warm=False`` (a node
         may sit in a non-global local minimum). Its nodes count as certified only where
         the prox is provably convex.
+    multistart_memory : bool, default=False
+        Without ``warm_start``, on an uncertified evaluation (the channel's
+        ``certify_budget`` 0; softmax, T ≥ 3, the compiled prox): the nodes whose
+        multi-start starts all ended at one point in an earlier such evaluation on the same
+        ``channel`` and ``nodes`` (since :func:`forget_multistart_memory`) get one Newton
+        run from that point instead of the multi-start. A cheap stand-in for the
+        multi-start map near its fixed point, which the fixed-point iteration polishes
+        without it afterwards.
 
     Returns
     -------
@@ -93,7 +101,8 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         return _output_side_by_component(
             channel, m=m, q=q, Q0=Q0, noise=noise, sigma=sigma, alpha=alpha, nodes=nodes,
             sigma_hat_form=sigma_hat_form, warm_start=warm_start, trust_warm=trust_warm,
-            token_kurtosis=token_kurtosis, trace=trace, target_trace=target_trace)
+            multistart_memory=multistart_memory, token_kurtosis=token_kurtosis, trace=trace,
+            target_trace=target_trace)
     m, q, Q0, noise = _check_overlaps(m, q, Q0, noise)
     sigma = check_scalar_range(sigma, "sigma", low=0, low_inclusive=False)
     alpha = check_scalar_range(alpha, "alpha", low=0)
@@ -105,11 +114,9 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
     y = channel.labels(w)
     # exact-fit logits of the label at the student's β: a start of the softmax prox
     start = w * (channel.target_beta_ / channel.beta_)
-    warm = _warm_start(channel, nodes) if warm_start else None
-    z, certified = channel._prox_certified(y, omega, np.full(omega.shape[0], sigma),
-                                           start=start, warm=warm, trust_warm=trust_warm)
-    if warm_start:
-        _warm_start(channel, nodes, z)
+    z, certified = prox_at_nodes(channel, nodes, y, omega, sigma, start,
+                                 warm_start=warm_start, trust_warm=trust_warm,
+                                 multistart_memory=multistart_memory)
     # an uncertified warm evaluation (never reported) in the Stein form of Σ̂ (off the
     # pointwise fallback at q → 0) needs no Hessian traces, only the losses
     pointwise = not (warm_start and trust_warm and sigma_hat_form == "stein"

@@ -211,6 +211,12 @@ class SoftmaxChannel(_Channel):
     # the output side may take loss and Hessian trace from the compiled row kernel
     softmax_row_kernel = True
 
+    @property
+    def multistart_memorable(self):
+        """Whether an uncertified evaluation can run on the multi-start memory
+        (``multistart_memory`` of :func:`.output.output_side`): T ≥ 3, the compiled prox."""
+        return self.n_tokens >= 3 and _kernels.HAVE_NUMBA and self.compiled
+
     def prox(self, y, omega, sigma, start=None, warm=None, return_certified=False):
         """Global minimiser ``z* = argmin_z ‖z − ω‖²/(2Σ) + ℓ(y, z)``.
 
@@ -275,18 +281,23 @@ class SoftmaxChannel(_Channel):
         z, certified = self._prox_certified(y, omega, sigma, start, warm)
         return (z, certified) if return_certified else z
 
-    def _prox_certified(self, y, omega, sigma, start=None, warm=None, trust_warm=False):
+    def _prox_certified(self, y, omega, sigma, start=None, warm=None, trust_warm=False,
+                        memory=None):
         """:meth:`prox` (validated inputs) and the mask of samples certified global.
 
         ``trust_warm``: the samples that are not provably convex take the Newton end point
         from ``warm`` as it is, without multi-start or certificate (the fixed-point
-        iterations, which are polished without it afterwards)."""
+        iterations, which are polished without it afterwards).
+
+        ``memory`` (bool, N; read and written; T ≥ 3, the compiled prox, uncertified): the
+        multi-start memory of :func:`.common.prox_at_nodes`, the samples that get one
+        Newton run from ``warm``; written where all starts of the multi-start agree."""
         if start is None:
             start = self.fit_logits(y)
-        z, _, certified = self._prox(y, omega, sigma, start, warm, trust_warm)
+        z, _, certified = self._prox(y, omega, sigma, start, warm, trust_warm, memory)
         return z, certified
 
-    def _prox(self, y, omega, sigma, start, warm=None, trust_warm=False):
+    def _prox(self, y, omega, sigma, start, warm=None, trust_warm=False, memory=None):
         """Multi-start Newton; returns ``z*`` and the prox objective at ``z*``."""
         N, B = omega.shape[0], self.basis
         x_fit = (start - omega) @ B                 # projection keeps ω's shift component
@@ -296,7 +307,7 @@ class SoftmaxChannel(_Channel):
         x_warm = None if warm is None else np.ascontiguousarray((warm - omega) @ B)
         if _kernels.HAVE_NUMBA and self.compiled:
             return self._prox_compiled(prob, y, omega, sigma, x_fit, x_warm, radius,
-                                       trust_warm)
+                                       trust_warm, memory)
         ts = np.linspace(0.0, 1.0, self.n_starts) if self.n_starts > 1 else np.zeros(1)
         xb, fb = np.zeros((N, self.K_eff)), np.zeros(N)
         # provably convex samples: one Newton run from ω
@@ -324,7 +335,8 @@ class SoftmaxChannel(_Channel):
         # no branch and bound on this path: only the provably convex samples are certified
         return omega + xb @ B.T, fb, convex
 
-    def _prox_compiled(self, prob, y, omega, sigma, x_fit, x_warm, radius, trust_warm=False):
+    def _prox_compiled(self, prob, y, omega, sigma, x_fit, x_warm, radius, trust_warm=False,
+                       memory=None):
         """The same starts and Newton as the numpy path, one sample at a time (numba), and
         the certificate of :mod:`._certify`; returns ``z*``, the objective and the mask of
         the samples whose minimiser is certified global."""
@@ -362,7 +374,9 @@ class SoftmaxChannel(_Channel):
                                  self.max_iter, self._row_basis, self._row_gain, c3,
                                  _CERT_TOL, self.certify_budget,
                                  check_scalar_range(self.shell_starts, "shell_starts", low=0,
-                                                    integer=True))
+                                                    integer=True),
+                                 np.zeros(len(convex), dtype=np.bool_) if memory is None
+                                 else memory)
             rounds = check_scalar_range(self.split_rounds, "split_rounds", low=0, integer=True)
             min_share = check_scalar_range(self.split_min_share, "split_min_share", low=0,
                                            high=0.5, low_inclusive=False)

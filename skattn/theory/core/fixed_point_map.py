@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..channels import output_side
+from ..channels.output import forget_multistart_memory
 from ..result import StateEvolutionResult
 from .iteration import STALL_EVALS, forward_differences, powell_hybrid, robust_fixed_point
 
 __all__ = ["FixedPointMap", "get_field", "coarse_calls", "coarse_size", "starts", "iterate",
            "handover_orthogonal_threshold", "iterate_orthogonal", "iterates_warm",
-           "near_the_clip",
+           "near_the_clip", "polish_multistart",
            "polish_stall_window", "polishes_certified"]
 
 
@@ -34,7 +35,10 @@ class FixedPointMap:
         self.Q0, self.noise, self.nodes = Q0, noise, nodes
         self.token_kurtosis, self.target_trace = token_kurtosis, target_trace
         self.with_trace = token_kurtosis != 0.0
+        # evaluations counted against the iterations' budgets (max_iter), and those of a
+        # stage that was set aside, not counted (polish_multistart); n_iter reports both
         self.n_calls = 0
+        self.refunded_calls = 0
         # True: every evaluation certifies its prox minimisers (the polish of the fixed
         # point, whose last evaluation is then the reported one)
         self.certify = False
@@ -49,6 +53,10 @@ class FixedPointMap:
         self.trail = []
         # the residual floor of a stalled iteration (core.iteration.STALL_EVALS), or None
         self.stall_floor = None
+        # True: the uncertified multi-start evaluations run on the channel's multi-start
+        # memory (output_side's multistart_memory; the first stage of the polish above
+        # CERTIFIED_POLISH_MAX_BETA, polished without it afterwards)
+        self.multistart_memory = False
 
     def _kurtosis_keywords(self, t):
         if not self.with_trace:
@@ -78,12 +86,14 @@ class FixedPointMap:
                           # the remembered z*: where the certificate proves it global it is
                           # kept (no multi-start)
                           warm_start=self.warm or certify,
-                          trust_warm=self.warm, **self._kurtosis_keywords(t))
+                          trust_warm=self.warm,
+                          multistart_memory=self.multistart_memory and not certify,
+                          **self._kurtosis_keywords(t))
         return out
 
     def step(self, m, q, sigma, t=None, certify=False):
         certify = certify or self.certify
-        key = (m, q, sigma, t, certify, self.warm)
+        key = (m, q, sigma, t, certify, self.warm, self.multistart_memory)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         self.n_calls += 1
@@ -91,9 +101,34 @@ class FixedPointMap:
         hats = (get_field(out, "m_hat"), get_field(out, "q_hat"), get_field(out, "sigma_hat"))
         prior = self.denoiser(*hats, t_hat=out.t_hat) if self.with_trace else \
             self.denoiser(*hats)
-        # only a cold evaluation is a function of its state alone (warm ones remember z*)
-        self._last = None if self.warm else (key, (out, prior))
+        # only a cold evaluation is a function of its state alone (warm ones remember z*,
+        # those on the multi-start memory the nodes whose starts agreed)
+        self._last = None if self.warm or self.multistart_memory else (key, (out, prior))
         return out, prior
+
+    # whether the polish above CERTIFIED_POLISH_MAX_BETA may first run on the multi-start
+    # memory (polish_multistart): a map whose evaluations pass ``multistart_memory``
+    remembers_multistarts = True
+
+    @property
+    def evaluations(self):
+        """All evaluations of this map: :attr:`n_calls` and the refunded ones."""
+        return self.n_calls + self.refunded_calls
+
+    def path_state(self):
+        """What the next evaluations and iterations depend on besides their states: the
+        trail of secants, the stall floor and the denoiser's warm start (its
+        ``convolution_start``, where it has one). :meth:`restore_path` sets it back."""
+        return (list(self.trail), self.stall_floor,
+                getattr(self.denoiser, "convolution_start", None))
+
+    def restore_path(self, path_state):
+        """Set back what :meth:`path_state` returned, so that an iteration from an earlier
+        point of the path runs as it would have run from there."""
+        trail, self.stall_floor, start = path_state
+        self.trail = list(trail)
+        if hasattr(self.denoiser, "convolution_start"):
+            self.denoiser.convolution_start = start
 
     def state(self, prior):
         """The state variables of a :class:`PriorState`."""
@@ -398,14 +433,16 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             # certified, its last evaluation (at the fixed point) is the one reported;
             # uncertified (β above the edge), the caller certifies that point once
             certified = polishes_certified(channel)
-            fixed_point_map.certify = certified
-            try:
-                x, res_norm, converged = iterate_starts(
-                    fixed_point_map, [x], tol=tol, max_calls=max_iter, damping=damping,
-                    secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol),
-                    stall_evals=polish_stall_window(fixed_point_map, x, certified))
-            finally:
-                fixed_point_map.certify = False
+            if certified:
+                fixed_point_map.certify = True
+                try:
+                    x, res_norm, converged = _polish(fixed_point_map, x, tol=tol,
+                                                     max_iter=max_iter, damping=damping)
+                finally:
+                    fixed_point_map.certify = False
+            else:
+                x, res_norm, converged = polish_multistart(
+                    fixed_point_map, channel, x, tol=tol, max_iter=max_iter, damping=damping)
         elif res_norm < COARSE_HANDOVER and fixed_point_map.n_calls < max_iter:
             # close, but the warm map crept there (its remembered minimisers): the
             # multi-start map from its best point, before the original starts, which can
@@ -434,6 +471,62 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
                                                     tol=tol, max_iter=max_iter,
                                                     damping=damping, method=method)
     return x, res_norm, converged
+
+
+def _polish(fixed_point_map, x, *, tol, max_iter, damping, max_calls=None):
+    """The polish's iteration from ``x`` on the map as it is set (certified, multi-start
+    or its memory), up to ``max_calls`` evaluations in all (``max_iter`` by default)."""
+    return iterate_starts(
+        fixed_point_map, [x], tol=tol, damping=damping,
+        max_calls=max_iter if max_calls is None else min(max_iter, max_calls),
+        secants=fixed_point_map.secants(min_step=SECANT_MIN_STEP * tol),
+        stall_evals=polish_stall_window(fixed_point_map, x, fixed_point_map.certify))
+
+
+def polish_multistart(fixed_point_map, channel, x, *, tol, max_iter, damping):
+    """The polish on the (uncertified) multi-start map from the warm fixed point ``x``:
+    ``(x, |r|_max, converged)``.
+
+    Where the channel has a multi-start memory (``multistart_memorable``), the polish
+    first iterates on it (the nodes whose starts all agreed run from their last minimiser
+    alone, a fraction of the multi-start's cost) for up to :data:`MEMORY_CALLS`
+    evaluations. Where that converges and one evaluation of the multi-start map at its
+    point is within ``tol`` too, the memory held: that point is the multi-start map's
+    fixed point. Otherwise the polish runs as without the memory, from ``x`` with the
+    path state (:meth:`FixedPointMap.restore_path`) and the budget it would have had
+    (the stage's evaluations move to :attr:`FixedPointMap.refunded_calls`), so that it
+    ends where it would have ended.
+    """
+    if fixed_point_map.remembers_multistarts and getattr(channel, "multistart_memorable",
+                                                          False):
+        path, calls = fixed_point_map.path_state(), fixed_point_map.n_calls
+        forget_multistart_memory(channel)
+        fixed_point_map.multistart_memory = True
+        try:
+            x_m, _, held = _polish(fixed_point_map, x, tol=tol, max_iter=max_iter,
+                                   damping=damping,
+                                   max_calls=fixed_point_map.n_calls + MEMORY_CALLS)
+        finally:
+            fixed_point_map.multistart_memory = False
+            forget_multistart_memory(channel)
+        if held:
+            x_m, norm_m, held = _polish(fixed_point_map, x_m, tol=tol, max_iter=max_iter,
+                                        damping=damping,
+                                        max_calls=fixed_point_map.n_calls + 1)
+            if held:
+                return x_m, norm_m, True
+        # the polish as it would have run from x: its budget (the stage's evaluations are
+        # refunded), its path state (a floor of the memory's map is no floor of the
+        # multi-start map; the secants and the denoiser's warm start steer the path)
+        fixed_point_map.restore_path(path)
+        fixed_point_map.refunded_calls += fixed_point_map.n_calls - calls
+        fixed_point_map.n_calls = calls
+    return _polish(fixed_point_map, x, tol=tol, max_iter=max_iter, damping=damping)
+
+
+# The evaluation cap of the multi-start memory's stage of the polish (polish_multistart;
+# each of its evaluations costs a few warm ones)
+MEMORY_CALLS = 30
 
 
 # Share of the evaluation budget kept for the orthogonal variables when the plain ones

@@ -32,7 +32,9 @@ class SolverOptions:
         Tolerance on the fixed-point residual (relative, on ``m/√(qQ0)``, ``log q``,
         ``log Σ``).
     max_iter : int, default=600
-        Maximum number of evaluations of the fixed-point map.
+        Maximum number of evaluations of the fixed-point map (those of a multi-start
+        memory stage that the polish sets aside are counted in ``n_iter`` but not here;
+        docs: Theory §4).
     damping : float in (0, 1], default=0.5
         Weight of the new iterate in damped iterations.
     init : StateEvolutionResult or tuple (m, q, sigma) or None, default=None

@@ -231,7 +231,7 @@ def _solve(alpha, alpha_fixed_point, problem, options):
             secants = coarse_map.jacobian_secants(x_c, warm=iterates_warm(channel, near=True)) \
                 if problem.attention == "softmax" \
                 else coarse_map.secants(min_step=SECANT_MIN_STEP * tol)
-            other_calls = coarse_map.n_calls
+            other_calls = coarse_map.evaluations
             x, res_norm, converged = iterate(
                 fixed_point_map, channel, [x_c], tol=tol,
                 max_iter=min(max_iter, HANDOVER_CALLS), damping=damping, secants=secants,
@@ -241,11 +241,11 @@ def _solve(alpha, alpha_fixed_point, problem, options):
                     fixed_point_map, x, res_norm, tol=tol, max_iter=max_iter,
                     damping=damping)
         else:
-            other_calls = coarse_map.n_calls
+            other_calls = coarse_map.evaluations
         if not converged and not at_softmax_floor(fixed_point_map):
             # the path without the coarse stage, exactly: fresh nodes (same points) leave
             # the prox memory of the handover behind
-            other_calls += fixed_point_map.n_calls
+            other_calls += fixed_point_map.evaluations
             fixed_point_map = make_map(nodes.subset(n_nodes))
     step0 = None
     if not converged and not at_softmax_floor(fixed_point_map):
@@ -266,7 +266,7 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         # a large trace penalty removes every direction: S = 0 (m = q = 0) is the fixed
         # point, which the log-variables cannot reach
         collapsed, converged, res_norm = True, True, 0.0
-    n_calls = fixed_point_map.n_calls + other_calls
+    n_calls = fixed_point_map.evaluations + other_calls
     stall_floor = None if converged else fixed_point_map.stall_floor
     if converged:
         message = "converged"
