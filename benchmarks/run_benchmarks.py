@@ -257,9 +257,12 @@ def load_kernels(n_tokens, beta=1.0, max_iter=10):
     from skattn.theory import solve_state_evolution
     from skattn.theory.channels import GaussianNodes, SoftmaxChannel, output_side
 
+    # with a coarse stage (16 of the 64 nodes), so that its sampled prior side's compiled
+    # loop is loaded too
     solve_state_evolution(0.3, n_tokens=n_tokens, reg_lambda=0.01, noise=0.1, beta=beta,
                           target_beta=beta, target=WishartTarget(0.5),
-                          options={"n_nodes": 64, "max_iter": max_iter})
+                          options={"n_nodes": 64, "n_coarse_nodes": 16,
+                                   "max_iter": max_iter})
     if n_tokens >= 3:
         # the split search of the nodes left uncertified loads its kernels on first use
         # (~90 ms at T = 4), which the small solve does not reach: prox problems far from

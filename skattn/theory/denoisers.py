@@ -20,7 +20,7 @@ from ._blas import single_blas_thread
 from .._validation import (MAX_TARGET_SCALE, MIN_RANK_RATIO, MIN_TARGET_SCALE,
                            check_random_state_arg, check_scalar_range, check_target_scale)
 from .laws import DiscreteLaw, SpectralLaw, WishartLaw
-from .spectral import ConvolvedLaw, free_convolution
+from .spectral import ConvolvedLaw, _compiled, free_convolution
 from .spectral.capped import CappedReluIntegrals, capped_relu_integrals
 
 __all__ = ["PriorState", "FactoredDenoiser", "DirectDenoiser", "goe_matrix",
@@ -315,11 +315,15 @@ def _capped_atoms(eigenvalues, eps, rank):
     kept = np.zeros(d)
     kept[d - rank:] = 1.0
     g = kept * np.maximum(x - eps, 0.0)
-    diff_x = x[:, None] - x[None, :]
-    same = diff_x == 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dd = np.where(same, 0.5 * (kept[:, None] + kept[None, :]) * (x[:, None] > eps),
-                      (g[:, None] - g[None, :]) / np.where(same, 1.0, diff_x))
+    if _compiled.HAVE_NUMBA:  # one pass over the pairs, without the numpy temporaries
+        dd = _compiled.divided_differences(x, g, kept, float(eps))
+    else:  # pragma: no cover
+        diff_x = x[:, None] - x[None, :]
+        same = diff_x == 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dd = np.where(same, 0.5 * (kept[:, None] + kept[None, :]) * (x[:, None] > eps),
+                          (g[:, None] - g[None, :]) / np.where(same, 1.0, diff_x))
+    dd_sum = np.sum(dd)
     above = x > eps
     binding = bool(np.count_nonzero(above) > rank)
     cut = float(max(x[d - rank - 1], eps)) if binding else float(eps)
@@ -327,7 +331,7 @@ def _capped_atoms(eigenvalues, eps, rank):
                                kept_mass=float(np.count_nonzero(g > 0) / d),
                                first=float(np.sum(g) / d), second=float(np.sum(g * g) / d),
                                x_first=float(np.sum(x * g) / d),
-                               divided_difference=float(np.sum(dd) / d ** 2))
+                               divided_difference=float(dd_sum / d ** 2))
 
 class SampledDenoiser:
     """A cheap stand-in for a :class:`FactoredDenoiser`, for the start of an iteration only.

@@ -66,7 +66,7 @@ def _component_gaussians(m_k, q_k, var0_k, nodes, K):
     Returns ω, w, ``V_k`` (residual variance of w_k given ω_k) and the node blocks ζ1, ζ2.
     A component with ``q_k ≈ 0`` (e.g. Rademacher tokens and S ∝ I) has ω_k = 0.
     """
-    zeta1, zeta2 = nodes.points[:, :K], nodes.points[:, K:]
+    zeta1, zeta2 = nodes.blocks(K)
     live = q_k > 1e-300
     safe_q = np.where(live, q_k, 1.0)
     V = np.where(live, np.maximum(var0_k - m_k * m_k / safe_q, 0.0), var0_k)

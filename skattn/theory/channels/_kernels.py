@@ -667,3 +667,31 @@ def stein_sums(z, omega, zeta1, zeta2, loss, weights, sigma):
         s_loss += w * loss[n]
         s_sq += w * sq
     return s_gz2, s_gg, s_gz1, s_loss, s_sq
+
+
+@_jit  # serial: a few ns a sample
+def convex2(p, r, sigma, beta2, lam_p, c_first, c_last, c_step, table):
+    """T = 2: :meth:`.prox._Softmax2Problem.convex` in one pass, with the same arithmetic
+    (the tabulated floor of :func:`.prox._curvature_floor`: grid ``c_first`` to ``c_last``
+    in steps ``c_step``); a node whose bound is NaN is not convex."""
+    N = p.shape[0]
+    size = table.shape[0]
+    crude_scale = 6 * math.sqrt(3.0)
+    out = np.empty(N, dtype=np.bool_)
+    for n in range(N):
+        lower = math.inf
+        for i in range(2):
+            c = 1 + p[n, i] - r[n, i]
+            if c >= c_first and c <= c_last:
+                pos = (c - c_first) / c_step
+                cell = min(int(pos), size - 2)
+                floor = table[cell] + (pos - cell) * (table[cell + 1] - table[cell])
+            else:
+                floor = -2 * (abs(c) + 2) / crude_scale
+            if floor < lower or floor != floor:
+                lower = floor
+        if lower != lower:
+            out[n] = False
+        else:
+            out[n] = lam_p / sigma[n] * (1 - 1e-3) + 1.05 * min(lower * beta2, 0.0) > 0
+    return out

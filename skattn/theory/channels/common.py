@@ -92,6 +92,29 @@ class GaussianNodes:
         sub.weights = np.full(n_points, 1.0 / n_points)
         return sub
 
+    def blocks(self, k):
+        """``(points[:, :k], points[:, k:])`` as two C-contiguous arrays, kept for the next
+        call with the same ``k``: arithmetic on them is several times faster than on the
+        strided column slices (every state-evolution evaluation starts with it).
+
+        Parameters
+        ----------
+        k : int
+            In ``[0, dim]``.
+
+        Returns
+        -------
+        first, rest : ndarray of shape (n_points, k) and (n_points, dim − k)
+        """
+        cached = getattr(self, "_blocks", None)
+        if cached is not None and cached[0] is self.points and cached[1] == k:
+            return cached[2], cached[3]
+        k = check_scalar_range(k, "k", low=0, high=self.dim, integer=True)
+        first = np.ascontiguousarray(self.points[:, :k])
+        rest = np.ascontiguousarray(self.points[:, k:])
+        self._blocks = (self.points, k, first, rest)
+        return first, rest
+
     def mean(self, values):
         """Weighted mean over the nodes (first axis)."""
         return np.tensordot(self.weights, values, axes=(0, 0))
@@ -293,7 +316,7 @@ def _gaussian_pair(m, q, var0, nodes, K):
     Returns ω, w, the residual standard deviation √V of w given ω (V = var0 − m²/q) and the
     standardised residual ζ2 = (w − (m/q) ω)/√V.
     """
-    zeta1, zeta2 = nodes.points[:, :K], nodes.points[:, K:]
+    zeta1, zeta2 = nodes.blocks(K)
     if q <= 1e-300:
         omega = np.zeros_like(zeta1)
         V = var0

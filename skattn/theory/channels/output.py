@@ -125,9 +125,8 @@ def output_side(channel, *, m, q, Q0, noise, sigma, alpha, nodes=None,
         loss, tr = _loss_and_trace(channel, y, z, sigma)
     else:
         loss, tr = _losses(channel, y, z, sigma), None
-    zeta1 = nodes.points[:, :K]
+    zeta1 = nodes.blocks(K)[0]
     if _kernels.HAVE_NUMBA:
-        # (numba takes the strided slice ζ1 as it is: no copy)
         mean_gz2, mean_gg, mean_gz1, train, mean_sq = _kernels.stein_sums(
             z, omega, zeta1, zeta2, loss, nodes.weights, float(sigma))
     else:  # pragma: no cover

@@ -12,6 +12,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import expit
 
+from . import _kernels
+
 
 class _SoftmaxProblem:
     """Prox objective ``‖x‖²/(2Σ) + ℓ(y, ω + Bx)`` over the complement of the shift."""
@@ -63,6 +65,26 @@ class _SoftmaxProblem:
         return np.einsum("nij,nj->ni", V, c)
 
 
+# T = 2: the row differences a = C z (a_1 = h11 − h12, a_2 = h22 − h12 in the channel's
+# coordinates)
+_ROW_DIFFERENCES = np.array([[np.sqrt(2.0), 0.0, -1.0], [0.0, np.sqrt(2.0), -1.0]])
+
+
+def _pair_geometry(channel):
+    """``(D, D⁻¹, P, λ_min(P))`` of :class:`_Softmax2Problem` for the channel's basis,
+    computed once per basis (they depend on nothing else)."""
+    basis = channel.basis
+    cached = getattr(channel, "_pair_geometry", None)
+    if cached is not None and cached[0] is basis:
+        return cached[1]
+    D = _ROW_DIFFERENCES @ basis
+    Dinv = np.linalg.inv(D)
+    P = Dinv.T @ Dinv
+    geometry = (D, Dinv, P, np.linalg.eigvalsh(P)[0])
+    channel._pair_geometry = (basis, geometry)
+    return geometry
+
+
 class _Softmax2Problem(_SoftmaxProblem):
     """T = 2: the loss depends on ``a = C z`` (row differences) only; elementwise formulas.
 
@@ -72,14 +94,12 @@ class _Softmax2Problem(_SoftmaxProblem):
 
     def __init__(self, channel, y, omega, sigma):
         super().__init__(channel, y, omega, sigma)
-        C = np.array([[np.sqrt(2.0), 0.0, -1.0], [0.0, np.sqrt(2.0), -1.0]])
-        self.D = C @ self.B                                  # a = Cω + D x
-        self.a0 = omega @ C.T
+        # a = Cω + D x; ‖x‖² = (a − Cω)ᵀ P (a − Cω), P = D⁻ᵀD⁻¹ with smallest eigenvalue
+        self.D, self.Dinv, self.P, self.lam_p = _pair_geometry(channel)
+        self.a0 = omega @ _ROW_DIFFERENCES.T
         self.p = np.stack([y[:, 0, 0], y[:, 1, 1]], axis=1)  # diagonal label entries
         self.r = np.stack([y[:, 0, 1], y[:, 1, 0]], axis=1)  # off-diagonal label entries
         self.beta = channel.beta_
-        self.Dinv = np.linalg.inv(self.D)
-        self.P = self.Dinv.T @ self.Dinv                     # ‖x‖² = (a − Cω)ᵀ P (a − Cω)
 
     def convex(self):
         """Samples whose prox objective is provably convex (one Newton start suffices).
@@ -87,11 +107,15 @@ class _Softmax2Problem(_SoftmaxProblem):
         In ``a`` the Hessian is ``P/Σ + diag(ℓ1'', ℓ2'')``; with ``σ = sigmoid(β a_i)``,
         ``ℓ_i'' = β² [4 σ²(1−σ)² + 2(2σ − c_i) σ(1−σ)(1−2σ)]``, ``c_i = 1 + p_i − r_i``,
         whose minimum over σ is a concave function of ``c_i``, tabulated once
-        (:func:`_curvature_floor`); a 5 % margin covers the tabulation.
+        (:func:`_curvature_floor`); a 5 % margin covers the tabulation. Compiled where
+        numba is present (:func:`._kernels.convex2`, the same arithmetic in one pass).
         """
-        lam_p = np.linalg.eigvalsh(self.P)[0]
+        if _kernels.HAVE_NUMBA:
+            cg, g = _curvature_table()
+            return _kernels.convex2(self.p, self.r, self.sigma, float(self.beta ** 2),
+                                    float(self.lam_p), cg[0], cg[-1], cg[1] - cg[0], g)
         lower = np.min(_curvature_floor(1 + self.p - self.r), axis=1) * self.beta ** 2
-        return lam_p / self.sigma * (1 - 1e-3) + 1.05 * np.minimum(lower, 0) > 0
+        return self.lam_p / self.sigma * (1 - 1e-3) + 1.05 * np.minimum(lower, 0) > 0
 
     def grid_starts(self, rows, x_fit, n_sigma=12, n_segment=8):
         """Best point of a per-sample 2-D grid in ``a``-space, as an ``x`` start (N, 2).

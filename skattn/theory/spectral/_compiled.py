@@ -31,7 +31,7 @@ else:  # pragma: no cover
     _jit_sum = _jit
 
 __all__ = ["HAVE_NUMBA", "discrete_fa", "discrete_farb", "discrete_real_sums",
-           "discrete_solve_s", "discrete_edge_roots"]
+           "discrete_solve_s", "discrete_edge_roots", "divided_differences"]
 
 
 @_jit_sum
@@ -188,4 +188,24 @@ def discrete_edge_roots(t, w, delta, lo, hi, x0, increasing, kind, xtol, maxiter
             if done:
                 break
         out[i] = x
+    return out
+
+
+@_jit
+def divided_differences(x, g, kept, eps):
+    """The (d, d) divided differences of the capped map values ``g`` over atoms ``x``:
+    ``(g_i − g_j)/(x_i − x_j)`` for distinct atoms, ``(kept_i + kept_j)/2 · 1{x_i > ε}``
+    for coinciding ones (:func:`~skattn.theory.denoisers._capped_atoms`), element by
+    element as its numpy form (no temporaries), so that numpy's sum of them is the
+    same to the last bit."""
+    n = x.size
+    out = np.empty((n, n))
+    for i in range(n):
+        above = 1.0 if x[i] > eps else 0.0
+        for j in range(n):
+            gap = x[i] - x[j]
+            if gap == 0.0:
+                out[i, j] = 0.5 * (kept[i] + kept[j]) * above
+            else:
+                out[i, j] = (g[i] - g[j]) / gap
     return out

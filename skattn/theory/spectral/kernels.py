@@ -103,16 +103,19 @@ class _WishartKernel(_ComplexKernel):
         k, sk, d2 = self.kappa, self.sk, delta * delta
         # edges: real G with d² G²(G − √κ)² − (1 − κ) G² + 2√κ G − κ = 0,
         #        u = (d² G (G − √κ) + 1 − κ) / (2G − √κ)
-        poly = np.polyadd(d2 * np.polymul([1, 0, 0], np.polymul([1, -sk], [1, -sk])),
-                          [-(1 - k), 2 * sk, -k])
-        dpoly = np.polyder(poly)
+        # (the quartic's coefficients and the Newton polish in scalar arithmetic, the same
+        # operations as numpy's polynomial helpers: a tenth of their cost per free
+        # convolution, where this ran once per state-evolution evaluation)
+        poly = (d2, d2 * (-sk - sk), d2 * (sk * sk) - (1 - k), 2 * sk, -k)
+        dpoly = (4 * poly[0], 3 * poly[1], 2 * poly[2], poly[3])
         roots = np.roots(poly)
         cand = roots[np.abs(roots.imag) <= 1e-6 * np.maximum(1, np.abs(roots))].real
         us = []
         c, lo, hi = self.c, self.lo_mp, self.hi_mp
-        for G in cand:
+        for G in cand.tolist():
             for _ in range(3):  # polish the root
-                dG = np.polyval(poly, G) / np.polyval(dpoly, G)
+                value, slope = _horner(poly, G), _horner(dpoly, G)
+                dG = value / slope if slope != 0 else np.inf
                 if np.isfinite(dG):
                     G -= dG
             # scaled g = √κ G; the edge has signed root = d² g (1 − c g)/κ, which fixes
@@ -125,8 +128,7 @@ class _WishartKernel(_ComplexKernel):
             if self.atom > 0 and w == 0:
                 continue
             u = sk * w
-            g0 = self._g(np.array(w, dtype=complex))[0].real / sk
-            if not abs(g0 - G) <= 1e-6 * max(1.0, abs(G)):
+            if not abs(self._g_real(w) / sk - G) <= 1e-6 * max(1.0, abs(G)):
                 continue
             us.append(float(u))
         us = np.sort(np.unique(np.array(us, dtype=float)))
@@ -137,8 +139,32 @@ class _WishartKernel(_ComplexKernel):
             return [(us[0], us[-1])]
         raise RuntimeError(f"edge finding failed for {self!r} at delta={delta}: {us}")
 
+    def _g_real(self, w):
+        """:meth:`_g` at a real ``w`` outside ``(lo, hi)`` (where it is real), in scalar
+        arithmetic; NaN inside."""
+        c = self.c
+        b = w + c - 1
+        if w >= self.hi_mp:
+            root = np.sqrt(w - self.lo_mp) * np.sqrt(w - self.hi_mp)
+        elif w <= self.lo_mp:
+            root = -(np.sqrt(self.lo_mp - w) * np.sqrt(self.hi_mp - w))
+        else:
+            return np.nan
+        num1, num2 = b - root, b + root
+        if abs(num1) >= abs(num2):
+            return num1 / (2 * c * w) if w != 0 else np.inf
+        return 2 / num2 if num2 != 0 else np.inf
+
     def __repr__(self):
         return f"_WishartKernel(kappa={self.kappa})"
+
+
+def _horner(coefficients, x):
+    """The polynomial of ``coefficients`` (highest degree first) at a scalar ``x``."""
+    value = 0.0
+    for coefficient in coefficients:
+        value = value * x + coefficient
+    return value
 
 
 class _GenericKernel(_ComplexKernel):
