@@ -341,3 +341,50 @@ def test_found_point_box_proves_one_zero():
         assert np.all(np.abs(Kc - x) + Kr < r)
         checked += 1
     assert checked >= 20
+
+
+@settings(max_examples=300, deadline=None)
+@given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0.5),
+       seed=st.integers(0, 2 ** 31), offset=st.floats(0.0, 3.0))
+def test_krawczyk_image_stops_at_the_first_row_that_misses_the_box(T, log_radius, seed,
+                                                                  offset):
+    # the search's early stop: True exactly where some row of the whole image misses the
+    # box, and the rows up to that one are the whole image's, to the last bit (boxes off
+    # the zero by ``offset`` radii, so that both answers occur)
+    _, kappa, y, b, xc, r = _box_around_zero(seed, T, log_radius)
+    xc = xc + offset * r * np.random.default_rng(seed).choice([-1.0, 1.0], T + 2)
+    n = T + 2
+    work = np.empty((7, n, n))
+    if not _stationarity._krawczyk_centre(xc, kappa, y, b, work):
+        return
+    Kc, Kr = np.empty(n), np.empty(n)
+    assert not _stationarity._krawczyk_image(xc, r, kappa, y, Kc, Kr, work, False)
+    missing = np.flatnonzero(np.abs(Kc - xc) > Kr + r)
+    Kc2, Kr2 = np.full(n, np.nan), np.full(n, np.nan)
+    stopped = _stationarity._krawczyk_image(xc, r, kappa, y, Kc2, Kr2, work, True)
+    assert stopped == (missing.size > 0)
+    rows = missing[0] + 1 if stopped else n
+    assert np.array_equal(Kc2[:rows], Kc[:rows]) and np.array_equal(Kr2[:rows], Kr[:rows])
+
+
+@settings(max_examples=300, deadline=None)
+@given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0.5),
+       seed=st.integers(0, 2 ** 31), offset=st.floats(0.0, 3.0))
+def test_contraction_from_given_ends_is_the_contraction(T, log_radius, seed, offset):
+    # the searches take each interval's two exponentials once per box: from them the
+    # contraction is the one that computes them, to the last bit (the compiled
+    # exponentials, which the first call leaves in its scratch and does not change)
+    _, _, y, _, xc, r = _box_around_zero(seed, T, log_radius)
+    xc = xc + offset * r * np.random.default_rng(seed).choice([-1.0, 1.0], T + 2)
+    xk, rk = xc.copy(), r.copy()
+    scratch = np.full((4, T), np.nan)
+    kept = _certify_dual._contract_into(xk, rk, y, 1e-12 * T, scratch)
+    ends = scratch[:2].copy()
+    np.testing.assert_allclose(ends, [np.exp(xc[:T] - r[:T]), np.exp(xc[:T] + r[:T])],
+                               rtol=1e-15)
+    xk2, rk2 = xc.copy(), r.copy()
+    scratch = np.full((4, T), np.nan)
+    scratch[:2] = ends
+    assert _certify_dual._contract_from_ends(xk2, rk2, y, 1e-12 * T, scratch) == kept
+    if kept:
+        assert np.array_equal(xk2, xk) and np.array_equal(rk2, rk)

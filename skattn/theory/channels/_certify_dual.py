@@ -239,10 +239,33 @@ def _contract_into(xk, rk, yrow, margin, scratch):
     (no stationary point in it). ``margin``: the absolute slack of both equations;
     ``scratch``: 4 × T, reused by the searches (one per combination: no allocation)."""
     T = yrow.shape[0]
+    for c in range(T):
+        scratch[0, c], scratch[1, c] = math.exp(xk[c] - rk[c]), math.exp(xk[c] + rk[c])
+    return _contract_from_ends(xk, rk, yrow, margin, scratch)
+
+
+@_jit
+def _interval_ends(ivs, nc, ends):
+    """``ends[c, i] = (e^{v − r}, e^{v + r})`` of each coordinate's intervals ``ivs[c, i]``
+    (``v ± r`` their centre and half-width, as a combination's box takes them), for
+    :func:`_contract_from_ends`."""
+    for c in range(nc.shape[0]):
+        for i in range(nc[c]):
+            centre = 0.5 * (ivs[c, i, 0] + ivs[c, i, 1])
+            half = 0.5 * (ivs[c, i, 1] - ivs[c, i, 0])
+            ends[c, i, 0] = math.exp(centre - half)
+            ends[c, i, 1] = math.exp(centre + half)
+
+
+@_jit
+def _contract_from_ends(xk, rk, yrow, margin, scratch):
+    """:func:`_contract_into` with ``scratch[0, c], scratch[1, c]`` already holding
+    ``e^{xk_c ∓ rk_c}`` (a search that meets each coordinate's interval in many
+    combinations takes its two exponentials once per interval)."""
+    T = yrow.shape[0]
     ul, uh, after_lo, after_hi = scratch[0], scratch[1], scratch[2], scratch[3]
     total_lo = 0.0
     for c in range(T):
-        ul[c], uh[c] = math.exp(xk[c] - rk[c]), math.exp(xk[c] + rk[c])
         total_lo += ul[c]
     if total_lo > 1 + margin:
         return False
@@ -574,6 +597,7 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
     point, A, grad = np.empty(t0.shape[0]), np.empty(T), np.empty(t0.shape[0])
     cuts = np.empty(18)
     ivs = np.empty((T, 5, 2))
+    ends = np.empty((T, 5, 2))      # e^{v ∓ r} of each interval, once per box
     nc = np.empty(T, np.int64)
     lo_v, hi_v, keep = np.empty(T), np.empty(T), np.empty(4)
     scratch = np.empty((4, T))
@@ -595,6 +619,8 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
         if n_comb == 0:
             continue
         settled = n_comb <= _MAX_COMBINATIONS    # every combination dropped or covered
+        if settled:
+            _interval_ends(ivs, nc, ends)
         # the (μ, g) hull of what the surviving combinations leave (contracted by K)
         _reset_keep(keep, settled, m_lo, m_hi, g_lo, g_hi)
         for comb in range(n_comb if settled else 0):
@@ -605,11 +631,12 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
                 r //= nc[c]
                 xk[c] = 0.5 * (ivs[c, j, 0] + ivs[c, j, 1])
                 rk[c] = 0.5 * (ivs[c, j, 1] - ivs[c, j, 0])
+                scratch[0, c], scratch[1, c] = ends[c, j, 0], ends[c, j, 1]
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
             # as in _star_search.search_star, kept inline: a shared compiled helper
             # made the certificate slower (docs: Changelog, "A double star")
-            if not _contract_into(xk, rk, yrow, 1e-12 * T, scratch):
+            if not _contract_from_ends(xk, rk, yrow, 1e-12 * T, scratch):
                 continue
             if _value_floor(xk, rk, kappa, yrow, const) >= target:
                 continue
@@ -700,10 +727,8 @@ def _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc
     if b_slack is not None:
         for c in range(b_slack.shape[0]):
             work[0, 1, c] += b_slack[c]
-    _krawczyk_image(xk, rk, kappa, yrow, Kc, Kr, work)
-    for i in range(n):
-        if abs(Kc[i] - xk[i]) > Kr[i] + rk[i]:
-            return True             # no stationary point in this combination's box
+    if _krawczyk_image(xk, rk, kappa, yrow, Kc, Kr, work, True):
+        return True                 # no stationary point in this combination's box
     for i in range(n):              # every one lies in K ∩ X
         a_ = max(xk[i] - rk[i], Kc[i] - Kr[i])
         b_ = min(xk[i] + rk[i], Kc[i] + Kr[i])

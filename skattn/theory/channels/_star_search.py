@@ -43,10 +43,10 @@ import math
 
 import numpy as np
 
-from ._certify_dual import (_ROOT_PRECISION, _contract_into, _coordinate_set,
-                            _distance_to_zero, _domain, _hull_full, _krawczyk_drops,
-                            _log_sum_exp, _reset_keep, _split_around, _split_kept,
-                            _value_floor, _widen)
+from ._certify_dual import (_ROOT_PRECISION, _contract_from_ends, _coordinate_set,
+                            _distance_to_zero, _domain, _hull_full, _interval_ends,
+                            _krawczyk_drops, _log_sum_exp, _reset_keep, _split_around,
+                            _split_kept, _value_floor, _widen)
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
 from ._certify_split import _found_point_excluded
 from ._kernels import _jit, softmax_inplace
@@ -386,6 +386,8 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
     point, A = np.empty(T), np.empty(T)
     cuts, tmp = np.empty(18), np.empty((5, 2))
     ivs = np.empty((T, 5 * nb, 2))
+    # e^{v ∓ r} of each interval (v ± r its centre and half-width), once per box
+    ends = np.empty((T, 5 * nb, 2))
     tags = np.empty((T, 5 * nb), np.int64)
     nc = np.empty(T, np.int64)
     combos = np.empty((_STAR_COMBINATIONS, T), np.int64)
@@ -420,6 +422,8 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
                 return BUDGET, 0.0, n_split, point
             continue
         settled = n_comb >= 0
+        if settled:
+            _interval_ends(ivs, nc, ends)
         _reset_keep(keep, settled, m_lo, m_hi, g_lo, g_hi)
         for comb in range(n_comb if settled else 0):
             total, found = 0.0, True
@@ -428,6 +432,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
                 j = tags[c, i]
                 xk[c] = 0.5 * (ivs[c, i, 0] + ivs[c, i, 1])
                 rk[c] = 0.5 * (ivs[c, i, 1] - ivs[c, i, 0])
+                scratch[0, c], scratch[1, c] = ends[c, i, 0], ends[c, i, 1]
                 kc[c], bc[c] = kappa[c, j], b[c, j]
                 # a kink's place is known to its slack: b within ± β times its half-width
                 bs[c] = 0.5 * beta * (h_hi[c, j] - h_lo[c, j]) if kink[c, j] else 0.0
@@ -437,7 +442,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
             # as in _certify_dual._search, kept inline: a shared compiled helper
             # made the certificate slower (docs: Changelog, "A double star")
-            if not _contract_into(xk, rk, yrow, 1e-12 * T, scratch):
+            if not _contract_from_ends(xk, rk, yrow, 1e-12 * T, scratch):
                 continue
             if _value_floor(xk, rk, kc, yrow, total) >= target:
                 continue

@@ -83,7 +83,7 @@ def _krawczyk(xc, r, kappa, yrow, b, Kc, Kr, work):
     matrices of (T + 2)²); False where the centre's Jacobian is singular."""
     if not _krawczyk_centre(xc, kappa, yrow, b, work):
         return False
-    _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work)
+    _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work, False)
     return True
 
 
@@ -157,9 +157,12 @@ def _invert_arrowhead(J, Y):
 
 
 @_jit
-def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
+def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work, stop_if_disjoint):
     """The image of :func:`_krawczyk` for the box ``xc ± r`` from its centre's part in
-    ``work`` (:func:`_krawczyk_centre`)."""
+    ``work`` (:func:`_krawczyk_centre`). With ``stop_if_disjoint``, returns True at the
+    first row whose image misses the box (``|Kc_i − xc_i| > Kr_i + r_i``: no zero in the
+    box), the rows after it not computed; else False with every row computed (each row's
+    arithmetic is the same either way)."""
     T = yrow.shape[0]
     n = T + 2
     f, ferr = work[0, 0], work[0, 1]
@@ -182,7 +185,8 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
     # |I − Y J(X)| ≤ |I − Y J(x̃) − Y Jc| + |Y| Jr, entrywise, each sum over the rows of
     # J's pattern in column j, in increasing order (the same sums as over all rows):
     # column c < T has rows c, T and T + 1; column T (μ) rows < T, constant (no Jr);
-    # column T + 1 (g) rows < T and T + 1 (−1, constant)
+    # column T + 1 (g) rows < T and T + 1 (−1, constant). Row by row: row i of C, then
+    # row i of the image
     for i in range(n):
         for j in range(T):
             cij = 1.0 if i == j else 0.0
@@ -202,7 +206,6 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
         c_g -= Y[i, T + 1] * J[T + 1, T + 1]
         C[i, T] = abs(c_mu)
         C[i, T + 1] = abs(c_g) + r_g
-    for i in range(n):
         step, spread = 0.0, 0.0
         for k in range(n):
             step += Y[i, k] * f[k]
@@ -210,6 +213,9 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work):
         Kc[i] = xc[i] - step
         # a relative margin for the rounding of these products
         Kr[i] = spread * (1 + 1e-9) + 1e-12 * abs(step) + 1e-15 * (abs(xc[i]) + 1)
+        if stop_if_disjoint and abs(Kc[i] - xc[i]) > Kr[i] + r[i]:
+            return True
+    return False
 
 
 # the found point's box: ρ = 2^-k, k ≤ _FOUND_BOX_HALVINGS; the search starts at
@@ -259,7 +265,7 @@ def _proves_one_zero(x, rho, w, kappa, yrow, r, Kc, Kr, work):
     n = x.shape[0]
     for i in range(n):
         r[i] = rho * w[i]
-    _krawczyk_image(x, r, kappa, yrow, Kc, Kr, work)
+    _krawczyk_image(x, r, kappa, yrow, Kc, Kr, work, False)
     for i in range(n):
         if not abs(Kc[i] - x[i]) + Kr[i] < r[i]:
             return False
