@@ -152,7 +152,7 @@ def test_arrowhead_inverse_leaves_a_small_pivot_to_gauss_jordan():
     assert abs(J[1, 1]) < 1e-12
     assert not _stationarity._invert_arrowhead(J, np.empty((n, n)))
     work = np.empty((7, n, n))
-    assert _stationarity._krawczyk_centre(x, kappa, y, np.zeros(T), work)
+    assert _stationarity._krawczyk_centre(x, kappa, y, np.zeros(T), None, work)
     np.testing.assert_allclose(work[2] @ J, np.eye(n), atol=1e-10)
 
 
@@ -236,7 +236,7 @@ def test_value_floor_is_below_the_value(T, log_radius, seed):
     s, g = np.exp(x[:T]), x[T + 1]
     const = np.random.default_rng(seed + 1).normal()
     V = kappa @ (s * (s - y - g)) ** 2 + (s - y) @ (s - y) + const
-    assert _certify_dual._value_floor(xc, r, kappa, y, const) <= V
+    assert _certify_dual._value_floor(xc, r, kappa, y, const, None) <= V
 
 
 @settings(max_examples=60, deadline=None)
@@ -332,7 +332,7 @@ def test_found_point_box_proves_one_zero():
         assert math.isfinite(rho)
         # its image (r, Kc, Kr were scratch) and the box twice as wide, which proves nothing
         work = np.empty((7, n, n))
-        assert _stationarity._krawczyk_centre(x, kappa, y, b, work)
+        assert _stationarity._krawczyk_centre(x, kappa, y, b, None, work)
         w = np.abs(work[2]).sum(axis=1)
         assert rho == 1.0 or not _stationarity._proves_one_zero(x, 2 * rho, w, kappa, y, r,
                                                                 Kc, Kr, work)
@@ -355,13 +355,13 @@ def test_krawczyk_image_stops_at_the_first_row_that_misses_the_box(T, log_radius
     xc = xc + offset * r * np.random.default_rng(seed).choice([-1.0, 1.0], T + 2)
     n = T + 2
     work = np.empty((7, n, n))
-    if not _stationarity._krawczyk_centre(xc, kappa, y, b, work):
+    if not _stationarity._krawczyk_centre(xc, kappa, y, b, None, work):
         return
     Kc, Kr = np.empty(n), np.empty(n)
-    assert not _stationarity._krawczyk_image(xc, r, kappa, y, Kc, Kr, work, False)
+    assert not _stationarity._krawczyk_image(xc, r, kappa, y, Kc, Kr, work, False, None)
     missing = np.flatnonzero(np.abs(Kc - xc) > Kr + r)
     Kc2, Kr2 = np.full(n, np.nan), np.full(n, np.nan)
-    stopped = _stationarity._krawczyk_image(xc, r, kappa, y, Kc2, Kr2, work, True)
+    stopped = _stationarity._krawczyk_image(xc, r, kappa, y, Kc2, Kr2, work, True, None)
     assert stopped == (missing.size > 0)
     rows = missing[0] + 1 if stopped else n
     assert np.array_equal(Kc2[:rows], Kc[:rows]) and np.array_equal(Kr2[:rows], Kr[:rows])
@@ -373,18 +373,85 @@ def test_krawczyk_image_stops_at_the_first_row_that_misses_the_box(T, log_radius
 def test_contraction_from_given_ends_is_the_contraction(T, log_radius, seed, offset):
     # the searches take each interval's two exponentials once per box: from them the
     # contraction is the one that computes them, to the last bit (the compiled
-    # exponentials, which the first call leaves in its scratch and does not change)
+    # exponentials, as _known_exp computes them without a memory)
     _, _, y, _, xc, r = _box_around_zero(seed, T, log_radius)
     xc = xc + offset * r * np.random.default_rng(seed).choice([-1.0, 1.0], T + 2)
     xk, rk = xc.copy(), r.copy()
     scratch = np.full((4, T), np.nan)
     kept = _certify_dual._contract_into(xk, rk, y, 1e-12 * T, scratch)
-    ends = scratch[:2].copy()
+    ends = np.array([[_compiled_exp(xc[c] + side * r[c]) for c in range(T)]
+                     for side in (-1, 1)])
     np.testing.assert_allclose(ends, [np.exp(xc[:T] - r[:T]), np.exp(xc[:T] + r[:T])],
                                rtol=1e-15)
     xk2, rk2 = xc.copy(), r.copy()
-    scratch = np.full((4, T), np.nan)
-    scratch[:2] = ends
-    assert _certify_dual._contract_from_ends(xk2, rk2, y, 1e-12 * T, scratch) == kept
+    scratch2 = np.full((4, T), np.nan)
+    scratch2[:2] = ends
+    assert _certify_dual._contract_from_ends(xk2, rk2, y, 1e-12 * T, scratch2) == kept
     if kept:
         assert np.array_equal(xk2, xk) and np.array_equal(rk2, rk)
+        assert np.array_equal(scratch2, scratch)
+
+
+def _compiled_exp(v):
+    """The compiled exponential of the searches (_known_exp without a memory)."""
+    return _stationarity._known_exp(v, 0, 0, None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0.5),
+       seed=st.integers(0, 2 ** 31), offset=st.floats(0.0, 3.0),
+       concave=st.booleans())
+def test_tests_after_the_contraction_reuse_its_exponentials_exactly(T, log_radius, seed,
+                                                                     offset, concave):
+    # the contraction leaves its box's ends and their exponentials in its scratch; the
+    # value floor and the Krawczyk image take them from there where their argument is
+    # that end, and give the numbers they compute without that memory, to the last bit
+    _, kappa, y, b, xc, r = _box_around_zero(seed, T, log_radius)
+    if concave:
+        kappa = kappa * np.where(np.arange(T) % 2, -1.0, 1.0)
+    xc = xc + offset * r * np.random.default_rng(seed).choice([-1.0, 1.0], T + 2)
+    xk, rk = xc.copy(), r.copy()
+    scratch = np.empty((4, T))
+    scratch[:2] = [[_compiled_exp(xc[c] + side * r[c]) for c in range(T)] for side in (-1, 1)]
+    if not _certify_dual._contract_from_ends(xk, rk, y, 1e-12 * T, scratch):
+        return
+    for c in range(T):
+        # each end left is the contracted box's end, with its compiled exponential
+        for side in (0, 1):
+            assert scratch[side, c] == _compiled_exp(scratch[2 + side, c])
+        assert xk[c] == 0.5 * (scratch[2, c] + scratch[3, c])
+        assert rk[c] == 0.5 * (scratch[3, c] - scratch[2, c])
+    const = np.random.default_rng(seed + 1).normal()
+    assert _certify_dual._value_floor(xk, rk, kappa, y, const, scratch) == \
+        _certify_dual._value_floor(xk, rk, kappa, y, const, None)
+    n = T + 2
+    work = np.empty((7, n, n))
+    if not _stationarity._krawczyk_centre(xk, kappa, y, b, None, work):
+        return
+    images = []
+    for known in (scratch, None):
+        Kc, Kr = np.empty(n), np.empty(n)
+        images.append((_stationarity._krawczyk_image(xk, rk, kappa, y, Kc, Kr, work, False,
+                                                     known), Kc, Kr))
+    assert images[0][0] == images[1][0]
+    assert np.array_equal(images[0][1], images[1][1])
+    assert np.array_equal(images[0][2], images[1][2])
+
+
+@settings(max_examples=200, deadline=None)
+@given(T=st.sampled_from([3, 4, 6]), log_radius=st.floats(-10, 0),
+       seed=st.integers(0, 2 ** 31), slack_scale=st.floats(0, 1e-2))
+def test_centre_with_a_slack_is_the_centre_with_the_slack_added_after(T, log_radius, seed,
+                                                                      slack_scale):
+    # the star's kinks know b_c only to ± a slack: the centre adds it to the residual's
+    # rounding bound, the same sums as adding it after the centre (as the search did)
+    _, kappa, y, b, xc, _ = _box_around_zero(seed, T, log_radius)
+    slack = slack_scale * np.random.default_rng(seed + 2).uniform(0, 1, T)
+    n = T + 2
+    plain, with_slack = np.zeros((7, n, n)), np.zeros((7, n, n))
+    ok = _stationarity._krawczyk_centre(xc, kappa, y, b, None, plain)
+    assert _stationarity._krawczyk_centre(xc, kappa, y, b, slack, with_slack) == ok
+    if ok:
+        plain[0, 1, :T] += slack
+        for k in (0, 1, 2):            # residual and its bound, J, Y
+            assert np.array_equal(plain[k], with_slack[k])

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels
+from skattn.theory.channels import (SoftmaxChannel, _certify_dual, _certify_rows, _kernels,
+                                    _stationarity)
 from skattn.theory.channels import _certify_split as split
 from skattn.theory.channels import _certify_star as star
 from skattn.theory.channels import _star_search as search
@@ -258,6 +259,17 @@ def test_star_bound_is_a_checked_flag():
         ch.prox(ch.labels(omega), omega, 50.0)
 
 
+def _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc, Kr, work,
+                    b_slack, known):
+    """The Krawczyk test as the searches run it: its three compiled parts in turn."""
+    if not _stationarity._krawczyk_centre(xk, kappa, yrow, b, b_slack, work):
+        return False
+    if _stationarity._krawczyk_image(xk, rk, kappa, yrow, Kc, Kr, work, True, known):
+        return True
+    return _certify_dual._krawczyk_rest(xk, rk, kappa, yrow, const, target, has_box, Xlo,
+                                        Xhi, Kc, Kr, known)
+
+
 @settings(max_examples=60, deadline=None)
 @given(T=st.integers(3, 6), seed=st.integers(0, 2 ** 31), t=st.floats(-1, 1))
 def test_krawczyk_keeps_a_kink_anywhere_in_its_slack(T, seed, t):
@@ -281,9 +293,9 @@ def test_krawczyk_keeps_a_kink_anywhere_in_its_slack(T, seed, t):
     work = np.empty((7, T + 2, T + 2))
     Kc, Kr = np.empty(T + 2), np.empty(T + 2)
     args = (y, b_mid, 0.0, np.inf, False, np.zeros(T + 2), np.zeros(T + 2), Kc, Kr, work)
-    assert not _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args, slack)
+    assert not _krawczyk_drops(x0.copy(), r.copy(), kappa, *args, slack, None)
     if abs(t) > 0.5:
-        assert _certify_dual._krawczyk_drops(x0.copy(), r.copy(), kappa, *args, None)
+        assert _krawczyk_drops(x0.copy(), r.copy(), kappa, *args, None, None)
 
 
 # ------------------------------------------------------------------ pieces valid on intervals
@@ -502,7 +514,11 @@ def test_combination_walk_keeps_every_combination_the_tests_keep(T, seed):
     target = rng.uniform(0, 1)
     margin = 1e-12 * T
     out = np.empty((int(np.prod(nc)), T), np.int64)
-    n = search._combinations(nc, ivs, tags, const, kappa, y, g_lo, g_hi, target, margin, out)
+    # scratch full of garbage: the walk sets what it reads
+    scratch = (np.full((5, T, width), np.nan), np.full((5, T + 1), np.nan),
+               np.full(T, 7, np.int64), np.full((5, T + 1), np.nan))
+    n = search._combinations(nc, ivs, tags, const, kappa, y, g_lo, g_hi, target, margin, out,
+                             *scratch)
     walked = {tuple(row) for row in out[:n]}
     kept = 0
     for combo in np.ndindex(*nc):
@@ -514,7 +530,7 @@ def test_combination_walk_keeps_every_combination_the_tests_keep(T, seed):
         kc = np.array([kappa[c, tags[c, i]] for c, i in enumerate(combo)])
         total = sum(const[c, tags[c, i]] for c, i in enumerate(combo))
         if _certify_dual._contract(xk, rk, y, margin) and \
-                _certify_dual._value_floor(xk, rk, kc, y, total) < target:
+                _certify_dual._value_floor(xk, rk, kc, y, total, None) < target:
             kept += 1
             assert combo in walked
     assert n >= kept

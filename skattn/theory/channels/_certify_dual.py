@@ -56,8 +56,9 @@ import numpy as np
 from ._certify_rows import (BUDGET, CERTIFIED, NONCONVEX, _box_intervals,
                             _interval_lambda, _local_c3, _row_lambda,
                             _row_logits)
-from ._kernels import _jit, softmax_inplace
-from ._stationarity import _found_point_box, _krawczyk_centre, _krawczyk_image
+from ._kernels import _jit, hold_references, softmax_inplace
+from ._stationarity import (_found_point_box, _known_exp, _krawczyk_centre,
+                           _krawczyk_image)
 
 # relative precision of the bisections of S_c's ends, against the box's scale in F
 _ROOT_PRECISION = 1e-3
@@ -205,15 +206,16 @@ def _distance_to_zero(lo, hi):
 
 
 @_jit
-def _value_floor(xc, r, kappa, yrow, const):
+def _value_floor(xc, r, kappa, yrow, const, known):
     """A lower bound on V (docstring 2) over the box ``xc ± r`` of (v, μ, g); ``kappa``:
     κ_c per coordinate (all equal in this module's row bound; negative for a concave
-    piece of :mod:`._certify_star`)."""
+    piece of :mod:`._certify_star`). ``known``: None, or the exponentials
+    :func:`_contract_from_ends` left (:func:`_known_exp`)."""
     T = yrow.shape[0]
     g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
     val = const
     for c in range(T):
-        ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
+        ul, uh = _known_exp(xc[c] - r[c], c, 0, known), _known_exp(xc[c] + r[c], c, 1, known)
         dr = _distance_to_zero(ul - yrow[c] - g_hi, uh - yrow[c] - g_lo)
         dy = _distance_to_zero(ul - yrow[c], uh - yrow[c])
         if kappa[c] >= 0:
@@ -261,50 +263,62 @@ def _interval_ends(ivs, nc, ends):
 def _contract_from_ends(xk, rk, yrow, margin, scratch):
     """:func:`_contract_into` with ``scratch[0, c], scratch[1, c]`` already holding
     ``e^{xk_c ∓ rk_c}`` (a search that meets each coordinate's interval in many
-    combinations takes its two exponentials once per interval)."""
+    combinations takes its two exponentials once per interval). Where it returns True,
+    ``scratch[2, c], scratch[3, c]`` hold the contracted ends of v_c and ``scratch[0, c],
+    scratch[1, c]`` their exponentials, for the tests after it (:func:`_known_exp`).
+
+    One return, where every array is held (:func:`._kernels.hold_references`), and no
+    views of them: no reference counting per combination of a search."""
     T = yrow.shape[0]
-    ul, uh, after_lo, after_hi = scratch[0], scratch[1], scratch[2], scratch[3]
     total_lo = 0.0
     for c in range(T):
-        total_lo += ul[c]
-    if total_lo > 1 + margin:
-        return False
-    # the others' sums from the sums before and after c (not the total less u_c: a huge
-    # u_c would cancel them), each off by at most T ulps of itself
-    after_lo[T - 1], after_hi[T - 1] = 0.0, 0.0
-    for c in range(T - 1, 0, -1):
-        after_lo[c - 1], after_hi[c - 1] = after_lo[c] + ul[c], after_hi[c] + uh[c]
-    before_lo, before_hi = 0.0, 0.0
+        total_lo += scratch[0, c]
+    kept = not total_lo > 1 + margin
     q_lo, q_hi = 0.0, 0.0
-    for c in range(T):
-        others_lo, others_hi = before_lo + after_lo[c], before_hi + after_hi[c]
-        before_lo, before_hi = before_lo + ul[c], before_hi + uh[c]
-        cap_lo = 1 - others_hi * (1 + 1e-12) - margin
-        cap_hi = 1 - others_lo * (1 - 1e-12) + margin
-        lo_v, hi_v = xk[c] - rk[c], xk[c] + rk[c]
-        if cap_hi <= 0 or cap_hi < ul[c] or cap_lo > uh[c]:
-            return False
-        # the ends' u, again only where an end moved
-        u_lo, u_hi = ul[c], uh[c]
-        if cap_lo > ul[c]:
-            lo_v = max(lo_v, math.log(cap_lo) - 1e-13 * (1 + abs(lo_v)))
-            u_lo = math.exp(lo_v)
-        if cap_hi < uh[c]:
-            hi_v = min(hi_v, math.log(cap_hi) + 1e-13 * (1 + abs(hi_v)))
-            u_hi = math.exp(hi_v)
-        if lo_v > hi_v:
-            return False
-        xk[c], rk[c] = 0.5 * (lo_v + hi_v), 0.5 * (hi_v - lo_v)
-        um = min(max(0.5 * yrow[c], u_lo), u_hi)
-        q_lo += um * (um - yrow[c])
-        q_hi += max(u_lo * (u_lo - yrow[c]), u_hi * (u_hi - yrow[c]))
-    # every u is at most 1 + margin here, so each term of q is O(1)
-    g_lo = max(xk[T + 1] - rk[T + 1], q_lo - margin)
-    g_hi = min(xk[T + 1] + rk[T + 1], q_hi + margin)
-    if g_lo > g_hi:
-        return False
-    xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
-    return True
+    if kept:
+        # the others' sums from the sums before and after c (not the total less u_c: a
+        # huge u_c would cancel them), each off by at most T ulps of itself; rows 2 and 3
+        # of scratch hold them until each coordinate's own ends replace them
+        scratch[2, T - 1], scratch[3, T - 1] = 0.0, 0.0
+        for c in range(T - 1, 0, -1):
+            scratch[2, c - 1] = scratch[2, c] + scratch[0, c]
+            scratch[3, c - 1] = scratch[3, c] + scratch[1, c]
+        before_lo, before_hi = 0.0, 0.0
+        for c in range(T):
+            ul, uh = scratch[0, c], scratch[1, c]
+            others_lo, others_hi = before_lo + scratch[2, c], before_hi + scratch[3, c]
+            before_lo, before_hi = before_lo + ul, before_hi + uh
+            cap_lo = 1 - others_hi * (1 + 1e-12) - margin
+            cap_hi = 1 - others_lo * (1 - 1e-12) + margin
+            lo_v, hi_v = xk[c] - rk[c], xk[c] + rk[c]
+            if cap_hi <= 0 or cap_hi < ul or cap_lo > uh:
+                kept = False
+                break
+            # the ends' u, again only where an end moved
+            u_lo, u_hi = ul, uh
+            if cap_lo > ul:
+                lo_v = max(lo_v, math.log(cap_lo) - 1e-13 * (1 + abs(lo_v)))
+                u_lo = math.exp(lo_v)
+            if cap_hi < uh:
+                hi_v = min(hi_v, math.log(cap_hi) + 1e-13 * (1 + abs(hi_v)))
+                u_hi = math.exp(hi_v)
+            if lo_v > hi_v:
+                kept = False
+                break
+            xk[c], rk[c] = 0.5 * (lo_v + hi_v), 0.5 * (hi_v - lo_v)
+            scratch[0, c], scratch[1, c], scratch[2, c], scratch[3, c] = u_lo, u_hi, lo_v, hi_v
+            um = min(max(0.5 * yrow[c], u_lo), u_hi)
+            q_lo += um * (um - yrow[c])
+            q_hi += max(u_lo * (u_lo - yrow[c]), u_hi * (u_hi - yrow[c]))
+    if kept:
+        # every u is at most 1 + margin here, so each term of q is O(1)
+        g_lo = max(xk[T + 1] - rk[T + 1], q_lo - margin)
+        g_hi = min(xk[T + 1] + rk[T + 1], q_hi + margin)
+        kept = not g_lo > g_hi
+        if kept:
+            xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
+    hold_references(xk, rk, yrow, scratch)
+    return kept
 
 
 # ------------------------------------------------------------------------ the row bound
@@ -634,15 +648,21 @@ def _search(stack, top, kappa, yrow, beta, b, const, target, has_box, Xlo, Xhi, 
                 scratch[0, c], scratch[1, c] = ends[c, j, 0], ends[c, j, 1]
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
-            # as in _star_search.search_star, kept inline: a shared compiled helper
-            # made the certificate slower (docs: Changelog, "A double star")
+            # as in _star_search.search_star, kept inline: a helper that called these
+            # tests would take references to its arrays per combination (see
+            # _krawczyk_rest)
             if not _contract_from_ends(xk, rk, yrow, 1e-12 * T, scratch):
                 continue
-            if _value_floor(xk, rk, kappa, yrow, const) >= target:
+            if _value_floor(xk, rk, kappa, yrow, const, scratch) >= target:
                 continue
-            if _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc,
-                               Kr, work, None):
-                continue
+            # the Krawczyk test (docstring 3) in its parts, each called from here: see
+            # _krawczyk_rest
+            if _krawczyk_centre(xk, kappa, yrow, b, None, work):
+                if _krawczyk_image(xk, rk, kappa, yrow, Kc, Kr, work, True, scratch):
+                    continue        # no stationary point in this combination's box
+                if _krawczyk_rest(xk, rk, kappa, yrow, const, target, has_box, Xlo, Xhi, Kc,
+                                  Kr, scratch):
+                    continue
             settled = False
             # the combination's candidate point: below the target, the certificate fails
             f = _candidate_value(xk, weighted, t0, nu, Q, weights, yrow, beta, point, A, grad)
@@ -712,35 +732,34 @@ def _split_kept(stack, top, keep, m_lo, m_hi, g_lo, g_hi, nc, ivs, lo_v, hi_v, k
 
 
 @_jit
-def _krawczyk_drops(xk, rk, kappa, yrow, b, const, target, has_box, Xlo, Xhi, Kc, Kr, work,
-                    b_slack):
-    """The Krawczyk test of one combination's box ``xk ± rk`` (:func:`_search`): True
-    where it holds no stationary point, or where every one it holds has V at least
-    ``target`` or is the found one (``has_box``: in ``[Xlo, Xhi]``); otherwise the box is
-    contracted to ``K ∩ X`` in place (nothing changes where the test cannot run).
-    ``b_slack``: where b_c is known only to ``± b_slack[c]`` (a kink of the star bound),
-    the residual's bound grows by it, so that K holds the zeros for every such b; None
-    where b is exact."""
+def _krawczyk_rest(xk, rk, kappa, yrow, const, target, has_box, Xlo, Xhi, Kc, Kr, known):
+    """The end of the Krawczyk test of one combination's box ``xk ± rk``, where its image
+    ``Kc ± Kr`` (:func:`._stationarity._krawczyk_image`) meets the box: the box contracted
+    to ``K ∩ X`` in place (every stationary point lies there); True where its value floor
+    reaches ``target``, or where it lies in the found point's box ``[Xlo, Xhi]``
+    (``has_box``). ``known``: as :func:`_value_floor`'s.
+
+    The searches call the test's parts themselves (:func:`._stationarity._krawczyk_centre`,
+    whose ``b_slack`` is a kink's slack of b, then the image stopping at its first row
+    that misses the box, then this): a compiled function that calls another takes a
+    reference to each of its arrays on entry (two atomic operations each, per
+    combination), where one that calls none, with one return, does not
+    (:func:`._kernels.hold_references`). As one function the test cost a third of the
+    star search's time (docs: Changelog, "References")."""
     n = xk.shape[0]
-    if not _krawczyk_centre(xk, kappa, yrow, b, work):
-        return False
-    if b_slack is not None:
-        for c in range(b_slack.shape[0]):
-            work[0, 1, c] += b_slack[c]
-    if _krawczyk_image(xk, rk, kappa, yrow, Kc, Kr, work, True):
-        return True                 # no stationary point in this combination's box
-    for i in range(n):              # every one lies in K ∩ X
+    for i in range(n):              # every stationary point lies in K ∩ X
         a_ = max(xk[i] - rk[i], Kc[i] - Kr[i])
         b_ = min(xk[i] + rk[i], Kc[i] + Kr[i])
         xk[i], rk[i] = 0.5 * (a_ + b_), 0.5 * (b_ - a_)
-    if _value_floor(xk, rk, kappa, yrow, const) >= target:
-        return True
-    if not has_box:
-        return False
-    for i in range(n):
-        if xk[i] - rk[i] < Xlo[i] or xk[i] + rk[i] > Xhi[i]:
-            return False
-    return True                     # the found stationary point
+    drops = _value_floor(xk, rk, kappa, yrow, const, known) >= target
+    if not drops and has_box:
+        drops = True                # the found stationary point, unless outside its box
+        for i in range(n):
+            if xk[i] - rk[i] < Xlo[i] or xk[i] + rk[i] > Xhi[i]:
+                drops = False
+                break
+    hold_references(xk, rk, kappa, yrow, Xlo, Xhi, Kc, Kr, known)
+    return drops
 
 
 @_jit

@@ -150,7 +150,7 @@ def _found_point_excluded(h_star, kappa, b, yrow, beta, const, target, Xlo, Xhi)
             lo_ = max(xk[i] - rk[i], Kc[i] - Kr[i])
             hi_ = min(xk[i] + rk[i], Kc[i] + Kr[i])
             xk[i], rk[i] = 0.5 * (lo_ + hi_), 0.5 * (hi_ - lo_)
-    return _value_floor(xk, rk, kappa, yrow, const) >= target
+    return _value_floor(xk, rk, kappa, yrow, const, None) >= target
 
 
 @_jit

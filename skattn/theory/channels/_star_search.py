@@ -45,11 +45,12 @@ import numpy as np
 
 from ._certify_dual import (_ROOT_PRECISION, _contract_from_ends, _coordinate_set,
                             _distance_to_zero, _domain, _hull_full, _interval_ends,
-                            _krawczyk_drops, _log_sum_exp, _reset_keep, _split_around,
+                            _krawczyk_rest, _log_sum_exp, _reset_keep, _split_around,
                             _split_kept, _value_floor, _widen)
+from ._stationarity import _krawczyk_centre, _krawczyk_image
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
 from ._certify_split import _found_point_excluded
-from ._kernels import _jit, softmax_inplace
+from ._kernels import _jit, hold_references, softmax_inplace
 
 # kinks and segment ends are located to within this relative precision
 _KINK_SLACK = 1e-9
@@ -260,7 +261,8 @@ def _coordinate_branches(c, m_lo, m_hi, g_lo, g_hi, lo_v, hi_v, yrow, beta, kapp
 
 
 @_jit
-def _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target, margin, out):
+def _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target, margin, out, per,
+                  rest, idx, part):
     """The combinations of the coordinates' intervals (one each) that pass the tests
     separable in the coordinates, to the rows of ``out``, by a depth-first walk that prunes
     on partial sums: ``Σ_c`` of each interval's value floor (its constant and its term of
@@ -268,14 +270,17 @@ def _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target, margin,
     Σ_c e^{hi_c} + 2 margin``; and the range of ``Σ_c u_c(u_c − y_c)`` meeting [g_lo,
     g_hi] (each a necessary condition of :func:`._certify_dual._contract`, on the
     intervals before it contracts them). Returns their number, or −1 where there are more
-    than ``out`` holds."""
+    than ``out`` holds. Scratch: ``per`` (5, T, ≥ the intervals of a coordinate), ``rest``
+    and ``part`` (5, T + 1), ``idx`` (T, integers). It runs once per box: one return, every
+    array held there and no allocation (:func:`._kernels.hold_references`)."""
     T = nc.shape[0]
-    width = ivs.shape[1]
-    # per interval: value floor, e^lo, e^hi, least and greatest u(u − y)
-    per = np.empty((5, T, width))
-    # suffix sums over the coordinates after c: least floor, least e^lo, greatest e^hi,
-    # least and greatest u(u − y)
-    rest = np.zeros((5, T + 1))
+    # per: each interval's value floor, e^lo, e^hi, least and greatest u(u − y); rest:
+    # the suffix sums over the coordinates after c (least floor, least e^lo, greatest
+    # e^hi, least and greatest u(u − y)); part: the walk's partial sums; idx: its place
+    for m in range(5):
+        rest[m, T], part[m, 0] = 0.0, 0.0
+    for c in range(T):
+        idx[c] = 0
     for c in range(T - 1, -1, -1):
         for m in range(5):          # least of each sum's term, greatest of e^hi and q_hi
             rest[m, c] = -math.inf if m in (2, 4) else math.inf
@@ -301,8 +306,6 @@ def _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target, margin,
             rest[m, c] += rest[m, c + 1]
     # relative margins, as _value_floor's and _contract's, for the order of the sums
     slack = 1e-10 * (1 + abs(target))
-    idx = np.zeros(T, np.int64)
-    part = np.zeros((5, T + 1))
     n, depth = 0, 0
     while depth >= 0:
         if idx[depth] >= nc[depth]:
@@ -323,7 +326,8 @@ def _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target, margin,
             continue
         if depth == T - 1:
             if n >= out.shape[0]:
-                return -1
+                n = -1
+                break
             for c in range(T):
                 out[n, c] = idx[c]
             n += 1
@@ -332,6 +336,7 @@ def _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target, margin,
         for m in range(5):
             part[m, depth + 1] = part[m, depth] + per[m, depth, i]
         depth += 1
+    hold_references(nc, ivs, tags, const, kappa, yrow, out, per, rest, idx, part)
     return n
 
 
@@ -391,6 +396,8 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
     tags = np.empty((T, 5 * nb), np.int64)
     nc = np.empty(T, np.int64)
     combos = np.empty((_STAR_COMBINATIONS, T), np.int64)
+    walk_per, walk_idx = np.empty((5, T, 5 * nb)), np.empty(T, np.int64)
+    walk_rest, walk_part = np.empty((5, T + 1)), np.empty((5, T + 1))
     lo_v, hi_v, keep = np.empty(T), np.empty(T), np.empty(4)
     scratch = np.empty((4, T))
     n_split = 0
@@ -409,7 +416,7 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
         if n_comb == 0:
             continue
         n_comb = _combinations(nc, ivs, tags, const, kappa, yrow, g_lo, g_hi, target,
-                               1e-12 * T, combos)
+                               1e-12 * T, combos, walk_per, walk_rest, walk_idx, walk_part)
         if n_comb == 0:
             continue
         if n_comb < 0 and top + 2 <= stack.shape[0] and _group_split(
@@ -440,15 +447,20 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
                 found = found and piece[c, j] == 0 and not kink[c, j]
             xk[T], rk[T] = 0.5 * (m_lo + m_hi), 0.5 * (m_hi - m_lo)
             xk[T + 1], rk[T + 1] = 0.5 * (g_lo + g_hi), 0.5 * (g_hi - g_lo)
-            # as in _certify_dual._search, kept inline: a shared compiled helper
-            # made the certificate slower (docs: Changelog, "A double star")
+            # as in _certify_dual._search, kept inline: a helper that called these
+            # tests would take references to its arrays per combination (see
+            # _krawczyk_rest)
             if not _contract_from_ends(xk, rk, yrow, 1e-12 * T, scratch):
                 continue
-            if _value_floor(xk, rk, kc, yrow, total) >= target:
+            if _value_floor(xk, rk, kc, yrow, total, scratch) >= target:
                 continue
-            if _krawczyk_drops(xk, rk, kc, yrow, bc, total, target, has_box and found, Xlo,
-                               Xhi, Kc, Kr, work, bs):
-                continue
+            # the Krawczyk test in its parts (_certify_dual._krawczyk_rest)
+            if _krawczyk_centre(xk, kc, yrow, bc, bs, work):
+                if _krawczyk_image(xk, rk, kc, yrow, Kc, Kr, work, True, scratch):
+                    continue        # no stationary point in this combination's box
+                if _krawczyk_rest(xk, rk, kc, yrow, total, target, has_box and found, Xlo,
+                                  Xhi, Kc, Kr, scratch):
+                    continue
             settled = False
             # the combination's candidate: h_c = (b_c − κ_c r_c)/β at the box's centre
             g = xk[T + 1]

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import math
 
-from ._kernels import _jit
+from ._kernels import _jit, _jit_inline, hold_references
 
 
-@_jit
+@_jit_inline
 def _invert(J, Y, work):
     """``Y = J⁻¹`` by Gauss–Jordan with partial pivoting (n ≤ 8: no LAPACK call); False
-    where a pivot is negligible (``work``: scratch of J's shape)."""
+    where a pivot is negligible (``work``: scratch of J's shape). Compiled into its
+    callers, with one return and every array held there
+    (:func:`._kernels.hold_references`)."""
     n = J.shape[0]
     scale = 0.0
     for i in range(n):
@@ -22,13 +24,15 @@ def _invert(J, Y, work):
             work[i, j] = J[i, j]
             Y[i, j] = 1.0 if i == j else 0.0
             scale = max(scale, abs(J[i, j]))
+    ok = True
     for j in range(n):
         p = j
         for i in range(j + 1, n):
             if abs(work[i, j]) > abs(work[p, j]):
                 p = i
         if not abs(work[p, j]) > 1e-13 * scale:
-            return False
+            ok = False
+            break
         if p != j:
             for k in range(n):
                 work[j, k], work[p, k] = work[p, k], work[j, k]
@@ -43,7 +47,20 @@ def _invert(J, Y, work):
                 for k in range(n):
                     work[i, k] -= fac * work[j, k]
                     Y[i, k] -= fac * Y[j, k]
-    return True
+    hold_references(J, Y, work)
+    return ok
+
+
+@_jit
+def _known_exp(v, c, side, known):
+    """``e^v``, taken from ``known`` where v is the end of coordinate c's interval whose
+    exponential :func:`._certify_dual._contract_from_ends` left there (``known[2 + side,
+    c]`` the end, ``known[side, c]`` its exponential; side 0 the lower end): the same
+    number, computed once (where the contraction moved no end, the box's own ends).
+    None: computed."""
+    if known is None:
+        return math.exp(v)
+    return known[side, c] if v == known[2 + side, c] else math.exp(v)
 
 
 @_jit
@@ -81,17 +98,18 @@ def _krawczyk(xc, r, kappa, yrow, b, Kc, Kr, work):
     inverse Jacobian at the centre x̃ and J(X) the Jacobian's interval hull on the box.
     Every zero in X lies in K; ``K ⊂ int X`` proves exactly one. ``work`` (≥ 7 scratch
     matrices of (T + 2)²); False where the centre's Jacobian is singular."""
-    if not _krawczyk_centre(xc, kappa, yrow, b, work):
+    if not _krawczyk_centre(xc, kappa, yrow, b, None, work):
         return False
-    _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work, False)
+    _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work, False, None)
     return True
 
 
 @_jit
-def _krawczyk_centre(xc, kappa, yrow, b, work):
+def _krawczyk_centre(xc, kappa, yrow, b, b_slack, work):
     """The centre's part of :func:`_krawczyk` (the residual, its rounding bound, J and
     ``Y = J⁻¹``, to ``work``), shared by boxes around the same centre; False where J is
-    singular or not finite."""
+    singular or not finite. One return, every array held there
+    (:func:`._kernels.hold_references`): it runs per combination of a search."""
     T = yrow.shape[0]
     n = T + 2
     f, ferr = work[0, 0], work[0, 1]
@@ -100,11 +118,16 @@ def _krawczyk_centre(xc, kappa, yrow, b, work):
     for c in range(T):
         f[c] -= b[c]
         ferr[c] += 1e-14 * abs(b[c])
+    if b_slack is not None:
+        for c in range(T):
+            ferr[c] += b_slack[c]
+    finite = True
     for i in range(n):
         for j in range(n):
-            if not math.isfinite(J[i, j]):
-                return False
-    return _invert_arrowhead(J, Y) or _invert(J, Y, tmp)
+            finite = finite and math.isfinite(J[i, j])
+    ok = finite and (_invert_arrowhead(J, Y) or _invert(J, Y, tmp))
+    hold_references(xc, kappa, yrow, b, b_slack, work, f, ferr, J, Y, tmp)
+    return ok
 
 
 # the arrowhead inverse is used where every diagonal entry of J's first T is at least this
@@ -112,13 +135,14 @@ def _krawczyk_centre(xc, kappa, yrow, b, work):
 _ARROWHEAD_PIVOT = 1e-3
 
 
-@_jit
+@_jit_inline
 def _invert_arrowhead(J, Y):
     """``Y = J⁻¹`` for the arrowhead ``J = [[D, B], [C, E]]`` of the stationarity system
     (D diagonal T × T, B T × 2, C 2 × T, E 2 × 2) by the Schur complement ``S = E −
     C D⁻¹ B``: O(T²), against Gauss–Jordan's O(T³). False where a diagonal entry of D or
     S's determinant is small (any Y is sound in the Krawczyk test, which bounds
-    ``I − Y J`` itself; a poor one only weakens it)."""
+    ``I − Y J`` itself; a poor one only weakens it). Compiled into its callers, with one
+    return and every array held there (:func:`._kernels.hold_references`)."""
     n = J.shape[0]
     T = n - 2
     scale = 0.0
@@ -126,52 +150,59 @@ def _invert_arrowhead(J, Y):
         for j in range(n):
             scale = max(scale, abs(J[i, j]))
     s00, s01, s10, s11 = J[T, T], J[T, T + 1], J[T + 1, T], J[T + 1, T + 1]
+    ok = True
     for c in range(T):
         d = J[c, c]
         if not abs(d) >= _ARROWHEAD_PIVOT * scale:
-            return False
+            ok = False
+            break
         # Y's last two rows hold C D⁻¹ for now
         Y[T, c], Y[T + 1, c] = J[T, c] / d, J[T + 1, c] / d
         s00 -= Y[T, c] * J[c, T]
         s01 -= Y[T, c] * J[c, T + 1]
         s10 -= Y[T + 1, c] * J[c, T]
         s11 -= Y[T + 1, c] * J[c, T + 1]
-    det = s00 * s11 - s01 * s10
-    if not abs(det) > 1e-12 * (abs(s00 * s11) + abs(s01 * s10)):
-        return False
-    i00, i01, i10, i11 = s11 / det, -s01 / det, -s10 / det, s00 / det
-    for c in range(T):
-        # −S⁻¹ C D⁻¹ (the last two rows)
-        q0, q1 = Y[T, c], Y[T + 1, c]
-        Y[T, c], Y[T + 1, c] = -(i00 * q0 + i01 * q1), -(i10 * q0 + i11 * q1)
-    Y[T, T], Y[T, T + 1], Y[T + 1, T], Y[T + 1, T + 1] = i00, i01, i10, i11
-    for i in range(T):
-        # −D⁻¹ B S⁻¹ (the last two columns), and D⁻¹ + D⁻¹ B S⁻¹ C D⁻¹ = D⁻¹ − (D⁻¹ B)(−S⁻¹
-        # C D⁻¹), with one D⁻¹ B row
-        p0, p1 = J[i, T] / J[i, i], J[i, T + 1] / J[i, i]
-        Y[i, T], Y[i, T + 1] = -(p0 * i00 + p1 * i10), -(p0 * i01 + p1 * i11)
-        for j in range(T):
-            Y[i, j] = -(p0 * Y[T, j] + p1 * Y[T + 1, j])
-        Y[i, i] += 1.0 / J[i, i]
-    return True
+    if ok:
+        det = s00 * s11 - s01 * s10
+        ok = abs(det) > 1e-12 * (abs(s00 * s11) + abs(s01 * s10))
+        if ok:
+            i00, i01, i10, i11 = s11 / det, -s01 / det, -s10 / det, s00 / det
+            for c in range(T):
+                # −S⁻¹ C D⁻¹ (the last two rows)
+                q0, q1 = Y[T, c], Y[T + 1, c]
+                Y[T, c], Y[T + 1, c] = -(i00 * q0 + i01 * q1), -(i10 * q0 + i11 * q1)
+            Y[T, T], Y[T, T + 1], Y[T + 1, T], Y[T + 1, T + 1] = i00, i01, i10, i11
+            for i in range(T):
+                # −D⁻¹ B S⁻¹ (the last two columns), and D⁻¹ + D⁻¹ B S⁻¹ C D⁻¹ = D⁻¹ −
+                # (D⁻¹ B)(−S⁻¹ C D⁻¹), with one D⁻¹ B row
+                p0, p1 = J[i, T] / J[i, i], J[i, T + 1] / J[i, i]
+                Y[i, T], Y[i, T + 1] = -(p0 * i00 + p1 * i10), -(p0 * i01 + p1 * i11)
+                for j in range(T):
+                    Y[i, j] = -(p0 * Y[T, j] + p1 * Y[T + 1, j])
+                Y[i, i] += 1.0 / J[i, i]
+    hold_references(J, Y)
+    return ok
 
 
 @_jit
-def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work, stop_if_disjoint):
+def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work, stop_if_disjoint, known):
     """The image of :func:`_krawczyk` for the box ``xc ± r`` from its centre's part in
     ``work`` (:func:`_krawczyk_centre`). With ``stop_if_disjoint``, returns True at the
     first row whose image misses the box (``|Kc_i − xc_i| > Kr_i + r_i``: no zero in the
     box), the rows after it not computed; else False with every row computed (each row's
-    arithmetic is the same either way)."""
+    arithmetic is the same either way). ``known``: None, or exponentials of the box's
+    ends already computed (:func:`_known_exp`). One return, every array held there
+    (:func:`._kernels.hold_references`)."""
     T = yrow.shape[0]
     n = T + 2
     f, ferr = work[0, 0], work[0, 1]
     J, Y, Jc, Jr, C = work[1], work[2], work[3], work[4], work[5]
+    disjoint = False
     # the interval hull of J on the box: centre offset from J(x̃) (Jc) and radius (Jr),
     # on J's arrowhead pattern only (the entries off it are 0 and never read)
     g_lo, g_hi = xc[T + 1] - r[T + 1], xc[T + 1] + r[T + 1]
     for c in range(T):
-        ul, uh = math.exp(xc[c] - r[c]), math.exp(xc[c] + r[c])
+        ul, uh = _known_exp(xc[c] - r[c], c, 0, known), _known_exp(xc[c] + r[c], c, 1, known)
         lo = min(ul * (2 * ul - yrow[c] - g_hi), uh * (2 * ul - yrow[c] - g_hi))
         hi = max(ul * (2 * uh - yrow[c] - g_lo), uh * (2 * uh - yrow[c] - g_lo))
         Jc[c, c] = 1 + kappa[c] * 0.5 * (lo + hi) - J[c, c]
@@ -214,8 +245,10 @@ def _krawczyk_image(xc, r, kappa, yrow, Kc, Kr, work, stop_if_disjoint):
         # a relative margin for the rounding of these products
         Kr[i] = spread * (1 + 1e-9) + 1e-12 * abs(step) + 1e-15 * (abs(xc[i]) + 1)
         if stop_if_disjoint and abs(Kc[i] - xc[i]) > Kr[i] + r[i]:
-            return True
-    return False
+            disjoint = True
+            break
+    hold_references(xc, r, kappa, yrow, Kc, Kr, work, known, f, ferr, J, Y, Jc, Jr, C)
+    return disjoint
 
 
 # the found point's box: ρ = 2^-k, k ≤ _FOUND_BOX_HALVINGS; the search starts at
@@ -235,7 +268,7 @@ def _found_point_box(x, kappa, yrow, b, Xlo, Xhi, r, Kc, Kr, work):
     T = yrow.shape[0]
     n = T + 2
     # the centre's part of the Krawczyk operator once, for every ρ
-    if not _krawczyk_centre(x, kappa, yrow, b, work):
+    if not _krawczyk_centre(x, kappa, yrow, b, None, work):
         return 0.0
     Y, w = work[2], work[0, 2]
     for i in range(n):
@@ -265,7 +298,7 @@ def _proves_one_zero(x, rho, w, kappa, yrow, r, Kc, Kr, work):
     n = x.shape[0]
     for i in range(n):
         r[i] = rho * w[i]
-    _krawczyk_image(x, r, kappa, yrow, Kc, Kr, work, False)
+    _krawczyk_image(x, r, kappa, yrow, Kc, Kr, work, False, None)
     for i in range(n):
         if not abs(Kc[i] - x[i]) + Kr[i] < r[i]:
             return False
