@@ -454,12 +454,15 @@ def search_star(stack, top, yrow, beta, kappa, b, const, h_lo, h_hi, piece, kink
                 continue
             if _value_floor(xk, rk, kc, yrow, total, scratch) >= target:
                 continue
-            # the Krawczyk test in its parts (_certify_dual._krawczyk_rest)
+            # the Krawczyk test in its parts (_certify_dual._krawczyk_rest); the found
+            # box's flag first: an "and" among the arguments splits the call's block,
+            # and numba then takes references to the arrays passed before it
+            in_found_box = has_box and found
             if _krawczyk_centre(xk, kc, yrow, bc, bs, work):
                 if _krawczyk_image(xk, rk, kc, yrow, Kc, Kr, work, True, scratch):
                     continue        # no stationary point in this combination's box
-                if _krawczyk_rest(xk, rk, kc, yrow, total, target, has_box and found, Xlo,
-                                  Xhi, Kc, Kr, scratch):
+                if _krawczyk_rest(xk, rk, kc, yrow, total, target, in_found_box, Xlo, Xhi,
+                                  Kc, Kr, scratch):
                     continue
             settled = False
             # the combination's candidate: h_c = (b_c − κ_c r_c)/β at the box's centre
