@@ -40,15 +40,16 @@ else:  # pragma: no cover
 
 @_jit
 def hold_references(*arrays):
-    """Nothing: a compiled function calls it at its one return with its array arguments,
-    so that each of them lives to that return.
+    """Nothing: a compiled function calls it at its one return with its arrays, so that
+    each of them lives to that return.
 
     numba takes a reference to every array a compiled function is passed (an atomic
-    increment) and drops it where the array is last used, and its pruning pass removes
-    the pair only where every path drops it at one place. A function with several
-    returns, or whose arrays die on different paths, pays two atomic operations per array
-    per call, a third of the certificate's searches, whose tests run once per
-    combination of intervals (docs: Changelog, "References")."""
+    increment) and drops it where the array is last used; its pruning pass removes the
+    pair only where the function makes no call that stays a call (a call's error path
+    returns without dropping it) and every path drops the array at one place. Otherwise
+    each call pays two atomic operations per array: in the certificate's tests, which
+    run once per combination of intervals, that was a third of the search's time (docs:
+    Changelog, "References")."""
 
 
 def parallel_twin(f):

@@ -47,10 +47,10 @@ from ._certify_dual import (_ROOT_PRECISION, _contract_from_ends, _coordinate_se
                             _distance_to_zero, _domain, _hull_full, _interval_ends,
                             _krawczyk_rest, _log_sum_exp, _reset_keep, _split_around,
                             _split_kept, _value_floor, _widen)
-from ._stationarity import _krawczyk_centre, _krawczyk_image
 from ._certify_rows import BUDGET, CERTIFIED, NONCONVEX
 from ._certify_split import _found_point_excluded
 from ._kernels import _jit, hold_references, softmax_inplace
+from ._stationarity import _krawczyk_centre, _krawczyk_image
 
 # kinks and segment ends are located to within this relative precision
 _KINK_SLACK = 1e-9
