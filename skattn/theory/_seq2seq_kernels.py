@@ -19,7 +19,7 @@ from collections import namedtuple
 import numpy as np
 
 from .channels._kernels import (HAVE_NUMBA, _dirT, _jit, _jit_parallel, _prange,
-                                backtrack_step, cholesky_lower, softmax_inplace,
+                                backtrack_step, cholesky_direction, softmax_inplace,
                                 use_parallel)
 
 __all__ = ["HAVE_NUMBA", "bulk_prox", "output_sums", "use_parallel"]
@@ -119,31 +119,13 @@ def _bulk_grad_hess(x, omega, base, MB, y, G, s, index, scale, beta, ws, g, H):
 
 @_jit
 def _direction(g, H, L, w, p):
-    """``p = −H⁻¹g`` by Cholesky where H is positive definite (pivots above 1e-12 of the
-    largest diagonal entry, as :func:`~.channels._kernels._dirT`), else ``_dirT``'s
+    """``p = −H⁻¹g`` by Cholesky where H is positive definite
+    (:func:`~.channels._kernels.cholesky_direction`), else ``_dirT``'s
     eigenvalue-modified ``−|H|⁻¹g``."""
-    n = g.shape[0]
-    tol = 0.0
-    for i in range(n):
-        tol = max(tol, abs(H[i, i]))
-    tol *= 1e-12
-    if not cholesky_lower(H, L, 0.0, tol):
+    if not cholesky_direction(H, g, L, w, p):
         q = _dirT(g, H)
-        for i in range(n):
+        for i in range(g.shape[0]):
             p[i] = q[i]
-        return
-    for j in range(n):
-        v = g[j]
-        for k in range(j):
-            v -= L[j, k] * w[k]
-        w[j] = v / L[j, j]
-    for j in range(n - 1, -1, -1):
-        v = w[j]
-        for k in range(j + 1, n):
-            v -= L[k, j] * p[k]
-        p[j] = v / L[j, j]
-    for j in range(n):
-        p[j] = -p[j]
 
 
 #: scratch arrays of one node's Newton runs (a namedtuple: numba passes it as a tuple)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels
+from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels, _prox_newton
 from skattn.theory.channels.output import _gaussian_pair
 
 
@@ -60,7 +60,7 @@ def newton_ends(channel, omega, y, sigma, rng, n_starts=12):
     beta = channel.beta_
     ends = []
     for x0 in rng.standard_normal((n_starts, channel.K_eff)) * 0.5:
-        x, f = _kernels._newtonT(x0, omega, y, sigma, channel.basis, channel._index,
+        x, f = _prox_newton._newtonT(x0, omega, y, sigma, channel.basis, channel._index,
                                  channel._scale, beta, channel._radius / beta, 100)
         ends.append((f, x))
     return sorted(ends, key=lambda e: e[0])

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from skattn.data import WishartTarget
 from skattn.theory import solve_state_evolution
 from skattn.theory.channels import GaussianNodes, SoftmaxChannel, output_side
-from skattn.theory.channels import _certify_dual, _certify_rows, _kernels
+from skattn.theory.channels import _certify_dual, _certify_rows, _kernels, _prox_newton
 from skattn.theory.channels.output import _gaussian_pair
 
 from certify_samples import two_basin_nodes, two_basin_samples
@@ -107,7 +107,7 @@ def test_certified_points_are_never_beaten(T, beta, log_sigma, seed):
     vals = np.sum(u * u, axis=1) / (2 * sigma) + ch.loss(np.repeat(y, len(u), axis=0), zs)
     assert vals.min() >= f[0] - 1e-9
     for k in np.argsort(vals)[:5]:
-        _, fk = _kernels._newtonT(u[k], omega[0], y[0], sigma, ch.basis, ch._index,
+        _, fk = _prox_newton._newtonT(u[k], omega[0], y[0], sigma, ch.basis, ch._index,
                                   ch._scale, ch.beta_, ch._radius / ch.beta_, 100)
         assert fk >= f[0] - 1e-9
 

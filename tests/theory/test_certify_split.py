@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels
+from skattn.theory.channels import SoftmaxChannel, _certify_dual, _certify_rows, _kernels, _prox_newton
 from skattn.theory.channels import _certify_split as split
 
 from certify_samples import (assert_set_by_two_scalars, local_minima, two_basin_nodes,
@@ -158,7 +158,7 @@ def test_equal_split_row_bound_matches_the_equal_one():
     c3 = _certify_rows.third_derivative_bounds(y)
     agree, total = 0, 0
     for n in range(omega.shape[0]):
-        x, f = _kernels._newtonT(np.zeros(ch.K_eff), omega[n], y[n], sigma, ch.basis,
+        x, f = _prox_newton._newtonT(np.zeros(ch.K_eff), omega[n], y[n], sigma, ch.basis,
                                  ch._index, ch._scale, beta, ch._radius / beta, 100)
         code, _ = _certify_dual.certify_dual(x, omega[n], y[n], sigma, ch.basis, ch._index,
                                              ch._scale, beta, ch._row_basis, c3[n], TOL, 2000)

@@ -8,7 +8,7 @@ import pytest
 from skattn.data import WishartTarget
 from skattn.theory import solve_state_evolution
 from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels, output_side
-from skattn.theory.channels._kernels import _newtonT
+from skattn.theory.channels._prox_newton import _newtonT
 from skattn.theory.channels._proxT import AGREE_TOL
 from skattn.theory.channels.common import (_multistart_memory, forget_multistart_memory,
                                            prox_at_nodes)

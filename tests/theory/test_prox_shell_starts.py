@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from skattn.theory.channels import GaussianNodes, SoftmaxChannel, _kernels
-from skattn.theory.channels._kernels import _newtonT
+from skattn.theory.channels._prox_newton import _newtonT
 from skattn.theory.channels._proxT import SHELL_STARTS, _weyl_direction
 from skattn.theory.channels.output import _gaussian_pair
 

@@ -1,5 +1,6 @@
-"""The compiled tests that a certificate's searches run once per combination of intervals
-take no references to their arrays.
+"""The compiled tests that a certificate's searches run once per combination of intervals,
+and the T ≥ 3 Newton run's objective and indefinite solve, take no references to their
+arrays.
 
 numba takes a reference to each array a compiled function is passed (an atomic
 increment, and a decrement where it dies); its pruning pass removes the pair only where
@@ -20,7 +21,8 @@ import numba
 import numpy as np
 import pytest
 
-from skattn.theory.channels import _certify_dual, _kernels, _star_search, _stationarity
+from skattn.theory.channels import (_certify_dual, _kernels, _prox_newton, _star_search,
+                                    _stationarity)
 
 T = 4
 N = T + 2
@@ -36,7 +38,17 @@ def _arguments():
     nc = np.full(T, 2, np.int64)
     ivs = np.tile(np.array([[-2.0, -1.5], [-1.5, -1.0]]), (T, 1, 1))
     tags = np.zeros((T, 2), np.int64)
+    K = T * (T + 1) // 2
+    vectors, matrices, rotations = _prox_newton.newton_workspace(K)
+    A = rng.normal(size=(K, K))
+    B, index = rng.normal(size=(K, K - 1)), rng.integers(0, K, size=(T, T))
     return {
+        (_prox_newton, "_objectiveT"): (rng.normal(size=K - 1), rng.normal(size=K),
+                                        np.tile(y, (T, 1)), 0.5, B, index,
+                                        np.ones((T, T)), 2.0, vectors),
+        (_prox_newton, "_abs_inverse_solve"): (A + A.T, rng.normal(size=K), matrices[2],
+                                               matrices[3], vectors[0], vectors[1],
+                                               vectors[2], rotations, np.zeros(K)),
         (_certify_dual, "_contract_from_ends"): (x.copy(), r.copy(), y, 1e-12, scratch),
         (_certify_dual, "_value_floor"): (x, r, kappa, y, 0.0, scratch),
         (_stationarity, "_krawczyk_centre"): (x, kappa, y, b, np.zeros(T), work),

@@ -5,9 +5,10 @@ The same algorithm as the vectorised numpy path (:func:`.prox._newton` with the 
 direction ``−|H|⁻¹g``, a step cap, Armijo backtracking with quadratic interpolation and the
 same stopping rules, and for T = 2 the same 2-D grid start. One sample at a time in compiled
 code removes the per-iteration overhead of numpy on (N, K, K) batches, which dominated the
-state evolution. The drivers over all samples, with the certificate that the minimiser is
-global, are in :mod:`._certify` (T = 2) and :mod:`._certify_rows` (T ≥ 3). ``HAVE_NUMBA``
-is False where numba is missing; the callers then use numpy.
+state evolution. The T ≥ 3 Newton run itself is in :mod:`._prox_newton` (on its caller's
+workspace). The drivers over all samples, with the certificate that the minimiser is
+global, are in :mod:`._certify` (T = 2) and :mod:`._proxT` (T ≥ 3). ``HAVE_NUMBA`` is
+False where numba is missing; the callers then use numpy.
 """
 
 from __future__ import annotations
@@ -281,12 +282,6 @@ def _loss_T(z, y, index, scale, beta):
 
 
 @_jit
-def _valT(x, omega, y, s, B, index, scale, beta):
-    z = omega + B @ x
-    return np.dot(x, x) / (2 * s) + _loss_T(z, y, index, scale, beta)
-
-
-@_jit
 def _gradhessT(x, omega, y, s, B, index, scale, beta):
     T, K = y.shape[0], omega.shape[0]
     z = omega + B @ x
@@ -343,99 +338,44 @@ def cholesky_lower(M, L, shift, tol):
 
 
 @_jit
-def _dirT(g, H):
-    """``−|H|⁻¹ g``: Cholesky where H is positive definite, else the eigen-modified solve."""
+def cholesky_direction(H, g, L, w, p):
+    """``p = −H⁻¹g`` by Cholesky (``L``, ``w``: scratch) where H is positive definite,
+    its pivots above 1e-12 of its largest diagonal entry; False (``p`` not written)
+    where it is not. The positive definite case of every modified Newton direction here."""
     n = g.shape[0]
-    L = np.zeros((n, n))
     tol = 0.0
     for i in range(n):
         tol = max(tol, abs(H[i, i]))
     tol *= 1e-12
-    if cholesky_lower(H, L, 0.0, tol):
-        w = np.empty(n)
-        for j in range(n):
-            v = g[j]
-            for k in range(j):
-                v -= L[j, k] * w[k]
-            w[j] = v / L[j, j]
-        p = np.empty(n)
-        for j in range(n - 1, -1, -1):
-            v = w[j]
-            for k in range(j + 1, n):
-                v -= L[k, j] * p[k]
-            p[j] = v / L[j, j]
-        return -p
+    if not cholesky_lower(H, L, 0.0, tol):
+        return False
+    for j in range(n):
+        v = g[j]
+        for k in range(j):
+            v -= L[j, k] * w[k]
+        w[j] = v / L[j, j]
+    for j in range(n - 1, -1, -1):
+        v = w[j]
+        for k in range(j + 1, n):
+            v -= L[k, j] * p[k]
+        p[j] = v / L[j, j]
+    for j in range(n):
+        p[j] = -p[j]
+    return True
+
+
+@_jit
+def _dirT(g, H):
+    """``−|H|⁻¹ g``: Cholesky where H is positive definite, else the eigen-modified solve."""
+    n = g.shape[0]
+    p = np.empty(n)
+    if cholesky_direction(H, g, np.zeros((n, n)), np.empty(n), p):
+        return p
     lam, V = np.linalg.eigh(H)
     lam = np.abs(lam)
     floor = 1e-12 * np.max(lam) + 1e-300
     c = (V.T @ g) / np.maximum(lam, floor)
     return -(V @ c)
-
-
-@_jit
-def _gradstepT(x, omega, y, s, B, index, scale, beta):
-    """Gradient and modified-Newton direction ``−|H|⁻¹g`` in x, computed in z.
-
-    In z the objective ``‖z − ω‖²/(2Σ) + ℓ(z)`` has the Hessian ``I/Σ + ∇²_zℓ``, which maps
-    the shift direction s to s/Σ (ℓ is constant along s) and the complement ``range B``
-    to itself; with ``g_z ⊥ s`` the z-direction is ``B`` times the x-direction, exactly
-    (also with the eigenvalue modification). Solving in z saves the two products
-    ``Bᵀ(∇²ℓ B)`` of :func:`_gradhessT` (~17k flops at T = 6, most of a Newton step).
-    """
-    K = omega.shape[0]
-    z = omega + B @ x
-    Hz = np.empty((K, K))
-    _hess_u(z, y, index, scale, beta, Hz, np.empty(y.shape[0]), np.empty(y.shape[0]))
-    gz = (z - omega) / s
-    T = y.shape[0]
-    A = np.empty(T)
-    for a in range(T):
-        for c in range(T):
-            A[c] = beta * z[index[a, c]] * scale[a, c]
-        softmax_inplace(A)
-        sbar = 0.0
-        for c in range(T):
-            sbar += (A[c] - y[a, c]) * A[c]
-        for c in range(T):
-            gz[index[a, c]] += 2 * beta * A[c] * (A[c] - y[a, c] - sbar) * scale[a, c]
-    for i in range(K):
-        Hz[i, i] += 1.0 / s
-    pz = _dirT(gz, Hz)
-    return B.T @ gz, B.T @ pz
-
-
-@_jit
-def _newtonT(x, omega, y, s, B, index, scale, beta, radius, max_iter):
-    x = x.copy()
-    f = _valT(x, omega, y, s, B, index, scale, beta)
-    for _ in range(max_iter):
-        g, p = _gradstepT(x, omega, y, s, B, index, scale, beta)
-        pn = math.sqrt(np.dot(p, p))
-        if pn > radius:
-            p *= radius / pn
-            pn = radius
-        slope = np.dot(g, p)
-        xnorm = math.sqrt(np.dot(x, x))
-        noise = 4e-15 * (abs(f) + math.sqrt(abs(f)))
-        resolved = slope < -noise
-        small = pn <= 1e-12 * xnorm
-        if slope < 0 and not resolved and not small:
-            ft = _valT(x + p, omega, y, s, B, index, scale, beta)
-            if ft <= f + noise:
-                x, f = x + p, ft
-        if small or not resolved:
-            break
-        t, accepted = 1.0, False
-        for _ in range(30):
-            xt = x + t * p
-            ft = _valT(xt, omega, y, s, B, index, scale, beta)
-            if ft <= f + 1e-4 * t * slope and math.isfinite(ft):
-                x, f, accepted = xt, ft, True
-                break
-            t = backtrack_step(ft, f, slope, t)
-        if not accepted or t * pn <= 1e-11 * xnorm:
-            break
-    return x, f
 
 
 # ------------------------------------------------------------------ output-side traces
@@ -508,10 +448,10 @@ def trace_resolvent_complement(H, sigma):
 
 
 @_jit
-def _hess_u(z, y, index, scale, beta, Hu, A, W):
-    """Loss and Hessian ``∇²_z ℓ`` (in u-coordinates, written to ``Hu``) of one sample;
-    the same row terms as :func:`_gradhessT` (and :meth:`.softmax.SoftmaxChannel._row_terms`);
-    ``A``, ``W``: scratch of length T."""
+def _hess_u(z, y, index, scale, beta, Hu, A, W, grad):
+    """Loss and Hessian ``∇²_z ℓ`` (in u-coordinates, written to ``Hu``) of one sample,
+    its gradient ``∇_z ℓ`` added to ``grad``; the same row terms as :func:`_gradhessT`
+    (and :meth:`.softmax.SoftmaxChannel._row_terms`); ``A``, ``W``: scratch of length T."""
     T, K = y.shape[0], z.shape[0]
     for i in range(K):
         for j in range(K):
@@ -529,6 +469,7 @@ def _hess_u(z, y, index, scale, beta, Hu, A, W):
             nA += A[c] * A[c]
         for c in range(T):
             W[c] = A[c] * A[c] + A[c] * (A[c] - y[a, c] - sbar)
+            grad[index[a, c]] += 2 * beta * A[c] * (A[c] - y[a, c] - sbar) * scale[a, c]
         for c in range(T):
             kc = index[a, c]
             for e in range(T):
@@ -606,9 +547,9 @@ def loss_and_trace(z, y, index, scale, beta, sigma):
     for c in _prange(n_chunks):
         # scratch per chunk of samples, not allocated per sample
         Hu, L, X = np.empty((K, K)), np.empty((K, K)), np.empty((K, K))
-        A, W, Y = np.empty(T), np.empty(T), np.empty(K)
+        A, W, Y, unused_gradient = np.empty(T), np.empty(T), np.empty(K), np.zeros(K)
         for n in range(c * _TRACE_CHUNK, min(N, (c + 1) * _TRACE_CHUNK)):
-            loss[n] = _hess_u(z[n], y[n], index, scale, beta, Hu, A, W)
+            loss[n] = _hess_u(z[n], y[n], index, scale, beta, Hu, A, W, unused_gradient)
             for i in range(K):
                 for j in range(K):
                     Hu[i, j] *= sigma

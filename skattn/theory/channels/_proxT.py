@@ -16,7 +16,8 @@ import numpy as np
 
 from ._certify_dual import certify_dual
 from ._certify_rows import CERTIFIED, certify_convex
-from ._kernels import _gradhessT, _jit, _newtonT, _prange, parallel_twin
+from ._kernels import _gradhessT, _jit, _prange, parallel_twin
+from ._prox_newton import END_POINT_ROW, newton_workspace, newtonT_into
 
 # chunks of samples with their own scratch stack run in parallel (prange), with the same
 # per-sample arithmetic as in serial (as in ._certify)
@@ -75,22 +76,29 @@ def _certify_point(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, b
 @_jit
 def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_warm,
                   trust_warm, n_starts, radius, max_iter, Q, gain, c3, tol, budget, n_shell,
-                  stack, xb, fb, cert, agree):
+                  stack, vectors, matrices, rotations, xb, fb, cert, agree):
     """One sample of :func:`proxT`, written to ``xb[n], fb[n], cert[n]`` (and, in an
-    uncertified multi-start, ``agree[n]``)."""
+    uncertified multi-start, ``agree[n]``); ``vectors, matrices, rotations``: the Newton
+    runs' workspace (:func:`._prox_newton.newton_workspace`), where each run leaves its
+    end point (``x``)."""
     Ke = B.shape[1]
+    x = vectors[END_POINT_ROW, :Ke]
     s = sigma[n]
     has_warm = use_warm and np.all(np.isfinite(warm[n]))
     if convex[n] or (has_warm and trust_warm):
-        x0 = warm[n].copy() if has_warm else np.zeros(Ke)
-        x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
+        if has_warm:
+            x[:] = warm[n]
+        else:
+            x[:] = 0.0
+        f = newtonT_into(x, omega[n], y[n], s, B, index, scale, beta, radius, max_iter,
+                         vectors, matrices, rotations)
         xb[n], fb[n], cert[n] = x, f, convex[n]
         return
     if has_warm and budget <= 0 and agree[n]:
         # the multi-start memory: every start ended at one point in an earlier evaluation,
         # so the one from that point stands for them (uncertified, as the multi-start)
-        x, f = _newtonT(warm[n].copy(), omega[n], y[n], s, B, index, scale, beta, radius,
-                        max_iter)
+        f = newtonT_into(warm[n], omega[n], y[n], s, B, index, scale, beta, radius,
+                         max_iter, vectors, matrices, rotations)
         xb[n], fb[n], cert[n] = x, f, False
         return
     best = math.inf
@@ -98,8 +106,8 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
     if has_warm and budget > 0:
         # the previous evaluation's minimiser first (as for T = 2): where it is certified
         # global, the multi-start cannot do better
-        x, f = _newtonT(warm[n].copy(), omega[n], y[n], s, B, index, scale, beta, radius,
-                        max_iter)
+        f = newtonT_into(warm[n], omega[n], y[n], s, B, index, scale, beta, radius,
+                         max_iter, vectors, matrices, rotations)
         if _certify_point(x, f, omega[n], y[n], s, B, index, scale, beta, Q, gain, c3[n], tol,
                           budget, stack) == CERTIFIED:
             xb[n], fb[n], cert[n] = x, f, True
@@ -109,12 +117,17 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
     same = True        # whether every start ends within AGREE_TOL of the first one's end
     for k in range(n_starts):
         t = k / (n_starts - 1) if n_starts > 1 else 0.0
-        x, f = _newtonT(t * x_fit[n], omega[n], y[n], s, B, index, scale, beta, radius,
-                        max_iter)
+        for j in range(Ke):
+            x[j] = t * x_fit[n, j]
+        f = newtonT_into(x, omega[n], y[n], s, B, index, scale, beta, radius, max_iter,
+                         vectors, matrices, rotations)
         if k == 0:
-            x_first = x.copy()
-        elif np.max(np.abs(x - x_first)) > AGREE_TOL:
-            same = False
+            x_first[:] = x
+        elif same:
+            for j in range(Ke):
+                if abs(x[j] - x_first[j]) > AGREE_TOL:
+                    same = False
+                    break
         if f < best:
             best, tried = f, False
             xb[n] = x
@@ -140,7 +153,8 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
     for i in range(directions.shape[1]):
         for sign in (-1.0, 1.0):
             x0 = centre + sign * step * directions[:, i]
-            x, f = _newtonT(x0, omega[n], y[n], s, B, index, scale, beta, radius, max_iter)
+            f = newtonT_into(x0, omega[n], y[n], s, B, index, scale, beta, radius,
+                             max_iter, vectors, matrices, rotations)
             if f < fb[n]:
                 xb[n], fb[n] = x, f
     if y.shape[1] <= _AXIS_RETRY_MAX_T:
@@ -149,8 +163,8 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
         x_star = xb[n].copy()
         for j in range(n_shell):
             u = _weyl_direction(n * n_shell + j + 1, Ke)
-            x, f = _newtonT(x_star + _RETRY_SCALE * rad * u, omega[n], y[n], s, B, index,
-                            scale, beta, radius, max_iter)
+            f = newtonT_into(x_star + _RETRY_SCALE * rad * u, omega[n], y[n], s, B, index,
+                             scale, beta, radius, max_iter, vectors, matrices, rotations)
             if f < fb[n]:
                 xb[n], fb[n] = x, f
     if fb[n] < best:
@@ -187,10 +201,12 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
     n_chunks = (N + _CHUNK - 1) // _CHUNK
     for c in _prange(n_chunks):
         stack = np.empty((4096 if budget > 0 else 1, T))
+        vectors, matrices, rotations = newton_workspace(omega.shape[1])
         for n in range(c * _CHUNK, min(N, (c + 1) * _CHUNK)):
             _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm,
                           use_warm, trust_warm, n_starts, radius, max_iter, Q, gain, c3,
-                          tol, budget, n_shell, stack, xb, fb, cert, agree)
+                          tol, budget, n_shell, stack, vectors, matrices, rotations, xb,
+                          fb, cert, agree)
     return xb, fb, cert
 
 
