@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 from sklearn.utils import check_scalar
 
+from ._validation import check_scalar_range
 from .parallel import map_jobs
 from .progress import ticker
 from .reporting import format_rows, format_table
@@ -43,6 +44,10 @@ THEORY_RESULT_COLUMNS = ("test_error", "train_error", "train_objective", "s_erro
                          "eta", "delta", "epsilon", "certified_fraction",
                          "uncertified_effect", "converged", "n_iter", "residual", "message",
                          "correction_used")
+
+#: The quadrature's spread of a point (:func:`theory_rows` with ``spread``): the standard
+#: deviation of each quantity over scramblings of the quadrature nodes.
+SPREAD_COLUMNS = ("test_error_quadrature_std", "train_error_quadrature_std")
 
 TARGETS = ("wishart", "powerlaw")
 ESTIMATORS = ("tied", "direct", "amp")
@@ -222,7 +227,7 @@ def _result_values(res, missing):
 
 
 def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs=None,
-                verbose=0, correction="auto"):
+                verbose=0, correction="auto", spread=None):
     """State evolution on every (parameter group × α); α curves are warm-started.
 
     Parameters
@@ -243,12 +248,17 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
         single point).
     correction : str, default="auto"
         The finite-size correction (:func:`skattn.theory.solve_state_evolution`).
+    spread : int or None, default=None
+        ≥ 2: each point is solved again on ``spread − 1`` other scramblings of its
+        quadrature nodes (:func:`skattn.theory.quadrature_spread`, from its fixed point),
+        and the rows get :data:`SPREAD_COLUMNS`, the standard deviations over the
+        ``spread`` solves (the quadrature's error of one solve).
 
     Returns
     -------
     list of dict
         One row per point: the parameters and :data:`THEORY_RESULT_COLUMNS`
-        (non-computable ones NaN).
+        (non-computable ones NaN), with ``spread`` also :data:`SPREAD_COLUMNS`.
 
     Raises
     ------
@@ -260,6 +270,8 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     alphas = sorted(set(float(a) for a in alphas))
     for a in alphas:
         _check_alpha(a)
+    if spread is not None:
+        spread = check_scalar_range(spread, "spread", low=2, integer=True)
     plans = [(params, row_problem(params)) for params in groups]
     options = _solver_options(n_nodes, tol, max_iter, correction)
     rows = []
@@ -272,8 +284,18 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
             results = state_evolution_curve(alphas, problem, n_jobs=n_jobs, verbose=verbose,
                                             **options)
         for res in results:
-            rows.append({"alpha": res.alpha, **params, **_result_values(res, float("nan"))})
+            rows.append({"alpha": res.alpha, **params, **_result_values(res, float("nan")),
+                         **({} if spread is None else _spread_values(res, spread, options,
+                                                                     verbose))})
     return rows
+
+
+def _spread_values(res, spread, options, verbose):
+    from .theory import quadrature_spread
+
+    std = quadrature_spread(res, spread, correction=options["correction"],
+                            options=options["options"], verbose=verbose).std
+    return {column: std[column[:-len("_quadrature_std")]] for column in SPREAD_COLUMNS}
 
 
 def theory_sweep_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None,

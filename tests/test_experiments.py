@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from skattn import experiments
 from skattn.data import PowerLawTarget, WishartTarget
 from skattn.demo import DEMO_COLUMNS, demo_table
-from skattn.experiments import (MODEL_PARAMETERS, THEORY_RESULT_COLUMNS,
-                                fit_one, make_target, parameter_grid, run_fits,
+from skattn.experiments import (MODEL_PARAMETERS, SPREAD_COLUMNS, THEORY_RESULT_COLUMNS,
+                                fit_one, make_target, parameter_grid, row_problem, run_fits,
                                 simulate_rows, theory_point, theory_rows, theory_sweep_rows)
 from skattn.reporting import format_cell, format_rows, format_table, to_jsonable
 
@@ -81,6 +81,31 @@ def test_theory_rows_checks_every_point_before_solving(monkeypatch, change, alph
     # the bad group comes second: nothing of the first may run either
     with pytest.raises(ValueError, match=name):
         theory_rows([linear_group(), linear_group(**change)], [0.3, alpha], n_nodes=1024)
+
+
+def test_theory_rows_spread_is_the_quadrature_spread():
+    """With ``spread``, each row's standard deviations are those of quadrature_spread on
+    the point's own result (the same solves, the same scramblings)."""
+    from skattn.theory import quadrature_spread, solve_state_evolution
+
+    group = linear_group()
+    (row,) = theory_rows([group], [0.3], n_nodes=1024, spread=3)
+    result = solve_state_evolution(0.3, row_problem(group), options={"n_nodes": 1024})
+    std = quadrature_spread(result, 3, options={"n_nodes": 1024}).std
+    assert row["test_error_quadrature_std"] == pytest.approx(std["test_error"], rel=1e-6)
+    assert row["train_error_quadrature_std"] == pytest.approx(std["train_error"], rel=1e-6)
+    assert 0 < row["test_error_quadrature_std"] < 0.05 * row["test_error"]
+    (plain,) = theory_rows([group], [0.3], n_nodes=1024)
+    assert not set(SPREAD_COLUMNS) & set(plain)
+
+
+@pytest.mark.parametrize("bad", [1, 0, 2.5, "3"])
+def test_theory_rows_bad_spread(monkeypatch, bad):
+    def never(*args, **kwargs):  # pragma: no cover - reached only if the check is missing
+        raise AssertionError("solved before checking")
+    monkeypatch.setattr("skattn.theory.state_evolution_curve", never)
+    with pytest.raises((ValueError, TypeError), match="spread"):
+        theory_rows([linear_group()], [0.3], n_nodes=1024, spread=bad)
 
 
 def test_theory_point_matches_theory_rows():

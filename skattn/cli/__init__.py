@@ -20,7 +20,7 @@ from ..experiments import PHASE_DIAGRAM_COLUMNS
 from ..theory import CORRECTION_NAMES
 from .arguments import (EXIT_ERROR, EXIT_USAGE, PROG, CLIError, Parser, add_model_params,
                         add_output_options, add_solver_options, choice_list, desc, dimension,
-                        int_list, nonzero_int, positive_int, split)
+                        int_list, nonzero_int, positive_int, replicate_count, split)
 from .commands import (cmd_demo, cmd_docs, cmd_figure, cmd_finite_size, cmd_phase_diagram,
                        cmd_simulate, cmd_sweep, cmd_theory, cmd_validate)
 from .text import (DESC_DEMO, DESC_FIGURE, DESC_FINITE_SIZE, DESC_MAIN, DESC_PHASE_DIAGRAM,
@@ -81,6 +81,11 @@ def build_parser():
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress on stderr (by default: a bar over several points, "
                         "the elapsed time of a single one)")
+    p.add_argument("--spread", type=replicate_count, default=None, metavar="N",
+                   help="also solve each point on N - 1 other scramblings of its "
+                        "quadrature nodes (N >= 2) and report the standard deviations "
+                        "over the N solves, the quadrature's error (columns "
+                        "test_error_quadrature_std, train_error_quadrature_std)")
     add_output_options(p)
     p.set_defaults(func=cmd_theory)
 

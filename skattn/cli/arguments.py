@@ -173,6 +173,15 @@ def positive_int(text):
     return v
 
 
+def replicate_count(text):
+    """A number of solves of one point (``--spread``): at least 2."""
+    v = positive_int(text)
+    if v < 2:
+        raise argparse.ArgumentTypeError(f"must be >= 2 (the point and at least one other "
+                                         f"scrambling), got {v}")
+    return v
+
+
 def positive_float(text):
     try:
         v = float(text)

@@ -7,9 +7,9 @@ import sys
 import time
 
 from ..demo import demo_table, run_demo
-from ..experiments import (PHASE_DIAGRAM_COLUMNS, THEORY_RESULT_COLUMNS, phase_diagram,
-                           phase_diagram_rows, simulate_rows, theory_point, theory_rows,
-                           theory_sweep_rows)
+from ..experiments import (PHASE_DIAGRAM_COLUMNS, SPREAD_COLUMNS, THEORY_RESULT_COLUMNS,
+                           phase_diagram, phase_diagram_rows, simulate_rows, theory_point,
+                           theory_rows, theory_sweep_rows)
 from ..reporting import format_rows
 from .arguments import (MODEL_PARAMS, CLIError, check_columns, check_output_file,
                         choose_columns, param_grid, theory_param_names, user_error, write)
@@ -20,7 +20,8 @@ from .arguments import (MODEL_PARAMS, CLIError, check_columns, check_output_file
 
 def cmd_theory(args):
     names = theory_param_names()
-    all_columns = ["alpha"] + names + list(THEORY_RESULT_COLUMNS)
+    spread_columns = list(SPREAD_COLUMNS) if args.spread is not None else []
+    all_columns = ["alpha"] + names + list(THEORY_RESULT_COLUMNS) + spread_columns
     check_columns(args, all_columns)
     check_output_file(args.output, "--output", create=True)
     groups = param_grid(args, names)
@@ -29,12 +30,13 @@ def cmd_theory(args):
         show = not args.quiet
         rows = theory_rows(groups, args.alpha, n_nodes=args.n_nodes, tol=args.tol,
                            max_iter=args.max_iter, n_jobs=args.n_jobs, verbose=int(show),
-                           correction=args.correction)
+                           correction=args.correction, spread=args.spread)
     except (ValueError, TypeError) as exc:
         raise user_error(exc) from None
     columns = choose_columns(rows, all_columns, args,
                               ["alpha", "test_error", "train_error", "train_objective",
-                               "atom_mass", "converged", "correction_used"], names)
+                               "atom_mass", "converged", "correction_used"] + spread_columns,
+                              names)
     write(format_rows(rows, columns, args.format), args.output)
     bad = sum(not r["converged"] for r in rows)
     if bad:

@@ -123,6 +123,17 @@ def test_theory_log_range(capsys):
     assert [r["alpha"] for r in json.loads(out)] == pytest.approx([0.1, 0.316227766, 1.0])
 
 
+def test_theory_spread(capsys):
+    code, out, err = run(capsys, "theory", "--alpha", "0.25,0.5", *LINEAR, *LAM, "--spread",
+                         "3", "--format", "json")
+    assert code == 0, err
+    for r in json.loads(out):
+        assert 0 < r["test_error_quadrature_std"] < 0.05 * r["test_error"]
+        assert r["train_error_quadrature_std"] >= 0
+    code, _, err = run(capsys, "theory", "--alpha", "0.25", *LINEAR, "--spread", "1")
+    assert code == 2 and "--spread" in err and ">= 2" in err
+
+
 def test_theory_table(capsys):
     code, out, _ = run(capsys, "theory", "--alpha", "0.25", "--reg-lambda", "0.03,0.05",
                        *LINEAR)
