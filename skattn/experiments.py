@@ -22,7 +22,6 @@ import warnings
 import numpy as np
 from sklearn.utils import check_scalar
 
-from ._validation import check_scalar_range
 from .parallel import map_jobs
 from .progress import ticker
 from .reporting import format_rows, format_table
@@ -271,7 +270,7 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     for a in alphas:
         _check_alpha(a)
     if spread is not None:
-        spread = check_scalar_range(spread, "spread", low=2, integer=True)
+        check_scalar(spread, "spread", numbers.Integral, min_val=2)
     plans = [(params, row_problem(params)) for params in groups]
     options = _solver_options(n_nodes, tol, max_iter, correction)
     rows = []
