@@ -241,7 +241,8 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     tol, max_iter : float and int, optional
         Passed to the solver when given (default: the solver's).
     n_jobs : int or None
-        Parallel chunks of each α curve (joblib).
+        Parallel chunks of each α curve (joblib), and the parallel solves of each point's
+        ``spread``.
     verbose : int, default=0
         > 0 shows a progress bar over the points (a ticker of the elapsed time for a
         single point).
@@ -285,15 +286,15 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
         for res in results:
             rows.append({"alpha": res.alpha, **params, **_result_values(res, float("nan")),
                          **({} if spread is None else _spread_values(res, spread, options,
-                                                                     verbose))})
+                                                                     n_jobs, verbose))})
     return rows
 
 
-def _spread_values(res, spread, options, verbose):
+def _spread_values(res, spread, options, n_jobs, verbose):
     from .theory import quadrature_spread
 
     std = quadrature_spread(res, spread, correction=options["correction"],
-                            options=options["options"], verbose=verbose).std
+                            options=options["options"], n_jobs=n_jobs, verbose=verbose).std
     return {column: std[column[:-len("_quadrature_std")]] for column in SPREAD_COLUMNS}
 
 

@@ -75,7 +75,8 @@ def build_parser():
                                       "(needed for power-law targets)")
     add_solver_options(p)
     p.add_argument("--n-jobs", type=nonzero_int, default=None,
-                   help="parallel chunks of each α curve (joblib)")
+                   help="parallel chunks of each α curve, and the solves of --spread "
+                        "(joblib)")
     p.add_argument("--verbose", "-v", action="count", default=0,
                    help="progress (the default unless --quiet; kept for compatibility)")
     p.add_argument("--quiet", "-q", action="store_true",

@@ -27,8 +27,9 @@ _WS_Z, _WS_GZ, _WS_PZ, _WS_W, _WS_X, _WS_G, _WS_P, _WS_XT, _WS_A, _WS_AW, _WS_U,
     _WS_E = range(13)
 # the row of the vectors where a run leaves its end point
 END_POINT_ROW = _WS_X
-# the QL iteration's record holds this many rotations per K²: about 0.5–1 K² are made
-# (a few more where eigenvalues cluster); a fuller record sends the solve to LAPACK
+# the QL iteration's record holds this many rotations per K²: about 1.3 K² are made
+# (at most 1.64 K² on 8000 random symmetric matrices, K = 6–21); a full record sends the
+# solve to LAPACK
 _ROTATIONS_PER_K2 = 8
 
 
