@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from ._kernels import (_dirT, _hess_u, _jit, backtrack_step, cholesky_direction,
-                       hold_references)
+from ._kernels import (_dirT, _hess_u, _jit, _jit_inline, backtrack_step,
+                       cholesky_direction, hold_references)
 
 # The workspace, ``(vectors, matrices, rotations)`` of :func:`newton_workspace`. Rows of
 # the vectors: z, g_z, p_z, the Cholesky solve's w, x, g, p, the trial x, a row's softmax
@@ -38,6 +38,17 @@ def newton_workspace(K):
     """The scratch of :func:`newtonT_into` for logits of length ``K`` (one per thread)."""
     return (np.zeros((13, K)), np.zeros((4, K, K)),
             np.empty((3, _ROTATIONS_PER_K2 * K * K)))
+
+
+@_jit_inline
+def _reflect(u, reflectors, k):
+    """``u ← (I − 2vvᵀ)u`` for the unit vector ``v``, row k of ``reflectors`` (zero up to
+    its entry k). Compiled into its caller (no call, no references)."""
+    t = 0.0
+    for i in range(k + 1, u.shape[0]):
+        t += reflectors[k, i] * u[i]
+    for i in range(k + 1, u.shape[0]):
+        u[i] -= 2.0 * t * reflectors[k, i]
 
 
 @_jit
@@ -88,11 +99,7 @@ def _abs_inverse_solve(H, g, work, reflectors, u, d, e, rotations, out):
             for j in range(k + 1, n):
                 work[i, j] -= 2.0 * (reflectors[k, i] * e[j] + e[i] * reflectors[k, j])
         work[k + 1, k] = alpha
-        t = 0.0
-        for i in range(k + 1, n):
-            t += reflectors[k, i] * u[i]
-        for i in range(k + 1, n):
-            u[i] -= 2.0 * t * reflectors[k, i]
+        _reflect(u, reflectors, k)
     for i in range(n):
         d[i] = work[i, i]
         e[i] = work[i + 1, i] if i + 1 < n else 0.0
@@ -169,11 +176,7 @@ def _abs_inverse_solve(H, g, work, reflectors, u, d, e, rotations, out):
             u[i] = cs * a + sn * b
             u[i + 1] = cs * b - sn * a
         for k in range(n - 3, -1, -1):          # Q u: the reflectors, last one first
-            t = 0.0
-            for i in range(k + 1, n):
-                t += reflectors[k, i] * u[i]
-            for i in range(k + 1, n):
-                u[i] -= 2.0 * t * reflectors[k, i]
+            _reflect(u, reflectors, k)
         for i in range(n):
             out[i] = u[i]
     hold_references(H, g, work, reflectors, u, d, e, rotations, out)
