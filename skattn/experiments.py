@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.utils import check_scalar
 
 from .parallel import map_jobs
-from .progress import ticker
+from .progress import progress_bar, ticker
 from .reporting import format_rows, format_table
 
 __all__ = [
@@ -245,7 +245,7 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
         ``spread``.
     verbose : int, default=0
         > 0 shows a progress bar over the points (a ticker of the elapsed time for a
-        single point).
+        single point), and with ``spread`` one more over the points' spreads.
     correction : str, default="auto"
         The finite-size correction (:func:`skattn.theory.solve_state_evolution`).
     spread : int or None, default=None
@@ -276,25 +276,30 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     options = _solver_options(n_nodes, tol, max_iter, correction)
     rows = []
     single = len(plans) == 1 and len(alphas) == 1
-    for params, problem in plans:
-        if single:  # one solve (up to a minute): the elapsed time, not a 0/1 bar
-            with ticker(verbose, f"state evolution at alpha={alphas[0]:g}"):
-                results = state_evolution_curve(alphas, problem, **options)
-        else:
-            results = state_evolution_curve(alphas, problem, n_jobs=n_jobs, verbose=verbose,
-                                            **options)
-        for res in results:
-            rows.append({"alpha": res.alpha, **params, **_result_values(res, float("nan")),
-                         **({} if spread is None else _spread_values(res, spread, options,
-                                                                     n_jobs, verbose))})
+    # the spreads' solves: one bar over every point (not one per point), below the curves'
+    with progress_bar(len(plans) * len(alphas), verbose and spread is not None,
+                      "quadrature spread") as spread_bar:
+        for params, problem in plans:
+            if single:  # one solve (up to a minute): the elapsed time, not a 0/1 bar
+                with ticker(verbose, f"state evolution at alpha={alphas[0]:g}"):
+                    results = state_evolution_curve(alphas, problem, **options)
+            else:
+                results = state_evolution_curve(alphas, problem, n_jobs=n_jobs,
+                                                verbose=verbose, **options)
+            for res in results:
+                rows.append({"alpha": res.alpha, **params,
+                             **_result_values(res, float("nan")),
+                             **({} if spread is None else
+                                _spread_values(res, spread, options, n_jobs, spread_bar))})
     return rows
 
 
-def _spread_values(res, spread, options, n_jobs, verbose):
+def _spread_values(res, spread, options, n_jobs, bar):
     from .theory import quadrature_spread
 
     std = quadrature_spread(res, spread, correction=options["correction"],
-                            options=options["options"], n_jobs=n_jobs, verbose=verbose).std
+                            options=options["options"], n_jobs=n_jobs).std
+    bar.update()
     return {column: std[column[:-len("_quadrature_std")]] for column in SPREAD_COLUMNS}
 
 

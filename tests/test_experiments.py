@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import math
+import re
 
 import joblib
 import numpy as np
@@ -97,6 +98,17 @@ def test_theory_rows_spread_is_the_quadrature_spread():
     assert 0 < row["test_error_quadrature_std"] < 0.05 * row["test_error"]
     (plain,) = theory_rows([group], [0.3], n_nodes=1024)
     assert not set(SPREAD_COLUMNS) & set(plain)
+
+
+def test_theory_rows_spread_shows_one_bar_over_the_points(capsys):
+    """verbose with ``spread``: one bar over every point's spread (with the curve's own
+    bar), not one bar per point."""
+    rows = theory_rows([linear_group()], [0.3, 0.5], n_nodes=1024, spread=2, verbose=1)
+    err = capsys.readouterr().err
+    assert len(rows) == 2 and all(r["test_error_quadrature_std"] > 0 for r in rows)
+    assert re.search(r"quadrature spread: 100%[^\r\n]*2/2", err)
+    # no per-point bar of quadrature_spread's own solves
+    assert "1/1" not in err
 
 
 @pytest.mark.parametrize("bad", [1, 0, 2.5, "3"])
