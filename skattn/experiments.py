@@ -276,7 +276,7 @@ def theory_rows(groups, alphas, *, n_nodes=8192, tol=None, max_iter=None, n_jobs
     options = _solver_options(n_nodes, tol, max_iter, correction)
     rows = []
     single = len(plans) == 1 and len(alphas) == 1
-    # the spreads' solves: one bar over every point (not one per point), below the curves'
+    # the spreads' solves: one bar over every point (not one per point), beside the curves'
     with progress_bar(len(plans) * len(alphas), verbose and spread is not None,
                       "quadrature spread") as spread_bar:
         for params, problem in plans:
