@@ -70,3 +70,23 @@ def test_messages_cite_pages_by_title_not_by_source_path():
     assert len(cited) > 50  # the scan finds the citations
     unknown = [(str(f), t) for f, t in cited if not any(t.startswith(k) for k in PAGES)]
     assert unknown == []
+
+
+def test_the_slow_solve_howto_runs_as_written():
+    """docs/howto/slow_or_unconverged.rst: its example and its floor recipe run against
+    the current API (names of options, fields and extras); the recipe also where the
+    example's result carries a floor."""
+    text = (DOCS / "howto" / "slow_or_unconverged.rst").read_text(encoding="utf-8")
+    (example,) = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", text)
+    (recipe,) = re.findall(r"::\n\n((?:      .*\n)+)", text)
+    namespace = {}
+    exec(compile("\n".join(line[3:] for line in example.splitlines()),
+                 "slow_or_unconverged.rst", "exec"), namespace)
+    res = namespace["res"]
+    assert res.n_iter > 0 and 0 <= res.certified_fraction <= 1
+    assert set(res.extras["uncertified_effect"]) >= {"m", "q", "sigma", "test_error"}
+    # the recipe, at a floor: from the result, with a tol twice the floor
+    res.extras["stall_floor"] = 1e-4
+    exec(compile("\n".join(line[6:] for line in recipe.splitlines()),
+                 "slow_or_unconverged.rst", "exec"), namespace)
+    assert namespace["res"] is not res and namespace["res"].converged
