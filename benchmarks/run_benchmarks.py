@@ -326,11 +326,12 @@ def _grid_point_in_child(config):
 _GRID_GOALS = {2: (0.5, 0.1), 4: (3.0, 1.0), 5: (10.0, 3.0), 6: (20.0, 5.0)}
 
 
-def bench_grid(quick):
+def bench_grid(quick, seeds=(0,)):
     """(f) continuum points over a grid of configurations per T: median and worst time
     (also as multiples of the numpy unit) and the certified fraction. A point that takes
     more than ``_GRID_CAP_S`` counts as that cap (so the worst time is then a lower bound)
-    and as certified fraction 0."""
+    and as certified fraction 0. ``seeds``: the Latin-hypercube grids pooled per T (seed 0
+    is the grid the engine was tuned on; ``--quick`` runs the first seed only)."""
     # compile (or load) every T's kernels once here, so that the children load them from
     # numba's disk cache: a fresh checkout compiles for minutes under load, which the
     # children's time limit would count against the first points
@@ -347,9 +348,11 @@ def bench_grid(quick):
             {"section": "f", "what": "scalar unit (4e6 exp and log1p, numba, one thread)",
              "seconds": _scalar_unit(), "load_avg_1min": os.getloadavg()[0]}]
     n_points = 3 if quick else 6
+    seeds = tuple(seeds)[:1] if quick else tuple(seeds)
     for T in ((2, 4) if quick else (2, 4, 5, 6)):
         times, certified, capped, unconverged, effects = [], [], 0, 0, []
-        for config in grid_configurations(T, n_points):
+        for seed, config in ((seed, config) for seed in seeds
+                             for config in grid_configurations(T, n_points, seed)):
             res = _grid_point_in_child(config)
             if res is None:
                 capped += 1
@@ -370,7 +373,7 @@ def bench_grid(quick):
                 "certified_fraction": res["certified_fraction"],
                 "converged": int(res["converged"]), "capped": int(res.get("capped", 0)),
                 "uncertified_effect_share": share,
-                "load_avg_1min": os.getloadavg()[0], "config": config})
+                "load_avg_1min": os.getloadavg()[0], "seed": seed, "config": config})
             _print_row(rows[-1], file=sys.stderr)  # progress: a grid takes minutes
         goal_worst, goal_median = _GRID_GOALS[T]
         rows.append({"section": "f", "what": f"T={T} grid of {len(times)} points",

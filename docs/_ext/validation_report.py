@@ -301,7 +301,11 @@ def _speed_grid(data):
             "effect: the largest first-order move of the test error that the uncertified "
             "nodes' bound leaves open, as a share of it (extras['uncertified_effect']; – "
             "where this run did not record it).")
-    return ("The theory engine over a grid of configurations per T (continuum, 8192 nodes)",
+    seeds = data.get("seeds", [0])
+    where = "" if seeds == [0] else \
+        f", held-out grids of seeds {', '.join(str(seed) for seed in seeds)}"
+    return (f"The theory engine over a grid of configurations per T (continuum, 8192 "
+            f"nodes{where})",
             ["T", "points", "median", "worst", "goal median / worst",
              "certified median / worst", "uncertified effect, worst", "not converged"],
             body, note)
@@ -690,6 +694,7 @@ def _solver_rules(data):
 
 RENDERERS = {
     "speed_grid.json": _speed_grid,
+    "speed_grid_held_out.json": _speed_grid,
     "ghost_point.json": _ghost_point,
     "solver_trace.jsonl": _solver_trace,
     "solver_rules.jsonl": _solver_rules,

@@ -88,6 +88,13 @@ def test_the_speed_grid_table_reads_median_worst_and_certified(tmp_path):
         {"command": "python benchmarks/research/speed_grid.py", "date": "2026-12-06",
          "rows": rows}))
     assert "63.4 %" in report.render("speed_grid.json", tmp_path)
+    assert "held-out" not in report.render("speed_grid.json", tmp_path)
+    # the held-out grids: the same table, titled with their seeds
+    (tmp_path / "speed_grid_held_out.json").write_text(json.dumps(
+        {"command": "python benchmarks/research/speed_grid.py --held-out",
+         "date": "2026-12-07", "seeds": [1, 2, 3], "rows": rows}))
+    held_out = report.render("speed_grid_held_out.json", tmp_path)
+    assert "held-out grids of seeds 1, 2, 3" in held_out and "63.4 %" in held_out
 
 
 def test_the_uncertified_effect_table_reads_each_setting(tmp_path):
