@@ -70,6 +70,34 @@ def test_no_stall_without_a_floor():
     assert fp_map.stall_floor is None
 
 
+def test_giving_up_ends_the_stages_at_any_level_without_a_floor():
+    # a jump of 2e-2, above STALL_FLOOR: no stall is detected there, so without a
+    # give-up window the stages run the whole budget; with one they end after about that
+    # many evaluations without progress, and record no floor (the warm map's cycling is
+    # no floor of the map whose fixed point is reported)
+    budget = 40
+    plain, giving_up = _FloorMap(jump=2e-2), _FloorMap(jump=2e-2)
+    _, plain_norm, _ = robust_fixed_point(plain, np.zeros(2), tol=1e-7, max_iter=budget,
+                                          damping=0.5)
+    _, norm, converged = robust_fixed_point(giving_up, np.zeros(2), tol=1e-7,
+                                            max_iter=budget, damping=0.5, give_up_evals=10)
+    assert plain.n_calls >= budget and plain.stall_floor is None
+    assert not converged and norm > STALL_FLOOR
+    assert giving_up.stall_floor is None
+    assert giving_up.n_calls < budget
+    assert norm < 1.1 * plain_norm          # it gave up at the level the full budget reached
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(0.1, 0.9), st.integers(3, 12))
+def test_giving_up_does_not_cut_a_converging_iteration(damping, give_up_evals):
+    # a contraction by 1 − damping/2 per step gains 10 % within every few evaluations
+    fp_map = _FloorMap(jump=0.0)
+    _, norm, converged = robust_fixed_point(fp_map, np.zeros(2), tol=1e-10, max_iter=400,
+                                            damping=damping, give_up_evals=give_up_evals)
+    assert converged and norm < 1e-10
+
+
 # --- Powell's hybrid method (the coarse stage) ---------------------------------------
 
 class _LinearMap:

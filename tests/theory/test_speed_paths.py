@@ -205,3 +205,37 @@ def test_t2_iterations_from_the_original_starts_run_cold_above_the_edge(monkeypa
                                 options={"n_nodes": 2048})
     assert res.converged and res.certified_fraction == 1.0
     assert calls and not any(calls)
+
+
+def test_warm_iterations_that_cycle_give_up_early(monkeypatch):
+    # speed-grid seed 1 point 4 at T = 2: the remembered minimisers keep the warm map
+    # about 1e-2 off its fixed point; its iterations end after WARM_GIVE_UP_EVALS
+    # evaluations without a 10 % gain instead of spending WARM_CALLS, twice (151
+    # evaluations before, 63 after), and the fixed point is the same (tol below the
+    # default: the two paths end at it from different sides)
+    from skattn.theory.core import fixed_point_map as fpm
+    calls = []
+    hats = fpm.FixedPointMap.hats
+
+    def record(self, m, q, sigma, t=None, certify=False):
+        calls.append(self.warm)
+        return hats(self, m, q, sigma, t, certify=certify)
+
+    def solve():
+        calls.clear()
+        return solve_state_evolution(0.5723, n_tokens=2, reg_lambda=0.003944, noise=0.3365,
+                                     beta=2.2867, target_beta=2.2867,
+                                     target=WishartTarget(0.548),
+                                     options={"n_nodes": 8192, "tol": 1e-9})
+
+    monkeypatch.setattr(fpm.FixedPointMap, "hats", record)
+    fast = solve()
+    n_warm_fast = sum(calls)
+    monkeypatch.setattr(fpm, "WARM_GIVE_UP_EVALS", None)
+    full = solve()
+    n_warm_full = sum(calls)
+    assert fast.converged and full.converged
+    assert fast.certified_fraction == full.certified_fraction == 1.0
+    assert n_warm_fast < n_warm_full / 2 and fast.n_iter < full.n_iter / 2
+    for key in ("m", "q", "sigma", "test_error", "train_error"):
+        assert getattr(fast, key) == pytest.approx(getattr(full, key), rel=1e-6), key

@@ -222,6 +222,11 @@ SECANT_DEPTH = 4
 SECANT_MIN_STEP = 10.0
 # evaluations of the cheap warm map before the polish (the test points need 10 to 35)
 WARM_CALLS = 40
+# ... which end early where their best residual has gained no 10 % in this many: the
+# remembered minimisers can keep the warm map cycling about 1e-2 off its fixed point, where
+# the multi-start map converges from their best point (T = 2 and 6 grid points: 151 → 63
+# and 120 → 57 evaluations; no other point of the four speed grids changed, docs: Changelog)
+WARM_GIVE_UP_EVALS = 10
 # the stall window of the polish (core.iteration.STALL_EVALS elsewhere): its evaluations
 # cost several warm ones, and where it stalls it does so from its first evaluations, at
 # the floor of the warm point (polish_stall_window; the measurements: docs: Validation
@@ -365,7 +370,7 @@ def starts(fixed_point_map, init, prior0, Q0, full):
 
 
 def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=None,
-                   method="anderson", stall_evals=STALL_EVALS):
+                   method="anderson", stall_evals=STALL_EVALS, give_up_evals=None):
     """:func:`~skattn.theory.core.iteration.robust_fixed_point` (``method="anderson"``,
     with ``stall_evals``) or :func:`~skattn.theory.core.iteration.powell_hybrid`
     (``"hybrid"``, without ``secants``) from the first start; the next ones only where the
@@ -380,7 +385,7 @@ def iterate_starts(fixed_point_map, starts, *, tol, max_calls, damping, secants=
         else:
             x_s, norm_s, converged = robust_fixed_point(
                 fixed_point_map, start, tol=tol, max_iter=max_calls, damping=damping,
-                secants=secants, stall_evals=stall_evals)
+                secants=secants, stall_evals=stall_evals, give_up_evals=give_up_evals)
         secants = None
         if norm_s < res_norm:
             x, res_norm = x_s, norm_s
@@ -422,7 +427,8 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
         try:
             x, res_norm, converged = iterate_starts(
                 fixed_point_map, starts, tol=tol, damping=damping,
-                max_calls=min(max_iter, WARM_CALLS), secants=secants, method=method)
+                max_calls=min(max_iter, WARM_CALLS), secants=secants, method=method,
+                give_up_evals=WARM_GIVE_UP_EVALS)
         except RuntimeError:  # a wild warm iterate broke the prior side: iterate cold
             res_norm = np.inf
         finally:

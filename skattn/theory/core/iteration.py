@@ -36,7 +36,7 @@ STALL_FLOOR = 1e-3
 
 
 def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=None,
-                       stall_evals=STALL_EVALS):
+                       stall_evals=STALL_EVALS, give_up_evals=None):
     """Anderson acceleration, then plain damped iteration with shrinking steps.
 
     Each stage starts from the best iterate so far and gets a share of the evaluation
@@ -61,6 +61,10 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
         span): the first Anderson stage starts with them (:func:`anderson`).
     stall_evals : int, default=STALL_EVALS
         The window of the stall test (:func:`anderson`).
+    give_up_evals : int or None, default=None
+        Where given, the stages also end when the best residual has not fallen below
+        :data:`STALL_DECREASE` times its value this many evaluations earlier, at any level
+        (:func:`anderson`), and no floor is recorded.
 
     Returns
     -------
@@ -85,12 +89,14 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
         depth = 4 if kind == "anderson" else 0
         x_s, norm, ok = anderson(fixed_point_map.residual, best_x, tol=tol, max_iter=share,
                                   damping=step, depth=depth, secants=secants, stall=stall,
-                                  stall_evals=stall_evals)
+                                  stall_evals=stall_evals, give_up_evals=give_up_evals)
         secants = None      # a later stage restarts from the best point, own history only
         if norm < best_norm:
             best_x, best_norm = x_s, norm
         if ok:
             return best_x, best_norm, True
+        if "gave_up" in stall:
+            break
         if "floor" in stall:
             previous = getattr(fixed_point_map, "stall_floor", None)
             fixed_point_map.stall_floor = best_norm if previous is None else \
@@ -103,7 +109,7 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
 # times more map evaluations (docs: Changelog), and it cannot step back
 # from points where the map is undefined (residual None).
 def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stall=None,
-             stall_evals=STALL_EVALS):
+             stall_evals=STALL_EVALS, give_up_evals=None):
     """Damped Anderson acceleration (type II) of ``x ← x + residual(x)``.
 
     An accelerated step that lands where the map is undefined, or that multiplies the
@@ -136,6 +142,11 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
     stall_evals : int, default=STALL_EVALS
         The window of the stall test: the best residual has not fallen below
         :data:`STALL_DECREASE` times its value this many evaluations earlier.
+    give_up_evals : int or None, default=None
+        Where given (with ``stall``), the run also stops when the best residual has not
+        fallen below :data:`STALL_DECREASE` times its value this many evaluations earlier,
+        at any level, and sets ``stall["gave_up"]`` (no floor: for a map that only leads to
+        the one whose fixed point is reported).
 
     Returns
     -------
@@ -162,6 +173,10 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
         if (stall is not None and len(best_at) > stall_evals and best_norm < STALL_FLOOR
                 and best_norm > STALL_DECREASE * best_at[-1 - stall_evals]):
             stall["floor"] = best_norm
+            break
+        if (give_up_evals is not None and stall is not None and len(best_at) > give_up_evals
+                and best_norm > STALL_DECREASE * best_at[-1 - give_up_evals]):
+            stall["gave_up"] = True
             break
         norm = float(np.max(np.abs(r)))
         xs.append(x)
