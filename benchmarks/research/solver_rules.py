@@ -28,18 +28,30 @@ The rules:
   multi-start evaluation there is within the tolerance, else runs as without it
   (``skattn.theory.core.fixed_point_map.polish_multistart``; its cap chosen a priori,
   the fallback's path on seeds 0–2). Off: ``SoftmaxChannel.multistart_memorable`` False.
+* ``warm_give_up``: the warm iterations end after ``WARM_GIVE_UP_EVALS`` (10) evaluations
+  without a 10 % gain of their best residual, at any level
+  (``skattn.theory.core.fixed_point_map.iterate``; chosen on grid seeds 0–3, where three
+  points changed). Off: ``WARM_GIVE_UP_EVALS`` None (only ``WARM_CALLS``).
+* ``one_certified_polish``: below ``CERTIFIED_POLISH_MAX_BETA`` at T ≥ 3, the certified
+  polish is one evaluation, after which the multi-start polish goes on where it did not
+  converge (``polishes_certified_once``; chosen on grid seeds 0–3). Off: the certified
+  polish to the tolerance.
 
 The points: ``--set grid`` (default), the points of ``grid_configurations(T, 6, seed)``
 (``benchmarks/run_benchmarks.py``) for the seeds given (default 4 and 5); ``--set
 recovery``, noiseless configurations near perfect recovery (:data:`RECOVERY_CONFIGS`),
 where the handover rules apply. Each point is solved at 8192 nodes with every rule on (the
 ``landed`` arm), instrumented to record whether each rule applied: the orthogonal variables
-were taken after a handover (from beyond the clip's threshold: the recovery level), or a
-polish run with the short window ended by a stall. It is then solved again with each rule
+were taken after a handover (from beyond the clip's threshold: the recovery level), a
+polish run with the short window ended by a stall, warm iterations gave up, or the
+multi-start polish ran below the edge (after one certified evaluation that did not
+converge). It is then solved again with each rule
 that applied switched off. Where a rule did not apply the path is the same by
 construction: the handover rule was not entered, and a stall over 20 evaluations implies
 one over 8 (the best residual never rises), so a polish that the short window did not stop
-runs the same with the long one. Whether a node ran the shell starts cannot be seen from
+runs the same with the long one. Warm iterations that did not give up run the same without the
+give-up window, and a certified polish whose one evaluation converged is the same
+polish as one to the tolerance. Whether a node ran the shell starts cannot be seen from
 outside the compiled prox, so the ``shell_starts`` arm runs at every T = 3–5 point, and
 the ``split_rounds`` arm at every T ≥ 3 point.
 
@@ -73,7 +85,7 @@ from _common import (add_common_arguments, add_grid_arguments, int_list, open_js
                      reference_seconds, results_dir)
 
 from skattn.theory.channels import SoftmaxChannel
-from skattn.theory.core import fixed_point_map
+from skattn.theory.core import fixed_point_map, iteration
 from skattn.theory.core import solve as solve_module
 from skattn.theory.core.iteration import STALL_EVALS
 
@@ -86,7 +98,8 @@ NAMES = {"grid": "solver_rules.jsonl", "recovery": "solver_rules_recovery.jsonl"
 #: point of their T
 EVERY_POINT = ("shell_starts", "split_rounds")
 RULES = ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
-         "shell_starts", "split_rounds", "multistart_memory")
+         "shell_starts", "split_rounds", "multistart_memory", "warm_give_up",
+         "one_certified_polish")
 #: Noiseless configurations near perfect recovery (overlap m²/(q Q0) > 0.99): variations
 #: of grid seed 5's T = 6 point 0 (the one the recovery level was chosen on, first here)
 #: in T, κ0, α, λ and β
@@ -121,20 +134,33 @@ def _switched_off(rule):
     if rule == "multistart_memory":
         return mock.patch.object(SoftmaxChannel, "multistart_memorable",
                                  property(lambda self: False))
+    if rule == "warm_give_up":
+        return mock.patch.object(fixed_point_map, "WARM_GIVE_UP_EVALS", None)
+    if rule == "one_certified_polish":
+        return mock.patch.object(fixed_point_map, "polishes_certified_once",
+                                 lambda channel: False)
     raise ValueError(f"rule must be one of {RULES} or 'landed', got {rule!r}.")
 
 
-def solve_arm(config, arm, n_nodes, max_iter):
-    """One solve with ``arm`` (``"landed"`` or a rule switched off): a result row, with the
-    rules that applied in it."""
+def solve_arm(config, arm, n_nodes, max_iter, rules=RULES):
+    """One solve with ``arm`` (``"landed"`` or a rule switched off): a result row, with
+    those of ``rules`` that applied in it."""
     applied = {"handover_orthogonal": 0, "orthogonal_at_recovery": 0,
-               "polish_stall_window": 0, "multistart_memory": 0}
+               "polish_stall_window": 0, "multistart_memory": 0, "warm_give_up": 0,
+               "one_certified_polish": 0}
     orthogonal, run = solve_module.iterate_orthogonal, fixed_point_map.iterate_starts
-    polish = fixed_point_map.polish_multistart
+    polish, anderson = fixed_point_map.polish_multistart, iteration.anderson
 
     def counted_polish(fp_map, channel, x, **kwargs):
         applied["multistart_memory"] += bool(getattr(channel, "multistart_memorable", False))
+        # below the edge only after a certified evaluation that did not converge
+        applied["one_certified_polish"] += bool(fixed_point_map.polishes_certified(channel))
         return polish(fp_map, channel, x, **kwargs)
+
+    def counted_anderson(residual, x, **kwargs):
+        out = anderson(residual, x, **kwargs)
+        applied["warm_give_up"] += "gave_up" in (kwargs.get("stall") or {})
+        return out
 
     def counted_orthogonal(fp_map, x, res_norm, **kwargs):
         applied["handover_orthogonal"] += 1
@@ -151,7 +177,8 @@ def solve_arm(config, arm, n_nodes, max_iter):
 
     patches = [mock.patch.object(solve_module, "iterate_orthogonal", counted_orthogonal),
                mock.patch.object(fixed_point_map, "iterate_starts", counted_run),
-               mock.patch.object(fixed_point_map, "polish_multistart", counted_polish)]
+               mock.patch.object(fixed_point_map, "polish_multistart", counted_polish),
+               mock.patch.object(iteration, "anderson", counted_anderson)]
     if arm != "landed":
         patches.append(_switched_off(arm))
     with contextlib.ExitStack() as stack:
@@ -164,21 +191,24 @@ def solve_arm(config, arm, n_nodes, max_iter):
                 certified_fraction=float(res.certified_fraction),
                 test_error=float(res.test_error), train_error=float(res.train_error),
                 uncertified_bound=bound or None, state=[res.m, res.q, res.sigma],
-                applied=applied if arm == "landed" else None)
+                applied={rule: n for rule, n in applied.items() if rule in rules}
+                if arm == "landed" else None)
 
 
 def _child(spec):
     """Entry of a child process: load the kernels of this T, solve, print the row."""
     config = spec["config"]
     load_kernels(config["n_tokens"], config["beta"])
-    row = solve_arm(config, spec["arm"], spec["n_nodes"], spec["max_iter"])
+    row = solve_arm(config, spec["arm"], spec["n_nodes"], spec["max_iter"],
+                    spec.get("rules", RULES))
     print(json.dumps(row, default=float))
 
 
-def run_in_child(config, arm, n_nodes, max_iter, cap_seconds):
+def run_in_child(config, arm, n_nodes, max_iter, cap_seconds, rules=RULES):
     """:func:`solve_arm` in a fresh process, at most ``cap_seconds``: the row, or a row
     with ``capped`` set."""
-    spec = json.dumps(dict(config=config, arm=arm, n_nodes=n_nodes, max_iter=max_iter))
+    spec = json.dumps(dict(config=config, arm=arm, n_nodes=n_nodes, max_iter=max_iter,
+                           rules=list(rules)))
     try:
         out = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True,
                              text=True, timeout=cap_seconds, check=True)
@@ -258,7 +288,8 @@ def main(argv=None):
         if landed is None:
             landed = dict(n_tokens=n_tokens, seed=seed, point=point, arm="landed",
                           config=config, **run_in_child(config, "landed", n_nodes,
-                                                        args.max_iter, args.cap_seconds))
+                                                        args.max_iter, args.cap_seconds,
+                                                        rules))
             write_row(landed)
             _report(landed)
         if landed["capped"]:

@@ -644,7 +644,8 @@ def _solver_rules(data):
     alone = next(iter(switched)) if len(switched) == 1 and switched <= set(_ALONE_TITLES) \
         else None
     for rule in ("handover_orthogonal", "orthogonal_at_recovery", "polish_stall_window",
-                 "shell_starts", "split_rounds", "multistart_memory"):
+                 "shell_starts", "split_rounds", "multistart_memory", "warm_give_up",
+                 "one_certified_polish"):
         if alone is not None and rule != alone:
             continue
         pairs = [(landed[(r["n_tokens"], r["seed"], r["point"])], r) for r in rows

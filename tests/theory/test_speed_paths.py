@@ -239,3 +239,38 @@ def test_warm_iterations_that_cycle_give_up_early(monkeypatch):
     assert n_warm_fast < n_warm_full / 2 and fast.n_iter < full.n_iter / 2
     for key in ("m", "q", "sigma", "test_error", "train_error"):
         assert getattr(fast, key) == pytest.approx(getattr(full, key), rel=1e-6), key
+
+
+def test_t3_certified_polish_is_one_evaluation_then_the_multistart_map(monkeypatch):
+    # speed-grid seed 0 point 5 at T = 3 (β = 1.62, below the certified polish's edge):
+    # the warm fixed point is not the certified map's, so the certified polish took four
+    # certified evaluations; with the multi-start memory it takes one, the multi-start
+    # polish goes on from the warm fixed point, and its end is certified once: two
+    # certified evaluations, and the same fixed point (tol below the default)
+    from skattn.theory.core import fixed_point_map as fpm
+    calls = []
+    hats = fpm.FixedPointMap.hats
+
+    def record(self, m, q, sigma, t=None, certify=False):
+        calls.append(bool(certify or self.certify))
+        return hats(self, m, q, sigma, t, certify=certify)
+
+    def solve():
+        calls.clear()
+        return solve_state_evolution(0.2797, n_tokens=3, reg_lambda=0.001, noise=0.4112,
+                                     beta=1.6233, target_beta=1.6233,
+                                     target=WishartTarget(0.3249),
+                                     options={"n_nodes": 8192, "tol": 1e-9})
+
+    monkeypatch.setattr(fpm.FixedPointMap, "hats", record)
+    fast = solve()
+    n_certified_fast = sum(calls)
+    # without the rule the certified map is polished to the tolerance
+    monkeypatch.setattr(fpm, "polishes_certified_once", lambda channel: False)
+    full = solve()
+    n_certified_full = sum(calls)
+    assert fast.converged and full.converged
+    assert fast.certified_fraction == full.certified_fraction == 1.0
+    assert n_certified_fast == 2 < n_certified_full
+    for key in ("m", "q", "sigma", "test_error", "train_error"):
+        assert getattr(fast, key) == pytest.approx(getattr(full, key), rel=1e-6), key

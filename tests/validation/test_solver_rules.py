@@ -50,6 +50,13 @@ def test_each_switch_turns_its_rule_off_and_restores_it(rules):
         assert not SoftmaxChannel(4).multistart_memorable
     assert SoftmaxChannel(4).multistart_memorable == _kernels.HAVE_NUMBA
     assert solve.handover_orthogonal_threshold(_Map(), near_clip) > 0
+    assert fixed_point_map.WARM_GIVE_UP_EVALS is not None
+    with rules._switched_off("warm_give_up"):
+        assert fixed_point_map.WARM_GIVE_UP_EVALS is None
+    assert fixed_point_map.polishes_certified_once(SoftmaxChannel(4)) == _kernels.HAVE_NUMBA
+    assert not fixed_point_map.polishes_certified_once(SoftmaxChannel(2))
+    with rules._switched_off("one_certified_polish"):
+        assert not fixed_point_map.polishes_certified_once(SoftmaxChannel(4))
     with pytest.raises(ValueError, match="rule must be one of"):
         rules._switched_off("warm_start")
 
@@ -62,6 +69,9 @@ def test_each_switch_turns_its_rule_off_and_restores_it(rules):
      ["handover_orthogonal", "split_rounds"]),
     (3, {"handover_orthogonal": 1, "orthogonal_at_recovery": 1},
      ["handover_orthogonal", "orthogonal_at_recovery", "shell_starts", "split_rounds"]),
+    (2, {"warm_give_up": 1, "one_certified_polish": 0}, ["warm_give_up"]),
+    (6, {"warm_give_up": 0, "one_certified_polish": 2},
+     ["one_certified_polish", "split_rounds"]),
 ])
 def test_a_point_is_rerun_only_for_the_rules_that_applied(rules, n_tokens, applied,
                                                           expected):
@@ -69,3 +79,19 @@ def test_a_point_is_rerun_only_for_the_rules_that_applied(rules, n_tokens, appli
     assert rules.arms_to_run(n_tokens, {"applied": applied}, forced=True) == list(rules.RULES)
     assert "shell_starts" not in rules.arms_to_run(n_tokens, {"applied": applied},
                                                    rules=("handover_orthogonal",))
+
+
+@pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="needs numba")
+@pytest.mark.parametrize("rule, n_tokens, seed, point", [
+    ("warm_give_up", 2, 1, 4), ("one_certified_polish", 3, 0, 5)])
+def test_the_new_rules_are_seen_to_apply_and_switch_off(rules, rule, n_tokens, seed, point):
+    # the grid points each rule was chosen on: the landed arm records it, the arm without
+    # it takes more evaluations to the same fixed point
+    config = rules.grid_configurations(n_tokens, 6, seed)[point]
+    landed = rules.solve_arm(config, "landed", 8192, 150, rules=(rule,))
+    off = rules.solve_arm(config, rule, 8192, 150)
+    assert set(landed["applied"]) == {rule} and landed["applied"][rule] >= 1
+    assert off["applied"] is None
+    assert landed["converged"] and off["converged"]
+    assert landed["n_iter"] != off["n_iter"]
+    assert landed["test_error"] == pytest.approx(off["test_error"], rel=1e-6)
