@@ -29,7 +29,8 @@ The rules:
   (``skattn.theory.core.fixed_point_map.polish_multistart``; its cap chosen a priori,
   the fallback's path on seeds 0–2). Off: ``SoftmaxChannel.multistart_memorable`` False.
 * ``warm_give_up``: the warm iterations end after ``WARM_GIVE_UP_EVALS`` (10) evaluations
-  without a 10 % gain of their best residual, at any level
+  without a 10 % gain of their best residual (counted from its first gain on the start),
+  at any level
   (``skattn.theory.core.fixed_point_map.iterate``; chosen on grid seeds 0–3, where three
   points changed). Off: ``WARM_GIVE_UP_EVALS`` None (only ``WARM_CALLS``).
 * ``one_certified_polish``: below ``CERTIFIED_POLISH_MAX_BETA`` at T ≥ 3, the certified

@@ -702,6 +702,7 @@ RENDERERS = {
     "solver_rules_recovery.jsonl": _solver_rules,
     "solver_rules_split.jsonl": _solver_rules,
     "solver_rules_memory.jsonl": _solver_rules,
+    "solver_rules_polish.jsonl": _solver_rules,
     "warm_start_rule.json": _warm_start_rule,
     "split_share.json": _split_share,
     "uncertified_effect.json": _uncertified_effect,

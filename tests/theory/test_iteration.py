@@ -2,14 +2,15 @@
 hybrid method."""
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import pytest
 
 from skattn.theory.core.fixed_point_map import POLISH_STALL_EVALS
-from skattn.theory.core.iteration import (STALL_EVALS, STALL_FLOOR, forward_differences,
-                                          powell_hybrid, robust_fixed_point)
+from skattn.theory.core.iteration import (STALL_EVALS, STALL_FLOOR, _gives_up,
+                                          forward_differences, powell_hybrid,
+                                          robust_fixed_point)
 
 
 class _FloorMap:
@@ -83,9 +84,29 @@ def test_giving_up_ends_the_stages_at_any_level_without_a_floor():
                                             max_iter=budget, damping=0.5, give_up_evals=10)
     assert plain.n_calls >= budget and plain.stall_floor is None
     assert not converged and norm > STALL_FLOOR
-    assert giving_up.stall_floor is None
+    assert giving_up.stall_floor is None and giving_up.gave_up
+    assert not getattr(plain, "gave_up", False)
     assert giving_up.n_calls < budget
     assert norm < 1.1 * plain_norm          # it gave up at the level the full budget reached
+
+
+def test_giving_up_counts_from_the_first_gain_on_the_start():
+    # Anderson's first steps from a good start can rise for a while (a T = 6 grid point:
+    # 16 evaluations above its start, then converged): no give-up before the first gain
+    assert not _gives_up([1e-3] * 30, 10)
+    assert not _gives_up([1e-2] + [5e-3] * 10, 10)          # 9 evaluations since the gain
+    assert _gives_up([1e-2] + [5e-3] * 11, 10)
+    assert _gives_up([1e-2] * 8 + [5e-3] * 11, 10)
+    assert not _gives_up([1e-2] * 8 + [5e-3] * 10 + [4e-3], 10)   # 20 % within the window
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(1e-8, 1.0), st.floats(0.5, 0.98), st.integers(3, 12), st.integers(1, 60))
+def test_a_steady_gain_never_gives_up(start, ratio, window, length):
+    # a best residual that shrinks by ``ratio`` per evaluation gains 10 % within any
+    # window where ratio**window < 0.9
+    assume(ratio ** window < 0.9)
+    assert not _gives_up(list(start * ratio ** np.arange(length)), window)
 
 
 @settings(max_examples=20, deadline=None)

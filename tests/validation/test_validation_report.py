@@ -247,6 +247,27 @@ def test_the_memory_table_lists_that_rule_alone(tmp_path):
     assert "polish_stall_window" not in text and "handover" not in text
 
 
+def test_the_polish_rules_table_lists_the_two_rules_it_switched(tmp_path):
+    applied = {"warm_give_up": 1, "one_certified_polish": 0}      # the rules asked for only
+    rows = [{"reference_seconds": 0.07},
+            _rule_row("landed", 0, 63, 0.4, T=2, applied=applied),
+            _rule_row("warm_give_up", 0, 151, 0.4 * (1 + 3e-8), T=2),
+            _rule_row("landed", 1, 28, 1.0, T=6,
+                      applied={"warm_give_up": 0, "one_certified_polish": 1}),
+            _rule_row("one_certified_polish", 1, 25, 1.0, T=6)]
+    meta = {"command": "python benchmarks/research/solver_rules.py --rules "
+                       "warm_give_up,one_certified_polish --output solver_rules_polish.jsonl",
+            "date": "2026-12-07"}
+    (tmp_path / "solver_rules_polish.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in [meta, *rows]) + "\n")
+    text = report.render("solver_rules_polish.jsonl", tmp_path)
+    assert "Solver rules, on and off" in text
+    assert text.count("applied at 1 of 2 points") == 2
+    assert "6.3 s (63)" in text and "15.1 s (151)" in text and "3.0e-08" in text
+    assert "polish_stall_window" not in text and "handover" not in text
+    assert "shell_starts" not in text and "multistart_memory" not in text
+
+
 def test_the_split_share_table_sums_the_held_out_points(tmp_path):
     def row(T, role, arms):
         return {"n_tokens": T, "seed": 2, "point": 1, "role": role,

@@ -51,6 +51,8 @@ class FixedPointMap:
         # the last evaluations (x, G(x) − x) in the plain variables: secants for the next
         # stage or a nearby map (secants())
         self.trail = []
+        # whether the last warm iterations gave up (core.iteration.robust_fixed_point)
+        self.gave_up = False
         # the residual floor of a stalled iteration (core.iteration.STALL_EVALS), or None
         self.stall_floor = None
         # True: the uncertified multi-start evaluations run on the channel's multi-start
@@ -222,10 +224,10 @@ SECANT_DEPTH = 4
 SECANT_MIN_STEP = 10.0
 # evaluations of the cheap warm map before the polish (the test points need 10 to 35)
 WARM_CALLS = 40
-# ... which end early where their best residual has gained no 10 % in this many: the
-# remembered minimisers can keep the warm map cycling about 1e-2 off its fixed point, where
-# the multi-start map converges from their best point (T = 2 and 6 grid points: 151 → 63
-# and 120 → 57 evaluations; no other point of the four speed grids changed, docs: Changelog)
+# ... which end early where their best residual, once below the start's, has gained no
+# 10 % in this many: the remembered minimisers can keep the warm map cycling about 1e-2 off
+# its fixed point, where the multi-start map converges from their best point (T = 2 and 6
+# grid points: 151 → 63 and 120 → 57 evaluations; on held-out seeds mixed: docs: Changelog)
 WARM_GIVE_UP_EVALS = 10
 # the stall window of the polish (core.iteration.STALL_EVALS elsewhere): its evaluations
 # cost several warm ones, and where it stalls it does so from its first evaluations, at
@@ -447,6 +449,7 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             res_norm = np.inf
         finally:
             fixed_point_map.warm = False
+
         if converged and not polish:
             return x, res_norm, converged
         if res_norm < 1e-3:  # else the original starts do as well

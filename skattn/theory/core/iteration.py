@@ -62,9 +62,10 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
     stall_evals : int, default=STALL_EVALS
         The window of the stall test (:func:`anderson`).
     give_up_evals : int or None, default=None
-        Where given, the stages also end when the best residual has not fallen below
-        :data:`STALL_DECREASE` times its value this many evaluations earlier, at any level
-        (:func:`anderson`), and no floor is recorded.
+        Where given, the stages also end when the best residual, once below its value at
+        the start, has not fallen below :data:`STALL_DECREASE` times its value this many
+        evaluations earlier, at any level (:func:`anderson`); no floor is recorded, and
+        ``fixed_point_map.gave_up`` is set to True.
 
     Returns
     -------
@@ -96,6 +97,7 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
         if ok:
             return best_x, best_norm, True
         if "gave_up" in stall:
+            fixed_point_map.gave_up = True
             break
         if "floor" in stall:
             previous = getattr(fixed_point_map, "stall_floor", None)
@@ -145,8 +147,9 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
     give_up_evals : int or None, default=None
         Where given (with ``stall``), the run also stops when the best residual has not
         fallen below :data:`STALL_DECREASE` times its value this many evaluations earlier,
-        at any level, and sets ``stall["gave_up"]`` (no floor: for a map that only leads to
-        the one whose fixed point is reported).
+        counted from its first value below the start's (Anderson's first steps from a good
+        start can rise for a while), at any level, and sets ``stall["gave_up"]`` (no floor:
+        for a map that only leads to the one whose fixed point is reported).
 
     Returns
     -------
@@ -174,8 +177,8 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
                 and best_norm > STALL_DECREASE * best_at[-1 - stall_evals]):
             stall["floor"] = best_norm
             break
-        if (give_up_evals is not None and stall is not None and len(best_at) > give_up_evals
-                and best_norm > STALL_DECREASE * best_at[-1 - give_up_evals]):
+        if (give_up_evals is not None and stall is not None
+                and _gives_up(best_at, give_up_evals)):
             stall["gave_up"] = True
             break
         norm = float(np.max(np.abs(r)))
@@ -213,6 +216,15 @@ def anderson(residual, x, *, tol, max_iter, damping, depth=4, secants=None, stal
             best_x, best_norm = x, new_norm
         best_at.append(best_norm)
     return best_x, best_norm, best_norm < tol
+
+
+def _gives_up(best_at, window):
+    """Whether the best residuals ``best_at`` (after each evaluation) have gained no
+    :data:`STALL_DECREASE` over the last ``window`` evaluations, counted from the first
+    one below the start's."""
+    first = next((k for k, value in enumerate(best_at) if value < best_at[0]), None)
+    return (first is not None and len(best_at) - 1 - first >= window
+            and best_at[-1] > STALL_DECREASE * best_at[-1 - window])
 
 
 #: Forward-difference step, relative to ``max(1, |x_j|)``, of the Jacobians of
