@@ -339,3 +339,15 @@ def test_t2_grid_point_1_stops_at_its_floor():
     assert not res.converged and "stalled" in res.message
     assert res.extras["stall_floor"] < 1e-3
     assert res.n_iter <= 80
+
+
+def test_uncertified_bound_of_a_wild_iterate_raises_nothing():
+    # Σ of 1e200 (a wild Anderson iterate in log Σ at a ghost point): Σ² overflows a
+    # Python float; the bound stays a number (the prox is then near ω, the moves tiny)
+    rng = np.random.default_rng(0)
+    n, K = 8, 3
+    omega, zeta1, zeta2 = (rng.normal(size=(n, K)) for _ in range(3))
+    z = omega + 1e-3 * rng.normal(size=(n, K))
+    bound = uncertified_bound(np.arange(n) >= 2, z, omega, rng.uniform(0, 2, size=n), 1e200,
+                              zeta1, zeta2, alpha=0.3, m=0.4, q=0.7, V=0.5, mean=np.mean)
+    assert all(np.isfinite(value) and value >= 0 for value in bound.values())

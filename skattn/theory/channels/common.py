@@ -223,7 +223,8 @@ def uncertified_bound(certified, z, omega, loss, sigma, zeta1, zeta2, *, alpha, 
     ds = (2 * alpha * linear(-zeta1 / np.sqrt(q) + (m / q) * zeta2 / np.sqrt(V))
           if np.all(V > 0) and np.all(q > 0) else np.inf)
     # ‖g_g‖² and the loss move within their ranges, all nodes the same way at worst
-    g2, g2_max = rho2 / sigma ** 2, (r / sigma) ** 2
+    # (ρ²/Σ)/Σ: Σ² of a wild iterate (Σ ≳ 1e155) overflows a float and raises
+    g2, g2_max = (rho2 / sigma) / sigma, (r / sigma) ** 2
     dq = 2 * alpha * max(over(g2_max - g2), over(g2))
     d_loss = max(over(F - loss), over(loss))
     d_objective = over(F)
