@@ -84,8 +84,7 @@ def test_giving_up_ends_the_stages_at_any_level_without_a_floor():
                                             max_iter=budget, damping=0.5, give_up_evals=10)
     assert plain.n_calls >= budget and plain.stall_floor is None
     assert not converged and norm > STALL_FLOOR
-    assert giving_up.stall_floor is None and giving_up.gave_up
-    assert not getattr(plain, "gave_up", False)
+    assert giving_up.stall_floor is None
     assert giving_up.n_calls < budget
     assert norm < 1.1 * plain_norm          # it gave up at the level the full budget reached
 

@@ -51,8 +51,6 @@ class FixedPointMap:
         # the last evaluations (x, G(x) − x) in the plain variables: secants for the next
         # stage or a nearby map (secants())
         self.trail = []
-        # whether the last warm iterations gave up (core.iteration.robust_fixed_point)
-        self.gave_up = False
         # the residual floor of a stalled iteration (core.iteration.STALL_EVALS), or None
         self.stall_floor = None
         # True: the uncertified multi-start evaluations run on the channel's multi-start
@@ -449,7 +447,6 @@ def iterate(fixed_point_map, channel, starts, *, tol, max_iter, damping, polish=
             res_norm = np.inf
         finally:
             fixed_point_map.warm = False
-
         if converged and not polish:
             return x, res_norm, converged
         if res_norm < 1e-3:  # else the original starts do as well

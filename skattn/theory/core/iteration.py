@@ -64,8 +64,7 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
     give_up_evals : int or None, default=None
         Where given, the stages also end when the best residual, once below its value at
         the start, has not fallen below :data:`STALL_DECREASE` times its value this many
-        evaluations earlier, at any level (:func:`anderson`); no floor is recorded, and
-        ``fixed_point_map.gave_up`` is set to True.
+        evaluations earlier, at any level (:func:`anderson`); no floor is recorded.
 
     Returns
     -------
@@ -97,7 +96,6 @@ def robust_fixed_point(fixed_point_map, x, *, tol, max_iter, damping, secants=No
         if ok:
             return best_x, best_norm, True
         if "gave_up" in stall:
-            fixed_point_map.gave_up = True
             break
         if "floor" in stall:
             previous = getattr(fixed_point_map, "stall_floor", None)
