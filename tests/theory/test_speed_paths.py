@@ -188,18 +188,25 @@ def test_which_iterations_run_warm(n_tokens, beta, near, method, warm):
     assert (beta > fpm.WARM_FROM_STARTS_MAX_BETA) or fpm.iterates_warm(channel, near=False)
 
 
-def test_t2_iterations_from_the_original_starts_run_cold_above_the_edge(monkeypatch):
-    # 2048 nodes have no coarse stage: Anderson from the original starts, where the warm
-    # map wandered at β = 3.5 (67 evaluations, against 28 cold; docs: Changelog)
+def _record_evaluations(monkeypatch, what):
+    """Patch ``FixedPointMap.hats`` to append ``what(fixed_point_map, certify)`` per
+    evaluation to the list returned."""
     from skattn.theory.core import fixed_point_map as fpm
     calls = []
     hats = fpm.FixedPointMap.hats
 
     def record(self, m, q, sigma, t=None, certify=False):
-        calls.append(self.warm)
+        calls.append(what(self, certify))
         return hats(self, m, q, sigma, t, certify=certify)
 
     monkeypatch.setattr(fpm.FixedPointMap, "hats", record)
+    return calls
+
+
+def test_t2_iterations_from_the_original_starts_run_cold_above_the_edge(monkeypatch):
+    # 2048 nodes have no coarse stage: Anderson from the original starts, where the warm
+    # map wandered at β = 3.5 (67 evaluations, against 28 cold; docs: Changelog)
+    calls = _record_evaluations(monkeypatch, lambda fp_map, certify: fp_map.warm)
     res = solve_state_evolution(0.3, n_tokens=2, reg_lambda=0.05, noise=0.1, beta=3.5,
                                 target_beta=3.5, target=WishartTarget(0.5),
                                 options={"n_nodes": 2048})
@@ -214,12 +221,7 @@ def test_warm_iterations_that_cycle_give_up_early(monkeypatch):
     # evaluations before, 63 after), and the fixed point is the same (tol below the
     # default: the two paths end at it from different sides)
     from skattn.theory.core import fixed_point_map as fpm
-    calls = []
-    hats = fpm.FixedPointMap.hats
-
-    def record(self, m, q, sigma, t=None, certify=False):
-        calls.append(self.warm)
-        return hats(self, m, q, sigma, t, certify=certify)
+    calls = _record_evaluations(monkeypatch, lambda fp_map, certify: fp_map.warm)
 
     def solve():
         calls.clear()
@@ -228,7 +230,6 @@ def test_warm_iterations_that_cycle_give_up_early(monkeypatch):
                                      target=WishartTarget(0.548),
                                      options={"n_nodes": 8192, "tol": 1e-9})
 
-    monkeypatch.setattr(fpm.FixedPointMap, "hats", record)
     fast = solve()
     n_warm_fast = sum(calls)
     monkeypatch.setattr(fpm, "WARM_GIVE_UP_EVALS", None)
@@ -248,12 +249,8 @@ def test_t3_certified_polish_is_one_evaluation_then_the_multistart_map(monkeypat
     # polish goes on from the warm fixed point, and its end is certified once: two
     # certified evaluations, and the same fixed point (tol below the default)
     from skattn.theory.core import fixed_point_map as fpm
-    calls = []
-    hats = fpm.FixedPointMap.hats
-
-    def record(self, m, q, sigma, t=None, certify=False):
-        calls.append(bool(certify or self.certify))
-        return hats(self, m, q, sigma, t, certify=certify)
+    calls = _record_evaluations(monkeypatch,
+                                lambda fp_map, certify: bool(certify or fp_map.certify))
 
     def solve():
         calls.clear()
@@ -262,7 +259,6 @@ def test_t3_certified_polish_is_one_evaluation_then_the_multistart_map(monkeypat
                                      target=WishartTarget(0.3249),
                                      options={"n_nodes": 8192, "tol": 1e-9})
 
-    monkeypatch.setattr(fpm.FixedPointMap, "hats", record)
     fast = solve()
     n_certified_fast = sum(calls)
     # without the rule the certified map is polished to the tolerance

@@ -224,8 +224,8 @@ SECANT_MIN_STEP = 10.0
 WARM_CALLS = 40
 # ... which end early where their best residual, once below the start's, has gained no
 # 10 % in this many: the remembered minimisers can keep the warm map cycling about 1e-2 off
-# its fixed point, where the multi-start map converges from their best point (T = 2 and 6
-# grid points: 151 → 63 and 120 → 57 evaluations; on held-out seeds mixed: docs: Changelog)
+# its fixed point, where the multi-start map converges from their best point (on and off
+# at held-out points: docs: Validation report, solver_rules_polish.jsonl)
 WARM_GIVE_UP_EVALS = 10
 # the stall window of the polish (core.iteration.STALL_EVALS elsewhere): its evaluations
 # cost several warm ones, and where it stalls it does so from its first evaluations, at
@@ -295,9 +295,9 @@ def polishes_certified_once(channel):
     has a multi-start memory (T ≥ 3).
 
     Where Σ is large each certified evaluation can take seconds of star searches, and the
-    certified polish four or five of them (T = 6 held-out grid seed 3 point 3: 20.6 →
-    11.5 s; the points whose first certified evaluation converges take the same path;
-    docs: Changelog)."""
+    certified polish several of them; the points whose first certified evaluation
+    converges take the same path (on and off at held-out points: docs: Validation report,
+    solver_rules_polish.jsonl)."""
     return bool(getattr(channel, "multistart_memorable", False))
 
 
