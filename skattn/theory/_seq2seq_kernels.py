@@ -19,8 +19,8 @@ from collections import namedtuple
 import numpy as np
 
 from .channels._kernels import (HAVE_NUMBA, _dirT, _jit, _jit_parallel, _prange,
-                                backtrack_step, cholesky_direction, softmax_inplace,
-                                use_parallel)
+                                backtrack_step, capped_newton_step, cholesky_direction,
+                                softmax_inplace, use_parallel)
 
 __all__ = ["HAVE_NUMBA", "bulk_prox", "output_sums", "use_parallel"]
 
@@ -150,20 +150,7 @@ def _bulk_newton(x, omega, base, MB, y, G, s, index, scale, beta, radius, max_it
     for _ in range(max_iter):
         _bulk_grad_hess(x, omega, base, MB, y, G, s, index, scale, beta, ws, g, H)
         _direction(g, H, ws.L, ws.w, p)
-        pn, slope, xnorm = 0.0, 0.0, 0.0
-        for k in range(K):
-            pn += p[k] * p[k]
-            xnorm += x[k] * x[k]
-        pn, xnorm = math.sqrt(pn), math.sqrt(xnorm)
-        if pn > radius:
-            for k in range(K):
-                p[k] *= radius / pn
-            pn = radius
-        for k in range(K):
-            slope += g[k] * p[k]
-        noise = 4e-15 * (abs(f) + math.sqrt(abs(f)))
-        resolved = slope < -noise
-        small = pn <= 1e-12 * xnorm
+        pn, slope, xnorm, noise, resolved, small = capped_newton_step(x, g, p, K, f, radius)
         if slope < 0 and not resolved and not small:
             for k in range(K):
                 xt[k] = x[k] + p[k]

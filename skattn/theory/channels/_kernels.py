@@ -251,6 +251,30 @@ def backtrack_step(ft, f, slope, t):
 
 
 @_jit_inline
+def capped_newton_step(x, g, p, n, f, radius):
+    """The step tests shared by the compiled damped Newton runs (:mod:`._prox_newton` and
+    the exact-Gram bulk prox): cap the direction ``p[:n]`` at length ``radius`` in place,
+    and return ``(|p|, gᵀp, |x|, noise, resolved, small)``, where ``noise`` is the rounding
+    level of the objective value ``f``, ``resolved`` whether the slope ``gᵀp`` lies below
+    it, and ``small`` whether the step is negligible against ``x``. Compiled into each
+    caller, so that both take the same steps to the last bit."""
+    pp, xx = 0.0, 0.0
+    for j in range(n):
+        pp += p[j] * p[j]
+        xx += x[j] * x[j]
+    pn, xnorm = math.sqrt(pp), math.sqrt(xx)
+    if pn > radius:
+        for j in range(n):
+            p[j] *= radius / pn
+        pn = radius
+    slope = 0.0
+    for j in range(n):
+        slope += g[j] * p[j]
+    noise = 4e-15 * (abs(f) + math.sqrt(abs(f)))
+    return pn, slope, xnorm, noise, slope < -noise, pn <= 1e-12 * xnorm
+
+
+@_jit_inline
 def softmax_inplace(v):
     """Overwrite the logits ``v`` with their softmax (max-shifted, so no overflow); the one
     row softmax of the compiled T ≥ 3 kernels and certificate. Compiled into each caller:

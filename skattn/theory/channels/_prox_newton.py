@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ._kernels import (_dirT, _hess_u, _jit, _jit_inline, backtrack_step,
-                       cholesky_direction, hold_references)
+                       capped_newton_step, cholesky_direction, hold_references)
 
 # The workspace, ``(vectors, matrices, rotations)`` of :func:`newton_workspace`. Rows of
 # the vectors: z, g_z, p_z, the Cholesky solve's w, x, g, p, the trial x, a row's softmax
@@ -272,22 +272,8 @@ def newtonT_into(x0, omega, y, s, B, index, scale, beta, radius, max_iter, vecto
     for _ in range(max_iter):
         _newton_directionT(x, omega, y, s, B, index, scale, beta, vectors, matrices,
                            rotations)
-        pp, xx = 0.0, 0.0
-        for j in range(Ke):
-            pp += p[j] * p[j]
-            xx += x[j] * x[j]
-        pn = math.sqrt(pp)
-        if pn > radius:
-            for j in range(Ke):
-                p[j] *= radius / pn
-            pn = radius
-        slope = 0.0
-        for j in range(Ke):
-            slope += g[j] * p[j]
-        xnorm = math.sqrt(xx)
-        noise = 4e-15 * (abs(f) + math.sqrt(abs(f)))
-        resolved = slope < -noise
-        small = pn <= 1e-12 * xnorm
+        pn, slope, xnorm, noise, resolved, small = capped_newton_step(x, g, p, Ke, f,
+                                                                       radius)
         if slope < 0 and not resolved and not small:
             for j in range(Ke):
                 xt[j] = x[j] + p[j]
