@@ -129,3 +129,28 @@ def test_abs_inverse_solve_gives_up_cleanly():
     ok, out = _abs_inverse(H, g)
     assert ok
     np.testing.assert_allclose(out, _lapack_abs_inverse(H, g), atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.floats(0.01, 10.0), st.floats(-5.0, 5.0),
+       st.integers(0, 2**32 - 1))
+def test_the_capped_newton_step_caps_and_reads_its_slope(n, radius, f, seed):
+    """The step tests of both compiled Newton runs (``capped_newton_step``): the direction
+    keeps its sense and is at most ``radius`` long, its entries past ``n`` untouched; the
+    slope is gᵀp of the capped step; ``resolved`` and ``small`` are the documented tests."""
+    rng = np.random.default_rng(seed)
+    x, g = rng.normal(size=n + 2), rng.normal(size=n + 2)
+    p = rng.normal(size=n + 2) * rng.uniform(0.1, 30.0)
+    before = p.copy()
+    pn, slope, xnorm, noise, resolved, small = _kernels.capped_newton_step(x, g, p, n, f,
+                                                                           radius)
+    length = np.linalg.norm(before[:n])
+    assert pn == pytest.approx(min(length, radius), rel=1e-12)
+    assert np.linalg.norm(p[:n]) == pytest.approx(pn, rel=1e-12)
+    np.testing.assert_allclose(p[:n], before[:n] * min(1.0, radius / length), rtol=1e-12)
+    np.testing.assert_array_equal(p[n:], before[n:])
+    assert slope == pytest.approx(float(g[:n] @ p[:n]), rel=1e-9, abs=1e-12)
+    assert xnorm == pytest.approx(np.linalg.norm(x[:n]), rel=1e-12)
+    assert noise == pytest.approx(4e-15 * (abs(f) + np.sqrt(abs(f))))
+    assert resolved == (slope < -noise)
+    assert small == (pn <= 1e-12 * xnorm)
