@@ -165,3 +165,28 @@ def test_warning_only_where_an_estimated_effect_is_large(effect, warns):
         warnings.simplefilter("always")
         assert warn_uncertified(result, "caller") is warns
     assert [w.category for w in caught] == ([UncertifiedWarning] if warns else [])
+
+
+# T = 3 at β ≈ 3.1 on 1024 nodes: the iteration stops at a floor of the quadrature's
+# resolution (minimisers switching between evaluations) with one node uncertified
+FLOOR_MODEL = dict(n_tokens=3, reg_lambda=0.01918, noise=0.445, beta=3.082,
+                   target_beta=3.082, target=WishartTarget(0.914))
+FLOOR_ALPHA = 0.289
+
+
+def test_the_effect_is_estimated_at_a_floor_not_after_a_spent_budget():
+    """A solve that stopped at a floor is as near its fixed point as its nodes allow: its
+    uncertified nodes' effect is estimated there. One that ran out of evaluations is not."""
+    floor = solve_state_evolution(FLOOR_ALPHA, **FLOOR_MODEL,
+                                  options=dict(n_nodes=1024, max_iter=80))
+    assert not floor.converged and floor.extras.get("stall_floor") is not None
+    assert floor.certified_fraction < 1.0
+    effect = floor.extras["uncertified_effect"]
+    assert set(effect) == {"m", "q", "sigma", "test_error"}
+    assert all(np.isfinite(v) and v >= 0 for v in effect.values())
+    assert effect["test_error"] > 0
+    spent = solve_state_evolution(FLOOR_ALPHA, **FLOOR_MODEL,
+                                  options=dict(n_nodes=1024, max_iter=40))
+    assert not spent.converged and "stall_floor" not in spent.extras
+    assert spent.certified_fraction < 1.0
+    assert spent.extras["uncertified_effect"] is None

@@ -302,10 +302,12 @@ def _solve(alpha, alpha_fixed_point, problem, options):
 
     e_test = test_error_at(state)
     # how far the uncertified nodes can move the conjugates (a bound; empty: no certificate
-    # needed), and the prediction to first order (None where not estimated)
+    # needed), and the prediction to first order (None where not estimated): at the fixed
+    # point, or where the iteration stopped at a floor of the quadrature's resolution (as
+    # near a fixed point as this node set allows), at its best point
     bound = dict(getattr(out, "uncertified_bound", None) or {})
     effect = unestimated_effect(bound)
-    if effect is None and converged and not collapsed:
+    if effect is None and (converged or stall_floor is not None) and not collapsed:
         effect = uncertified_effect(fixed_point_map, state, out, bound, test_error_at) or None
     trace = prior.trace
     if problem.parametrization == "factored":
