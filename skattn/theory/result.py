@@ -85,8 +85,9 @@ class StateEvolutionResult:
       ``m``, ``q``, ``sigma`` and ``test_error``, each the largest move of the fixed point
       over the signs of the conjugates' shifts within ``uncertified_bound`` (an estimate,
       first order in the bound: docs: Theory, "Certificate"; zeros when every node is
-      certified, None where it was not estimated: a fixed point not converged, or a term of
-      the blend without one);
+      certified, None where it was not estimated: a solve that neither converged nor
+      stopped at a floor of the quadrature's resolution, or a term of the blend without
+      one);
     - ``"leverage_spread"``: the relative spread of the per-sample leverage (``leverage``);
     - ``"m_hat_identity"``, ``"seq2lab_s_error"``: the identity conjugate and the start's
       ``‖Ŝ − S0‖²_F/d`` (``exact_gram``);
