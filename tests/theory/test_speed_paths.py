@@ -214,6 +214,19 @@ def test_t2_iterations_from_the_original_starts_run_cold_above_the_edge(monkeypa
     assert calls and not any(calls)
 
 
+def _recorded_solver(calls, alpha, *, n_tokens, reg_lambda, noise, beta, kappa):
+    """A solve of one speed-grid configuration (8192 nodes, tol 1e-9, student and teacher
+    at ``beta``, Wishart(``kappa``)) that first empties ``calls``, the list of
+    :func:`_record_evaluations`, so that each solve records its own evaluations."""
+    def solve():
+        calls.clear()
+        return solve_state_evolution(alpha, n_tokens=n_tokens, reg_lambda=reg_lambda,
+                                     noise=noise, beta=beta, target_beta=beta,
+                                     target=WishartTarget(kappa),
+                                     options={"n_nodes": 8192, "tol": 1e-9})
+    return solve
+
+
 def test_warm_iterations_that_cycle_give_up_early(monkeypatch):
     # speed-grid seed 1 point 4 at T = 2: the remembered minimisers keep the warm map
     # about 1e-2 off its fixed point; its iterations end after WARM_GIVE_UP_EVALS
@@ -223,12 +236,8 @@ def test_warm_iterations_that_cycle_give_up_early(monkeypatch):
     from skattn.theory.core import fixed_point_map as fpm
     calls = _record_evaluations(monkeypatch, lambda fp_map, certify: fp_map.warm)
 
-    def solve():
-        calls.clear()
-        return solve_state_evolution(0.5723, n_tokens=2, reg_lambda=0.003944, noise=0.3365,
-                                     beta=2.2867, target_beta=2.2867,
-                                     target=WishartTarget(0.548),
-                                     options={"n_nodes": 8192, "tol": 1e-9})
+    solve = _recorded_solver(calls, 0.5723, n_tokens=2, reg_lambda=0.003944, noise=0.3365,
+                             beta=2.2867, kappa=0.548)
 
     fast = solve()
     n_warm_fast = sum(calls)
@@ -252,12 +261,8 @@ def test_t3_certified_polish_is_one_evaluation_then_the_multistart_map(monkeypat
     calls = _record_evaluations(monkeypatch,
                                 lambda fp_map, certify: bool(certify or fp_map.certify))
 
-    def solve():
-        calls.clear()
-        return solve_state_evolution(0.2797, n_tokens=3, reg_lambda=0.001, noise=0.4112,
-                                     beta=1.6233, target_beta=1.6233,
-                                     target=WishartTarget(0.3249),
-                                     options={"n_nodes": 8192, "tol": 1e-9})
+    solve = _recorded_solver(calls, 0.2797, n_tokens=3, reg_lambda=0.001, noise=0.4112,
+                             beta=1.6233, kappa=0.3249)
 
     fast = solve()
     n_certified_fast = sum(calls)
