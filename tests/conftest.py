@@ -9,8 +9,8 @@ import pytest
 def _share_the_cores_between_workers():
     """Under pytest-xdist, each worker runs with its share of the cores (torch, numba,
     BLAS/OpenMP threads): two workers each running two-thread numba loops on two cores
-    spent a third of the suite's time waiting on descheduled threads (6 min 55 s
-    against 4 min 41 s for ``make test`` on the 2-core machine, one run each)."""
+    made ``make test`` take 13.1 CPU-minutes and 6 min 55 s on the 2-core machine,
+    against 8.2 and 4 min 22 s with one thread a worker (one run each)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers < 2:
         yield
@@ -19,6 +19,19 @@ def _share_the_cores_between_workers():
 
     with skattn.limit_threads(max(1, (os.cpu_count() or 1) // workers)):
         yield
+
+
+@pytest.fixture
+def two_numba_threads():
+    """numba's loops on two threads in this test, whatever the session's limit a worker
+    (skipped where numba is configured for one)."""
+    numba = pytest.importorskip("numba")
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba is configured for one thread")
+    before = numba.get_num_threads()
+    numba.set_num_threads(2)
+    yield
+    numba.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True, scope="module")

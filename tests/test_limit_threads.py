@@ -42,18 +42,11 @@ def test_torch_imported_inside_the_block():
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to see a limit")
-def test_numba_threads_of_the_theory_are_limited_and_restored():
-    numba = pytest.importorskip("numba")
+def test_numba_threads_of_the_theory_are_limited_and_restored(two_numba_threads):
+    import numba
     from skattn.theory.channels import _kernels
 
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("numba is configured for one thread")
-    outside = numba.get_num_threads()
-    numba.set_num_threads(2)  # (the test session may run with one thread a worker)
-    try:
-        with limit_threads(1):
-            assert numba.get_num_threads() == 1
-            assert not _kernels.use_parallel()  # the compiled prox runs its serial twins
-        assert numba.get_num_threads() == 2
-    finally:
-        numba.set_num_threads(outside)
+    with limit_threads(1):
+        assert numba.get_num_threads() == 1
+        assert not _kernels.use_parallel()  # the compiled prox runs its serial twins
+    assert numba.get_num_threads() == 2

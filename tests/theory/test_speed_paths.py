@@ -27,18 +27,6 @@ def _prox(channel, y, omega, sigma, start, warm, trust_warm, threaded, monkeypat
     return channel._prox(y, omega, sigma, start, warm, trust_warm)
 
 
-@pytest.fixture
-def two_numba_threads():
-    """numba's loops on two threads here, whatever the test session's limit a worker."""
-    import numba
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("numba is configured for one thread")
-    before = numba.get_num_threads()
-    numba.set_num_threads(2)
-    yield
-    numba.set_num_threads(before)
-
-
 @pytest.mark.parametrize("n_tokens, n_points", [(2, 1000), (3, 300)])
 @pytest.mark.parametrize("budget", [0, 2000])
 @pytest.mark.parametrize("warm_kind", [None, "plain", "trust"])
