@@ -62,11 +62,11 @@ _JOINT_STARTS = 12
 _ENVELOPE_GRID = np.linspace(-1.0, 1.0, 49)
 
 
-def uncertified_nodes(config, n_nodes, rng, init=None):
+def certified_evaluation(config, n_nodes, rng, init=None):
     """Solve a grid point, then one certified prox evaluation at its fixed point on fresh
-    Gaussian nodes (``w | ω`` as in :func:`skattn.theory.channels.output_side`); the rows
-    (found, ω's and the loss gradients) of the nodes left uncertified, and the solve's
-    seconds and certified fraction."""
+    Gaussian nodes (``w | ω`` as in :func:`skattn.theory.channels.output_side`): a dict of
+    the nodes' ``y``, ``omega``, minimisers ``z`` and ``certified`` mask, the fixed
+    point's ``sigma``, and the solve's ``seconds`` and certified fraction."""
     seconds, res = solve_grid_point(config, n_nodes=n_nodes,
                                     **({} if init is None else {"init": init}))
     T, beta = config["n_tokens"], config["beta"]
@@ -77,13 +77,23 @@ def uncertified_nodes(config, n_nodes, rng, init=None):
     w = (m / q) * omega + spread * rng.standard_normal((n_nodes, channel.K))
     y = channel.labels(w)
     z, certified = channel.prox(y, omega, res.sigma, start=w, return_certified=True)
-    left = ~certified
-    H, H0 = h_from_u(z[left], T), h_from_u(omega[left], T)
+    return {"y": y, "omega": omega, "z": z, "certified": certified, "sigma": res.sigma,
+            "seconds": seconds, "solve_certified_fraction": res.certified_fraction}
+
+
+def uncertified_nodes(config, n_nodes, rng, init=None):
+    """The rows (found, ω's and the loss gradients) of the nodes that
+    :func:`certified_evaluation` leaves uncertified, and the solve's seconds and
+    certified fraction, and the evaluation's."""
+    ev = certified_evaluation(config, n_nodes, rng, init)
+    T, beta, left = config["n_tokens"], config["beta"], ~ev["certified"]
+    H, H0 = h_from_u(ev["z"][left], T), h_from_u(ev["omega"][left], T)
     s = _softmax(beta * H)
-    g = np.sum(s * (s - y[left]), axis=-1, keepdims=True)
-    node = dict(H=H, H0=H0, L=2 * beta * s * (s - y[left] - g), y=y[left], sigma=res.sigma,
+    y = ev["y"][left]
+    g = np.sum(s * (s - y), axis=-1, keepdims=True)
+    node = dict(H=H, H0=H0, L=2 * beta * s * (s - y - g), y=y, sigma=ev["sigma"],
                 beta=beta)
-    return node, seconds, res.certified_fraction, float(certified.mean())
+    return node, ev["seconds"], ev["solve_certified_fraction"], float(ev["certified"].mean())
 
 
 def _softmax(z):

@@ -1,0 +1,120 @@
+"""Are the minimisers the certificate leaves uncertified global? A wide search at each.
+
+Where the T ≥ 3 certificate cannot prove a node's prox minimiser global, the solver keeps
+the minimiser its own search found, and the result carries a bound on how far those nodes
+can move the prediction (docs: Theory, "Certificate"). The bound is a worst case; this
+study asks what the nodes are. It solves each point, runs one certified prox evaluation at
+its fixed point on fresh Gaussian nodes (``row_relaxations.certified_evaluation``), and at
+each node left uncertified runs BFGS on ``‖z − ω‖²/(2Σ) + ℓ(y, z)`` (the channel's public
+``loss`` and ``grad``) from many scattered starts: half around the found minimiser, half
+around ω, at two scales. It records whether any start ends lower than the found minimiser
+(``beaten``: then the solver's value there is wrong, not only unproved) and the gap to the
+next local minimum found above it (a near tie is what no certificate can separate).
+
+Points: the held-out speed-grid points certified below 0.999 (T = 4 seeds 1 and 2 point 2,
+T = 5 seed 2 point 5; ``speed_grid.py --held-out``).
+
+Usage: ``python benchmarks/research/uncertified_minimisers.py [--quick] [--max-nodes 40]
+[--starts 100] [--results-dir DIR]``; writes ``uncertified_minimisers.json``. About 8
+minutes on the 2-core machine. ``--quick``: one T = 3 point on 1024 nodes, at most 3 nodes
+and 8 starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from _common import add_common_arguments, write_result
+from row_relaxations import certified_evaluation, grid_configurations
+from scipy.optimize import minimize
+
+from skattn.theory.channels import SoftmaxChannel
+
+POINTS = [(4, 1, 2), (4, 2, 2), (5, 2, 5)]
+#: the certificate's tolerance: a start that ends lower by more beats the found minimiser
+TOL = 1e-9
+#: two end points closer than this in objective are one local minimum
+_SAME = 1e-9
+#: the start scales, in logit units (half the starts at each)
+_SCALES = (0.5, 3.0)
+
+
+def wide_search(channel, y, omega, sigma, found, n_starts, rng):
+    """``(found value, least value, gap to the next minimum above the found one)`` of the
+    prox objective at one node, by BFGS from ``n_starts`` scattered starts (the gap is
+    NaN where no other minimum was found)."""
+    y1 = y[None]
+
+    def objective(z):
+        value = channel.loss(y1, z[None])[0] + np.sum((z - omega) ** 2) / (2 * sigma)
+        return value, channel.grad(y1, z[None])[0] + (z - omega) / sigma
+
+    f_found = objective(found)[0]
+    ends = []
+    for k in range(n_starts):
+        centre = found if k % 2 == 0 else omega
+        scale = _SCALES[(k // 2) % len(_SCALES)]
+        res = minimize(objective, centre + scale * rng.standard_normal(found.shape),
+                       jac=True, method="BFGS", options={"gtol": 1e-10, "maxiter": 500})
+        ends.append(res.fun)
+    ends = np.array(ends)
+    above = np.sort(ends[ends > f_found + _SAME])
+    gap = float(above[0] - f_found) if above.size else float("nan")
+    return float(f_found), float(ends.min()), gap
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-nodes", type=int, default=40,
+                        help="uncertified nodes searched per point, evenly spaced (default 40)")
+    parser.add_argument("--starts", type=int, default=100,
+                        help="BFGS starts per node (default 100)")
+    add_common_arguments(parser)
+    args = parser.parse_args(argv)
+    points, n_nodes, max_nodes, n_starts = POINTS, 8192, args.max_nodes, args.starts
+    if args.quick:
+        points, n_nodes, max_nodes, n_starts = [(3, 0, 3)], 1024, 3, 8
+    rng = np.random.default_rng(0)
+    rows = []
+    for T, seed, i in points:
+        config = grid_configurations(T, 6, seed)[i]
+        channel = SoftmaxChannel(T, beta=config["beta"], target_beta=config["beta"])
+        ev = certified_evaluation(config, n_nodes, rng)
+        left = np.flatnonzero(~ev["certified"])
+        chosen = left[np.unique(np.linspace(0, left.size - 1, min(left.size, max_nodes))
+                                .astype(int))] if left.size else left
+        t = time.perf_counter()
+        found, least, gaps = [], [], []
+        for n in chosen:
+            f, low, gap = wide_search(channel, ev["y"][n], ev["omega"][n], ev["sigma"],
+                                      ev["z"][n], n_starts, rng)
+            found.append(f)
+            least.append(low)
+            gaps.append(gap)
+        found, least, gaps = map(np.array, (found, least, gaps))
+        beaten = found - least > TOL
+        rows.append({"n_tokens": T, "seed": seed, "point": i, "config": config,
+                     "n_nodes": n_nodes, "sigma": ev["sigma"],
+                     "certified_fraction": ev["solve_certified_fraction"],
+                     "evaluation_certified_fraction": float(ev["certified"].mean()),
+                     "uncertified": int(left.size), "searched": int(chosen.size),
+                     "starts": n_starts, "beaten": int(beaten.sum()),
+                     "largest_drop": float(np.max(found - least)) if chosen.size else 0.0,
+                     "next_minimum_found": int(np.isfinite(gaps).sum()),
+                     "smallest_gap": float(np.nanmin(gaps)) if np.isfinite(gaps).any()
+                     else None,
+                     "median_gap": float(np.nanmedian(gaps)) if np.isfinite(gaps).any()
+                     else None,
+                     "solve_seconds": ev["seconds"],
+                     "search_seconds": time.perf_counter() - t})
+        print(f"T={T} seed {seed} point {i}: {left.size} uncertified, {chosen.size} "
+              f"searched, {int(beaten.sum())} beaten", flush=True)
+    write_result(args, "uncertified_minimisers.json", {"tol": TOL, "rows": rows},
+                 script=__file__, argv=argv)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
