@@ -62,20 +62,27 @@ _JOINT_STARTS = 12
 _ENVELOPE_GRID = np.linspace(-1.0, 1.0, 49)
 
 
-def certified_evaluation(config, n_nodes, rng, init=None):
-    """Solve a grid point, then one certified prox evaluation at its fixed point on fresh
-    Gaussian nodes (``w | ω`` as in :func:`skattn.theory.channels.output_side`): a dict of
-    the nodes' ``y``, ``omega``, minimisers ``z`` and ``certified`` mask, the fixed
-    point's ``sigma``, and the solve's ``seconds`` and certified fraction."""
-    seconds, res = solve_grid_point(config, n_nodes=n_nodes,
-                                    **({} if init is None else {"init": init}))
+def fixed_point_nodes(config, res, n_nodes, rng):
+    """Fresh Gaussian nodes at a solve's fixed point (``w | ω`` as in
+    :func:`skattn.theory.channels.output_side`): the channel, labels ``y``, ``omega`` and
+    ``w`` (the start of the prox)."""
     T, beta = config["n_tokens"], config["beta"]
     channel = SoftmaxChannel(T, beta=beta, target_beta=beta)
     q, m = res.q, res.m
     spread = np.sqrt(max(res.Q0 - m * m / q + config["noise"] / 2, 0.0))
     omega = np.sqrt(q) * rng.standard_normal((n_nodes, channel.K))
     w = (m / q) * omega + spread * rng.standard_normal((n_nodes, channel.K))
-    y = channel.labels(w)
+    return channel, channel.labels(w), omega, w
+
+
+def certified_evaluation(config, n_nodes, rng, init=None):
+    """Solve a grid point, then one certified prox evaluation at its fixed point on fresh
+    nodes (:func:`fixed_point_nodes`): a dict of the nodes' ``y``, ``omega``, minimisers
+    ``z`` and ``certified`` mask, the fixed point's ``sigma``, and the solve's ``seconds``
+    and certified fraction."""
+    seconds, res = solve_grid_point(config, n_nodes=n_nodes,
+                                    **({} if init is None else {"init": init}))
+    channel, y, omega, w = fixed_point_nodes(config, res, n_nodes, rng)
     z, certified = channel.prox(y, omega, res.sigma, start=w, return_certified=True)
     return {"y": y, "omega": omega, "z": z, "certified": certified, "sigma": res.sigma,
             "seconds": seconds, "solve_certified_fraction": res.certified_fraction}

@@ -7,7 +7,8 @@ Per node: provably convex samples get one Newton run; in the fixed-point iterati
 warm minimiser first where it is certified global, else the multi-start on the segment
 ω → fit, its certificate, and a second round of starts where that fails. The samples
 still uncertified then get the split search of :mod:`._certify_split` (from
-:meth:`.softmax.SoftmaxChannel._prox_compiled`: it runs a linear programme per round).
+:meth:`.softmax.SoftmaxChannel._prox_compiled`: it runs a linear programme per round),
+and up to T = 5 those it leaves a last round of starts (:func:`last_shell`).
 """
 
 import math
@@ -213,3 +214,38 @@ def _proxT_py(omega, y, sigma, B, index, scale, beta, x_fit, convex, warm, use_w
 # serial and parallel (over sample chunks) compilations of the same driver
 proxT = _jit(_proxT_py)
 proxT_parallel = parallel_twin(_proxT_py)
+
+
+@_jit
+def last_shell(samples, omega, y, sigma, B, index, scale, beta, radius, max_iter, Q, gain,
+               c3, tol, budget, n_shell, xb, fb, cert):
+    """One more round of ``n_shell`` Newton starts at the ``samples`` every certificate
+    left uncertified (T ≤ 5): ``x* + (ρ/2) u``, ρ the radius of the ball of global
+    minimisers, along Weyl directions past those of :func:`proxT`'s shell (which depend
+    on the sample's row, so a sample's first round can miss a lower basin that another
+    row's directions reach). Where a start ends lower by more than ``tol``, ``xb, fb``
+    take it and ``cert`` its certificate (convexity, then the row-wise dual bound);
+    returns the mask of the samples lowered."""
+    N, Ke, T = omega.shape[0], B.shape[1], y.shape[1]
+    lowered = np.zeros(samples.size, dtype=np.bool_)
+    stack = np.empty((4096, T))
+    vectors, matrices, rotations = newton_workspace(omega.shape[1])
+    x = vectors[END_POINT_ROW, :Ke]
+    for i in range(samples.size):
+        n = samples[i]
+        s = sigma[n]
+        b2s = beta * beta * s
+        rad = math.sqrt(max(2 * s * fb[n] * b2s / (1 + b2s), 0.0))
+        x_star = xb[n].copy()
+        for j in range(n_shell):
+            u = _weyl_direction((N + n) * n_shell + j + 1, Ke)
+            f = newtonT_into(x_star + _RETRY_SCALE * rad * u, omega[n], y[n], s, B, index,
+                             scale, beta, radius, max_iter, vectors, matrices, rotations)
+            # lower by more than the certificate's tolerance: a new basin, not the same
+            # minimum polished again
+            if f < fb[n] - tol:
+                xb[n], fb[n], lowered[i] = x, f, True
+        if lowered[i]:
+            cert[n] = _certify_point(xb[n], fb[n], omega[n], y[n], s, B, index, scale, beta,
+                                     Q, gain, c3[n], tol, budget, stack) == CERTIFIED
+    return lowered

@@ -63,6 +63,12 @@ class SoftmaxChannel(_Channel):
         starts along the axes). Where Σ is large the lower minima that the multi-start
         misses lie there (the measurements: docs: Validation report, "Solver rules, on
         and off").
+    last_shell_starts : int
+        T = 3–5: Newton starts around the found minimiser, along other directions than
+        the shell's, at the samples that every certificate left uncertified; a lower end
+        point replaces the minimiser and is certified again (default 8, a class
+        attribute; 0: off; the measurements: docs: Validation report, "Are the
+        uncertified minimisers global?").
     split_rounds : int
         T ≥ 3: the splits of the quadratic between rows that the certificate tries on a
         sample whose equal-split bound fails (default 4, a class attribute; 0 switches
@@ -106,6 +112,7 @@ class SoftmaxChannel(_Channel):
     """
 
     shell_starts = _proxT.SHELL_STARTS
+    last_shell_starts = _proxT.SHELL_STARTS
     first_warm_starts = 1
     split_rounds = _certify_split.MAX_ROUNDS
     split_min_share = _certify_split.MIN_SHARE
@@ -368,7 +375,8 @@ class SoftmaxChannel(_Channel):
                 # replace any minimiser it would have improved
                 n_starts = check_scalar_range(self.first_warm_starts, "first_warm_starts",
                                               low=1, integer=True)
-            xb, fb, cert = proxT(np.ascontiguousarray(omega), np.ascontiguousarray(y), sigma,
+            omega, y = np.ascontiguousarray(omega), np.ascontiguousarray(y)
+            xb, fb, cert = proxT(omega, y, sigma,
                                  self.basis, self._index, self._scale, beta, x_fit, convex,
                                  x_warm, use_warm, trust_warm, n_starts, radius,
                                  self.max_iter, self._row_basis, self._row_gain, c3,
@@ -390,13 +398,30 @@ class SoftmaxChannel(_Channel):
             double = self.double_star
             if not isinstance(double, (bool, np.bool_)):
                 raise TypeError(f"double_star must be True or False, got {double!r}.")
-            # where the equal split of the row-wise bound fails, unequal ones (not in the
-            # uncertified evaluations of the fixed-point iterations: budget 0)
-            todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
-            if len(todo):
-                cert[todo] = _certify_star.certify_nodes(
+
+            def split_search(todo):
+                return _certify_star.certify_nodes(
                     xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
                     _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
                     _kernels.thread_count() if threaded else 1, min_share, star,
                     star_rounds, local_rounds, bool(double))
+            # where the equal split of the row-wise bound fails, unequal ones (not in the
+            # uncertified evaluations of the fixed-point iterations: budget 0)
+            todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
+            if len(todo):
+                cert[todo] = split_search(todo)
+            # up to T = 5, a last round of starts at the nodes still uncertified (the
+            # shell's directions depend on a node's row, and can miss a lower basin)
+            last = check_scalar_range(self.last_shell_starts, "last_shell_starts", low=0,
+                                      integer=True)
+            left = np.flatnonzero(~cert)
+            if (last and len(left) and self.certify_budget > 0
+                    and self.n_tokens <= _proxT._AXIS_RETRY_MAX_T):
+                lowered = _proxT.last_shell(left, omega, y, sigma, self.basis, self._index,
+                                            self._scale, beta, radius, self.max_iter,
+                                            self._row_basis, self._row_gain, c3, _CERT_TOL,
+                                            self.certify_budget, last, xb, fb, cert)
+                again = left[lowered & ~cert[left]]
+                if len(again) and rounds > 0:
+                    cert[again] = split_search(again)
         return omega + xb @ self.basis.T, fb, cert
