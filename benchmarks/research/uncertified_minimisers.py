@@ -15,11 +15,13 @@ same evaluation with the last shell (the default) gives the nodes it leaves unce
 how many minimisers it lowered, and how many searched nodes it leaves uncertified at a
 value the search beat.
 
-Points: the held-out speed-grid points certified below 0.999 (T = 4 seeds 1 and 2 point 2,
-T = 5 seed 2 point 5; ``speed_grid.py --held-out``).
+Points: the speed-grid points that keep uncertified nodes (``speed_grid.py``, seed 0 and
+``--held-out``; those over the cap aside): the three held-out points certified below 0.999
+(T = 4 seeds 1 and 2 point 2, T = 5 seed 2 point 5), then T = 5 seed 2 point 2 and the
+T = 6 points (seed 0 point 2, seed 3 points 2 and 3), where the last shell does not run.
 
 Usage: ``python benchmarks/research/uncertified_minimisers.py [--quick] [--max-nodes 40]
-[--starts 100] [--results-dir DIR]``; writes ``uncertified_minimisers.json``. About 8
+[--starts 100] [--results-dir DIR]``; writes ``uncertified_minimisers.json``. About 15
 minutes on the 2-core machine. ``--quick``: one T = 3 point on 1024 nodes, at most 3 nodes
 and 8 starts.
 """
@@ -42,7 +44,7 @@ from skattn.theory.channels import SoftmaxChannel
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from run_benchmarks import grid_configurations, solve_grid_point  # noqa: E402
 
-POINTS = [(4, 1, 2), (4, 2, 2), (5, 2, 5)]
+POINTS = [(4, 1, 2), (4, 2, 2), (5, 2, 5), (5, 2, 2), (6, 0, 2), (6, 3, 2), (6, 3, 3)]
 #: the certificate's tolerance: a start that ends lower by more beats the found minimiser
 TOL = 1e-9
 #: two end points closer than this in objective are one local minimum
