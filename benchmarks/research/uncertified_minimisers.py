@@ -18,7 +18,7 @@ value the search beat.
 Points: the speed-grid points that keep uncertified nodes (``speed_grid.py``, seed 0 and
 ``--held-out``; those over the cap aside): the three held-out points certified below 0.999
 (T = 4 seeds 1 and 2 point 2, T = 5 seed 2 point 5), then T = 5 seed 2 point 2 and the
-T = 6 points (seed 0 point 2, seed 3 points 2 and 3), where the last shell does not run.
+T = 6 points (seed 0 point 2, seed 3 points 2 and 3).
 
 Usage: ``python benchmarks/research/uncertified_minimisers.py [--quick] [--max-nodes 40]
 [--starts 100] [--results-dir DIR]``; writes ``uncertified_minimisers.json``. About 15

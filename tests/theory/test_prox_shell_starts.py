@@ -110,25 +110,71 @@ _NODE_OMEGA = np.array([
     -2.7761114212377147, 0.9059005525864845, -1.260648559285593])
 
 
+# a T = 6 node of the speed grid's seed 0, point 2 (β = 3.49, Σ = 0.434), left uncertified
+# on fresh nodes, where the wide search found 2.6047 against the solver's 2.7011 (the same
+# study)
+_NODE6_BETA, _NODE6_SIGMA = 3.493784039170011, 0.4337289432136897
+_NODE6_Y = np.array([
+    [1.1765006674155854e-08, 2.9048397936640954e-07, 2.5389524269864370e-06,
+     8.7201554869115135e-08, 9.9992744127166266e-01, 6.9630325369293448e-05],
+    [1.2850152477303852e-04, 1.8729237309373134e-01, 1.6955365599529721e-03,
+     8.1076687343408638e-01, 1.7592694447043554e-05, 9.9122693009267990e-05],
+    [1.7187172226420968e-04, 2.5946030755573661e-04, 3.9119126510086068e-02,
+     9.0779840213707930e-01, 5.0592835517315450e-02, 2.0583038056993103e-03],
+    [5.6994985207867555e-06, 1.1979048320772488e-01, 8.7650009000884388e-01,
+     3.6047942645369639e-04, 1.4961469890429957e-04, 3.1936331595524450e-03],
+    [9.9902408437621881e-01, 3.9733217589546851e-08, 7.4670081668463722e-04,
+     2.2870166043278648e-06, 4.0108913947650230e-05, 1.8677914332697370e-04],
+    [2.0718853810621699e-01, 6.6673660393922482e-04, 9.0474650295508385e-02,
+     1.4539180022818277e-01, 5.5627329261849567e-01, 4.9821476568378310e-06]])
+_NODE6_OMEGA = np.array([
+    -0.504157273622513, 1.9991401567583358, 0.06351497407661942, -0.6445127779204,
+    0.6697330027578733, -1.2015022513113536, 0.05000917711749044, -0.3838530644536318,
+    -1.2937411242459835, 2.951489678821083, 0.3249475671406188, -1.0502847315909662,
+    1.594494690245165, -1.1568303124814379, -0.21077259649033425, 0.5136674474933437,
+    1.3429917690721656, -0.6344659364745949, -0.904772299533823, 0.5561900585436265,
+    0.8735325827245882])
+
+
+def _node_in_rows(y, omega, sigma, beta, n, last_shell):
+    """The prox objective and certified mask of one node repeated in ``n`` rows (the
+    shell's directions depend on the row, so each row is another search)."""
+    channel = SoftmaxChannel(len(y), beta=beta, target_beta=beta)
+    if not last_shell:
+        channel.last_shell_starts = 0
+    y, omega = np.repeat(y[None], n, axis=0), np.repeat(omega[None], n, axis=0)
+    _, f, certified = channel._prox(y, omega, np.full(n, sigma), channel.fit_logits(y))
+    return f, certified
+
+
 def test_the_last_shell_reaches_the_basin_the_first_round_missed():
-    # the shell's directions depend on a node's row, so the same node in 50 rows is 50
-    # searches: without the last shell some rows keep the higher minimum, uncertified;
-    # with it every row ends in the global basin (the wide search's value) and is certified
-    channel = SoftmaxChannel(5, beta=_NODE_BETA, target_beta=_NODE_BETA)
-    n = 50
-    y, omega = np.repeat(_NODE_Y[None], n, axis=0), np.repeat(_NODE_OMEGA[None], n, axis=0)
-    start = channel.fit_logits(y)
+    # T = 5: without the last shell some rows keep the higher minimum, uncertified; with it
+    # every row ends in the global basin (the wide search's value) and is certified
     assert SoftmaxChannel.last_shell_starts == SHELL_STARTS
-    channel.last_shell_starts = 0
-    _, f_first, certified_first = channel._prox(y, omega, np.full(n, _NODE_SIGMA), start)
+    args = _NODE_Y, _NODE_OMEGA, _NODE_SIGMA, _NODE_BETA, 50
+    f_first, certified_first = _node_in_rows(*args, last_shell=False)
     missed = f_first > 1.9
-    assert 1 <= missed.sum() <= n // 4 and not np.any(certified_first[missed])
+    assert 1 <= missed.sum() <= 50 // 4 and not np.any(certified_first[missed])
     np.testing.assert_allclose(f_first[~missed], 1.79185, atol=1e-5)
-    del channel.last_shell_starts
-    _, f_last, certified_last = channel._prox(y, omega, np.full(n, _NODE_SIGMA), start)
+    f_last, certified_last = _node_in_rows(*args, last_shell=True)
     np.testing.assert_array_equal(f_last[~missed], f_first[~missed])
     np.testing.assert_allclose(f_last, 1.79185, atol=1e-5)
     assert np.all(certified_last)
+
+
+def test_the_last_shell_reaches_the_lower_basin_at_six_tokens():
+    # T = 6: the second round's starts follow the Hessian at the found point, the same in
+    # every row, so every row keeps the higher minimum; the last shell's (at the second
+    # round's step ρ) reach the lower basin from most rows, and certify it there
+    args = _NODE6_Y, _NODE6_OMEGA, _NODE6_SIGMA, _NODE6_BETA, 20
+    f_first, certified_first = _node_in_rows(*args, last_shell=False)
+    np.testing.assert_allclose(f_first, 2.70111, atol=1e-5)
+    assert not np.any(certified_first)
+    f_last, certified_last = _node_in_rows(*args, last_shell=True)
+    lower = f_last < 2.61
+    assert lower.sum() >= 16 and np.all(f_last <= f_first + 1e-12)
+    np.testing.assert_allclose(f_last[lower], 2.60465, atol=1e-5)
+    assert np.all(certified_last[lower])
 
 
 @pytest.mark.parametrize("name, bad, error", [

@@ -8,7 +8,7 @@ warm minimiser first where it is certified global, else the multi-start on the s
 ω → fit, its certificate, and a second round of starts where that fails. The samples
 still uncertified then get the split search of :mod:`._certify_split` (from
 :meth:`.softmax.SoftmaxChannel._prox_compiled`: it runs a linear programme per round),
-and up to T = 5 those it leaves a last round of starts (:func:`last_shell`).
+and up to T = 6 those it leaves a last round of starts (:func:`last_shell`).
 """
 
 import math
@@ -41,12 +41,17 @@ _RETRY_DIRECTIONS = 4
 # docs: Changelog, "Uncertified T ≤ 5 nodes"); the default of
 # ``SoftmaxChannel.shell_starts``, which the drivers take as ``n_shell``
 SHELL_STARTS = 8
+# the largest T whose uncertified samples get the last shell (:func:`last_shell`): its
+# directions need K − 1 Weyl roots
+LAST_SHELL_MAX_T = 6
 # the multi-start memory (``agree`` of proxT): a sample's starts agree where each ends within
 # this distance (max norm, in x) of the first one's end
 AGREE_TOL = 1e-6
-# √p of the first primes: the Weyl sequence of the directions (K − 1 ≤ 14 up to T = 5)
+# √p of the first primes: the Weyl sequence of the directions (K − 1 ≤ 14 up to T = 5, 20
+# at T = 6, the last shell's largest T)
 _WEYL_ROOTS = np.sqrt(np.array([2.0, 3.0, 5.0, 7.0, 11.0, 13.0, 17.0, 19.0, 23.0, 29.0,
-                                31.0, 37.0, 41.0, 43.0]))
+                                31.0, 37.0, 41.0, 43.0, 47.0, 53.0, 59.0, 61.0, 67.0,
+                                71.0]))
 
 
 @_jit
@@ -220,12 +225,13 @@ proxT_parallel = parallel_twin(_proxT_py)
 def last_shell(samples, omega, y, sigma, B, index, scale, beta, radius, max_iter, Q, gain,
                c3, tol, budget, n_shell, xb, fb, cert):
     """One more round of ``n_shell`` Newton starts at the ``samples`` every certificate
-    left uncertified (T ≤ 5): ``x* + (ρ/2) u``, ρ the radius of the ball of global
-    minimisers, along Weyl directions past those of :func:`proxT`'s shell (which depend
-    on the sample's row, so a sample's first round can miss a lower basin that another
-    row's directions reach). Where a start ends lower by more than ``tol``, ``xb, fb``
-    take it and ``cert`` its certificate (convexity, then the row-wise dual bound);
-    returns the mask of the samples lowered."""
+    left uncertified (T ≤ 6): ``x* + (ρ/2) u`` up to T = 5 and ``x* + ρ u`` at T = 6 (the
+    second round's steps), ρ the radius of the ball of global minimisers, along Weyl
+    directions past those of :func:`proxT`'s shell (which depend on the sample's row, so a
+    sample's first round can miss a lower basin that another row's directions reach; at
+    T = 6 the second round has no such directions). Where a start ends lower by more
+    than ``tol``, ``xb, fb`` take it and ``cert`` its certificate (convexity, then the
+    row-wise dual bound); returns the mask of the samples lowered."""
     N, Ke, T = omega.shape[0], B.shape[1], y.shape[1]
     lowered = np.zeros(samples.size, dtype=np.bool_)
     stack = np.empty((4096, T))
@@ -236,11 +242,13 @@ def last_shell(samples, omega, y, sigma, B, index, scale, beta, radius, max_iter
         s = sigma[n]
         b2s = beta * beta * s
         rad = math.sqrt(max(2 * s * fb[n] * b2s / (1 + b2s), 0.0))
+        # the second round's step at this T: ρ/2 up to T = 5, ρ from T = 6
+        step = _RETRY_SCALE * rad if T <= _AXIS_RETRY_MAX_T else rad
         x_star = xb[n].copy()
         for j in range(n_shell):
             u = _weyl_direction((N + n) * n_shell + j + 1, Ke)
-            f = newtonT_into(x_star + _RETRY_SCALE * rad * u, omega[n], y[n], s, B, index,
-                             scale, beta, radius, max_iter, vectors, matrices, rotations)
+            f = newtonT_into(x_star + step * u, omega[n], y[n], s, B, index, scale, beta,
+                             radius, max_iter, vectors, matrices, rotations)
             # lower by more than the certificate's tolerance: a new basin, not the same
             # minimum polished again
             if f < fb[n] - tol:

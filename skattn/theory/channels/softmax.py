@@ -64,7 +64,7 @@ class SoftmaxChannel(_Channel):
         misses lie there (the measurements: docs: Validation report, "Solver rules, on
         and off").
     last_shell_starts : int
-        T = 3–5: Newton starts around the found minimiser, along other directions than
+        T = 3–6: Newton starts around the found minimiser, along other directions than
         the shell's, at the samples that every certificate left uncertified; a lower end
         point replaces the minimiser and is certified again (default 8, a class
         attribute; 0: off; the measurements: docs: Validation report, "Are the
@@ -410,13 +410,13 @@ class SoftmaxChannel(_Channel):
             todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
             if len(todo):
                 cert[todo] = split_search(todo)
-            # up to T = 5, a last round of starts at the nodes still uncertified (the
+            # up to T = 6, a last round of starts at the nodes still uncertified (the
             # shell's directions depend on a node's row, and can miss a lower basin)
             last = check_scalar_range(self.last_shell_starts, "last_shell_starts", low=0,
                                       integer=True)
             left = np.flatnonzero(~cert)
             if (last and len(left) and self.certify_budget > 0
-                    and self.n_tokens <= _proxT._AXIS_RETRY_MAX_T):
+                    and self.n_tokens <= _proxT.LAST_SHELL_MAX_T):
                 lowered = _proxT.last_shell(left, omega, y, sigma, self.basis, self._index,
                                             self._scale, beta, radius, self.max_iter,
                                             self._row_basis, self._row_gain, c3, _CERT_TOL,
