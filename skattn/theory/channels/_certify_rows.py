@@ -419,6 +419,14 @@ def _row_floor(t0, rho, Q, yrow, beta, lip, target, budget, stack):
 
 
 @_jit
+def minimiser_ball_radius(f, s, beta):
+    """The radius ρ of the ball around the prox's centre that holds every global minimiser
+    of one T ≥ 3 sample, from a point of objective ``f`` (Σ = ``s``)."""
+    b2s = beta * beta * s
+    return math.sqrt(max(2 * s * f * b2s / (1 + b2s), 0.0))
+
+
+@_jit
 def certify_convex(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, budget,
                    stack):
     """Certify that ``x`` (objective ``f``) is a global minimiser of one T ≥ 3 sample.
@@ -430,9 +438,8 @@ def certify_convex(x, f, omega, y, s, B, index, scale, beta, Q, gain, c3, tol, b
     T = y.shape[0]
     d = T - 1
     g, _ = _gradhessT(x, omega, y, s, B, index, scale, beta)
-    b2s = beta * beta * s
-    rad = math.sqrt(max(2 * s * f * b2s / (1 + b2s), 0.0))
-    rad = max(rad, math.sqrt(np.dot(x, x))) * (1 + 1e-9) + 1e-300
+    rad = max(minimiser_ball_radius(f, s, beta), math.sqrt(np.dot(x, x))) * (1 + 1e-9) \
+        + 1e-300
     target = -(1 - _ETA) / (2 * s)
     b3 = beta * beta * beta
     t0 = np.empty(d)

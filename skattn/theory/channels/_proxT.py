@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ._certify_dual import certify_dual
-from ._certify_rows import CERTIFIED, certify_convex
+from ._certify_rows import CERTIFIED, certify_convex, minimiser_ball_radius
 from ._kernels import _gradhessT, _jit, _prange, parallel_twin
 from ._prox_newton import END_POINT_ROW, newton_workspace, newtonT_into
 
@@ -65,6 +65,13 @@ def _weyl_direction(k, n):
         u[i] = 2.0 * (v - math.floor(v)) - 1.0
         norm += u[i] * u[i]
     return u / math.sqrt(norm)
+
+
+@_jit
+def _retry_step(rad, T):
+    """The distance of the second round's starts (and the last shell's) from their centre:
+    ρ/2 up to T = 5, ρ from T = 6 (``rad`` = ρ)."""
+    return _RETRY_SCALE * rad if T <= _AXIS_RETRY_MAX_T else rad
 
 
 @_jit
@@ -148,14 +155,14 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
         return
     # second try: Newton from points spread over the ball of global minimisers (a better
     # minimum shrinks the ball), then the certificate again
-    b2s = beta * beta * s
-    rad = math.sqrt(max(2 * s * best * b2s / (1 + b2s), 0.0))
+    rad = minimiser_ball_radius(best, s, beta)
+    step = _retry_step(rad, y.shape[1])
     if y.shape[1] <= _AXIS_RETRY_MAX_T:    # ± along the axes of x
-        directions, centre, step = np.eye(Ke), np.zeros(Ke), _RETRY_SCALE * rad
+        directions, centre = np.eye(Ke), np.zeros(Ke)
     else:                                   # ± along the least curved directions at x*
         _, H = _gradhessT(xb[n], omega[n], y[n], s, B, index, scale, beta)
         directions = np.ascontiguousarray(np.linalg.eigh(H)[1][:, :_RETRY_DIRECTIONS])
-        centre, step = xb[n].copy(), rad
+        centre = xb[n].copy()
     for i in range(directions.shape[1]):
         for sign in (-1.0, 1.0):
             x0 = centre + sign * step * directions[:, i]
@@ -169,7 +176,7 @@ def _proxT_sample(n, omega, y, sigma, B, index, scale, beta, x_fit, convex, warm
         x_star = xb[n].copy()
         for j in range(n_shell):
             u = _weyl_direction(n * n_shell + j + 1, Ke)
-            f = newtonT_into(x_star + _RETRY_SCALE * rad * u, omega[n], y[n], s, B, index,
+            f = newtonT_into(x_star + step * u, omega[n], y[n], s, B, index,
                              scale, beta, radius, max_iter, vectors, matrices, rotations)
             if f < fb[n]:
                 xb[n], fb[n] = x, f
@@ -240,10 +247,7 @@ def last_shell(samples, omega, y, sigma, B, index, scale, beta, radius, max_iter
     for i in range(samples.size):
         n = samples[i]
         s = sigma[n]
-        b2s = beta * beta * s
-        rad = math.sqrt(max(2 * s * fb[n] * b2s / (1 + b2s), 0.0))
-        # the second round's step at this T: ρ/2 up to T = 5, ρ from T = 6
-        step = _RETRY_SCALE * rad if T <= _AXIS_RETRY_MAX_T else rad
+        step = _retry_step(minimiser_ball_radius(fb[n], s, beta), T)
         x_star = xb[n].copy()
         for j in range(n_shell):
             u = _weyl_direction((N + n) * n_shell + j + 1, Ke)

@@ -399,7 +399,7 @@ class SoftmaxChannel(_Channel):
             if not isinstance(double, (bool, np.bool_)):
                 raise TypeError(f"double_star must be True or False, got {double!r}.")
 
-            def split_search(todo):
+            def search_certificates(todo):
                 return _certify_star.certify_nodes(
                     xb, omega, y, sigma, self.basis, self._index, self._scale, beta,
                     _CERT_TOL, min(self.certify_budget, _proxT.DUAL_BUDGET), rounds, todo,
@@ -409,19 +409,19 @@ class SoftmaxChannel(_Channel):
             # uncertified evaluations of the fixed-point iterations: budget 0)
             todo = np.flatnonzero(~cert) if self.certify_budget > 0 and rounds > 0 else ()
             if len(todo):
-                cert[todo] = split_search(todo)
+                cert[todo] = search_certificates(todo)
             # up to T = 6, a last round of starts at the nodes still uncertified (the
             # shell's directions depend on a node's row, and can miss a lower basin)
             last = check_scalar_range(self.last_shell_starts, "last_shell_starts", low=0,
                                       integer=True)
-            left = np.flatnonzero(~cert)
-            if (last and len(left) and self.certify_budget > 0
-                    and self.n_tokens <= _proxT.LAST_SHELL_MAX_T):
+            left = (np.flatnonzero(~cert) if last and self.certify_budget > 0
+                    and self.n_tokens <= _proxT.LAST_SHELL_MAX_T else ())
+            if len(left):
                 lowered = _proxT.last_shell(left, omega, y, sigma, self.basis, self._index,
                                             self._scale, beta, radius, self.max_iter,
                                             self._row_basis, self._row_gain, c3, _CERT_TOL,
                                             self.certify_budget, last, xb, fb, cert)
                 again = left[lowered & ~cert[left]]
                 if len(again) and rounds > 0:
-                    cert[again] = split_search(again)
+                    cert[again] = search_certificates(again)
         return omega + xb @ self.basis.T, fb, cert
