@@ -8,12 +8,13 @@ The ``verbose`` convention, the same for every estimator, solver and runner of s
   sweep or of a finite-size-scaling grid) shows a bar over that total. A loop that stops
   when it converges (the optimiser iterations of the estimators' ``fit``, AMP) shows no
   total, since ``max_iter`` is only a cap and an ETA from it would be false: the
-  iterations done, the elapsed time and the current objective or change. A long call
-  with no loop of its own to report (one state-evolution solve) shows a ticker of the
+  iterations done, the elapsed time and the current objective or change; so does one
+  state-evolution solve (``options={"verbose": 1}``, its map's evaluations). A long call
+  with no loop of its own to report (an estimator's one solve) shows a ticker of the
   elapsed time (:func:`ticker`);
 - ``verbose=2``: the bar, plus one log line per iteration or per point (written through
   ``tqdm.write``, so it does not break the bar), where the routine has per-step numbers to
-  report (the torch training loop, AMP).
+  report (the torch training loop, AMP, the state-evolution solve).
 
 The estimators and :func:`skattn.sweep.run_sweep` reject negative values; pass 0, 1 or 2
 everywhere (larger values act as 2).

@@ -85,9 +85,11 @@ def test_theory_imports_no_torch_and_no_upper_layer(name):
         root = module.split(".")[0]
         assert root not in ("torch", "matplotlib", "sklearn"), f"{name} imports {module}"
         if module.startswith("skattn."):
-            # skattn._warnings: the package's one warning helper (standard library only)
+            # skattn._warnings: the package's one warning helper (standard library only);
+            # skattn._progress: the verbose convention's bars (tqdm only)
             allowed = module.startswith(("skattn.theory", "skattn._validation",
-                                         "skattn._warnings", "skattn.parallel"))
+                                         "skattn._warnings", "skattn._progress",
+                                         "skattn.parallel"))
             assert allowed, f"{name} (theory) imports {module}"
 
 

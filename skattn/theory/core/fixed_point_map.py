@@ -8,6 +8,8 @@ last evaluation is the one reported. Corrections build their maps on :class:`Fix
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..channels import output_side
@@ -57,6 +59,8 @@ class FixedPointMap:
         # memory (output_side's multistart_memory; the first stage of the polish above
         # CERTIFIED_POLISH_MAX_BETA, polished without it afterwards)
         self.multistart_memory = False
+        # a SolveReport (SolverOptions.verbose), told of every evaluation, or None
+        self.report = None
 
     def _kurtosis_keywords(self, t):
         if not self.with_trace:
@@ -97,10 +101,14 @@ class FixedPointMap:
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         self.n_calls += 1
+        start = time.perf_counter()
         out = self.hats(m, q, sigma, t, certify=certify)
         hats = (get_field(out, "m_hat"), get_field(out, "q_hat"), get_field(out, "sigma_hat"))
         prior = self.denoiser(*hats, t_hat=out.t_hat) if self.with_trace else \
             self.denoiser(*hats)
+        if self.report is not None:
+            self.report.evaluation(self, (m, q, sigma) if t is None else (m, q, sigma, t),
+                                   prior, certify, time.perf_counter() - start)
         # only a cold evaluation is a function of its state alone (warm ones remember z*,
         # those on the multi-start memory the nodes whose starts agreed)
         self._last = None if self.warm or self.multistart_memory else (key, (out, prior))

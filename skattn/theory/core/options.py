@@ -50,6 +50,10 @@ class SolverOptions:
         for linear attention) with the prior side on one fixed draw, then with the exact
         equations on all nodes from there (only the path changes). None: the exact
         equations on all nodes from the start.
+    verbose : int or bool, default=0
+        0: silent; 1: a progress bar of the map's evaluations (the last residual, the
+        kind of evaluation, the node count); 2: also one line per evaluation (its state,
+        residual and seconds) and one for the result. Reporting changes no result.
     """
 
     n_nodes: int = 8192
@@ -60,6 +64,7 @@ class SolverOptions:
     sigma_hat_form: str = "auto"
     random_state: int | None = 0
     n_coarse_nodes: int | None = DEFAULT_COARSE_NODES
+    verbose: int = 0
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -74,6 +79,9 @@ class SolverOptions:
             set_(self, "n_coarse_nodes", check_scalar_range(
                 self.n_coarse_nodes, "n_coarse_nodes", low=16, integer=True))
         check_choice(self.sigma_hat_form, "sigma_hat_form", ("auto", "stein", "pointwise"))
+        verbose = self.verbose
+        set_(self, "verbose", int(verbose) if isinstance(verbose, (bool, np.bool_)) else
+             check_scalar_range(verbose, "verbose", low=0, integer=True))
         rs = self.random_state
         if not (rs is None or (isinstance(rs, (int, np.integer)) and not isinstance(rs, bool)
                                and 0 <= rs < 2 ** 32)):

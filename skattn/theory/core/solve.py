@@ -27,6 +27,7 @@ from .fixed_point_map import (COARSE_HANDOVER, COARSE_TOL, HANDOVER_CALLS,
                               iterate_orthogonal, iterates_warm, starts)
 from .iteration import solve_or_continue
 from .options import SolverOptions, resolve_options
+from .progress import SolveReport
 from .sensitivity import uncertified_effect, unestimated_effect
 
 __all__ = ["CoreSolution", "RANK_CAP_RAMP", "rank_cap_weight", "solve_core"]
@@ -159,10 +160,23 @@ def _solve_or_continue(alpha, alpha_fixed_point, problem, options):
 
 
 def _solve(alpha, alpha_fixed_point, problem, options):
-    """The fixed point of a validated problem, solved at ``alpha_fixed_point``.
+    """The fixed point of a validated problem, solved at ``alpha_fixed_point``, reported as
+    ``options.verbose`` asks (:class:`~skattn.theory.core.progress.SolveReport`).
 
     Returns a :class:`CoreSolution` (the objective at the nominal ``alpha``).
     """
+    report = SolveReport(options.verbose, desc=f"state evolution (alpha={alpha:.4g}, "
+                                               f"reg_lambda={problem.reg_lambda:.3g})")
+    solution = None
+    try:
+        solution = _solve_reported(alpha, alpha_fixed_point, problem, options, report)
+    finally:
+        report.close(None if solution is None else solution.result)
+    return solution
+
+
+def _solve_reported(alpha, alpha_fixed_point, problem, options, report):
+    """:func:`_solve`, each evaluation of its maps told to ``report``."""
     init, n_nodes, tol, max_iter = options.init, options.n_nodes, options.tol, options.max_iter
     damping, random_state = options.damping, options.random_state
     sigma_hat_form = options.sigma_hat_form_for(problem.attention)
@@ -182,8 +196,10 @@ def _solve(alpha, alpha_fixed_point, problem, options):
         return problem.attention == "softmax" and fp_map.stall_floor is not None
 
     def make_map(node_set, prior_side=denoiser):
-        return FixedPointMap(alpha_fixed_point, channel, prior_side, Q0, noise, node_set,
-                              sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
+        fp_map = FixedPointMap(alpha_fixed_point, channel, prior_side, Q0, noise, node_set,
+                               sigma_hat_form, token_kurtosis=kurtosis, target_trace=t0)
+        fp_map.report = report if report.verbose else None
+        return fp_map
 
     fixed_point_map = make_map(nodes)
     # with κ4 ≠ 0 the state carries t = Tr S/d; a start without one takes t ≈ (m/Q0) t0,
