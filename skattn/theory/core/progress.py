@@ -45,8 +45,9 @@ class SolveReport:
             if self.verbose else None
 
     def evaluation(self, fixed_point_map, state, prior, certify, seconds):
-        """Report one evaluation of ``fixed_point_map`` at ``state`` (its map variables'
-        state tuple), whose prior side returned ``prior``, in ``seconds``."""
+        """Report one evaluation of ``fixed_point_map`` at ``state`` = (m, q, Σ[, t]),
+        whose prior side returned ``prior`` (``certify``: a certified evaluation), that
+        took ``seconds``."""
         if not self.verbose:
             return
         self.n_evaluations += 1
