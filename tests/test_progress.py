@@ -116,6 +116,23 @@ def test_asymptotic_predictor_shows_the_state_evolution_at_verbose_1(capfd, monk
     assert captured.out == "" and captured.err == ""
 
 
+def test_asymptotic_predictor_logs_the_state_evolution_at_verbose_2(capfd):
+    from skattn import AsymptoticPredictor
+
+    X, y = make_attention_indexed(n_samples=200, n_features=10, random_state=0)
+    kw = dict(target=WishartTarget(0.5), n_nodes=256, max_iter=300)
+    est = AsymptoticPredictor(verbose=2, **kw).fit(X, y)
+    captured = capfd.readouterr()
+    # the solve's own lines, one per evaluation, and its result line; no ticker
+    lines = re.findall(r"state evolution \(alpha=2, reg_lambda=0\.01\) evaluation \d+ ",
+                       captured.out)
+    assert len(lines) == est.state_.n_iter > 0
+    assert "state evolution (alpha=2, reg_lambda=0.01): converged" in captured.out
+    assert "done in" not in captured.err
+    quiet = AsymptoticPredictor(verbose=0, **kw).fit(X, y)
+    assert quiet.state_.test_error == est.state_.test_error
+
+
 def test_verbose_2_logs_every_iteration(capsys):
     X, y = _small_fit_data()
     est = TiedAttentionRegressor(reg_lambda=0.1, max_iter=5, dtype="float64", device="cpu",

@@ -88,7 +88,8 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
     verbose : int, default=0
         0: silent; 1: a bar over AMP's iterations (no total: AMP stops when it
         converges) and, with ``target``, a ticker of the elapsed time of the state
-        evolution; 2: also one line per AMP iteration.
+        evolution; 2: also one line per AMP iteration, and the state evolution's own bar
+        and line per evaluation (``SolverOptions.verbose``).
 
     Attributes
     ----------
@@ -278,8 +279,13 @@ class AsymptoticPredictor(AttentionRegressorMixin, BaseEstimator):
         self.correction_ = None
         self._predicted_spectrum = None
         if self.target is not None:
-            # one solve, seconds to a minute at finite d: a ticker of the elapsed time
-            with ticker(self.verbose, f"state evolution at alpha={n / d ** 2:.3g}"):
+            # one solve, seconds to a minute at finite d: a ticker of the elapsed time, or
+            # at verbose=2 the solve's own bar and a line per evaluation
+            lines = int(self.verbose) >= 2
+            if lines:
+                options["options"]["verbose"] = 2
+            with ticker(0 if lines else self.verbose,
+                        f"state evolution at alpha={n / d ** 2:.3g}"):
                 state = solve_state_evolution(n / d ** 2, problem, **options)
             self.state_ = state
             self.correction_ = state.correction
